@@ -1,0 +1,43 @@
+//! Everything one meshrun rank needs to join a job: MPI bootstrap ([`World`]), bounded waits
+//! ([`watchdog`]), and an all-to-all [`Mesh`] of connections behind the [`Transport`] trait.
+
+pub mod mesh;
+pub mod netif;
+mod sys;
+pub mod tcp;
+pub mod transport;
+pub mod watchdog;
+pub mod world;
+
+pub use transport::{Op, OpKind, Transport, TransportError};
+pub use world::{World, WorldError};
+
+use std::time::Duration;
+
+/// Deadlines that bound every wait of a job.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    /// Connecting the mesh (connect, accept and handshakes).
+    pub connect: Duration,
+    /// Any one communication step (a batch of sends and receives).
+    pub op: Duration,
+    /// Any one MPI step (init, allgather, gather, barrier).
+    pub mpi: Duration,
+}
+
+impl Timeouts {
+    /// All three from one user-facing `--timeout` value.
+    pub fn uniform(t: Duration) -> Self {
+        Timeouts {
+            connect: t,
+            op: t,
+            mpi: t,
+        }
+    }
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts::uniform(Duration::from_secs(60))
+    }
+}

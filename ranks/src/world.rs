@@ -1,0 +1,353 @@
+//! Joining the MPI job: rank, size, where every rank runs, and the checks that catch a job that
+//! started but not as intended (wrong MPI, all ranks on one node).
+
+use std::time::Duration;
+
+use mpi::datatype::PartitionMut;
+use mpi::environment::Universe;
+use mpi::topology::SimpleCommunicator;
+use mpi::traits::*;
+use mpi::Count;
+
+use crate::watchdog;
+
+/// Host names are exchanged in fixed-size records of this many bytes.
+const HOST_LEN: usize = 256;
+
+/// The environment variable the launcher sets to the number of distinct hosts it placed ranks on.
+pub const EXPECT_NODES_ENV: &str = "MESHRUN_EXPECT_NODES";
+
+/// A job that started, but not as intended.
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    #[error("MPI could not be initialised (it was already initialised, or the MPI library failed)")]
+    Init,
+    #[error(
+        "MPI reports a world of 1 rank, but the launcher's environment says {var}={expected}: this binary \
+         was built against a different MPI ({library}) than the mpirun that started it. Rebuild meshrun \
+         against the MPI of that mpirun, or start it with the matching mpirun"
+    )]
+    SizeMismatch {
+        var: String,
+        expected: usize,
+        library: String,
+    },
+    #[error(
+        "all {size} ranks run on {nodes} node(s) ({hosts}), but {source_desc} names {expected} hosts: the MPI \
+         launcher ignored the host list (Open MPI 5 can do this with an MPIJob hostfile). Pass the hosts \
+         explicitly (`meshrun launch --hostfile FILE`, or mpirun --hostfile FILE / --host)"
+    )]
+    CollapsedPlacement {
+        size: usize,
+        nodes: usize,
+        hosts: String,
+        expected: usize,
+        source_desc: String,
+    },
+}
+
+/// This rank's view of the job.
+pub struct World {
+    // Field order matters: the communicator must go before the universe finalises MPI.
+    comm: SimpleCommunicator,
+    _universe: Universe,
+    rank: usize,
+    size: usize,
+    hosts: Vec<String>,
+    node_of: Vec<usize>,
+    node_count: usize,
+    local_rank: usize,
+    local_size: usize,
+    mpi_timeout: Duration,
+}
+
+/// The launcher environment's idea of the world size, if it has one: (variable, value).
+pub fn launcher_size_from_env(get: impl Fn(&str) -> Option<String>) -> Option<(String, usize)> {
+    [
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMIX_SIZE",
+        "MPI_LOCALNRANKS_WORLD",
+        "SLURM_NTASKS",
+    ]
+    .iter()
+    .find_map(|v| {
+        get(v)
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .map(|n| (v.to_string(), n))
+    })
+}
+
+/// Nodes and local ranks from the host name of every rank: nodes numbered in order of first
+/// appearance; a rank's local rank is its position among the ranks of its node.
+pub fn placement(hosts: &[String]) -> (Vec<usize>, usize, Vec<usize>, Vec<usize>) {
+    let mut names: Vec<&str> = Vec::new();
+    let mut node_of = Vec::with_capacity(hosts.len());
+    let mut per_node: Vec<usize> = Vec::new();
+    let mut local_rank = Vec::with_capacity(hosts.len());
+    for h in hosts {
+        let n = match names.iter().position(|x| x == h) {
+            Some(n) => n,
+            None => {
+                names.push(h);
+                per_node.push(0);
+                names.len() - 1
+            }
+        };
+        node_of.push(n);
+        local_rank.push(per_node[n]);
+        per_node[n] += 1;
+    }
+    let local_size = node_of.iter().map(|&n| per_node[n]).collect();
+    (node_of, names.len(), local_rank, local_size)
+}
+
+/// How many distinct hosts the job was meant to span, if anything says so: the launcher's
+/// variable, or the MPIJob hostfile Open MPI was pointed at.
+pub fn expected_nodes(get: impl Fn(&str) -> Option<String>, size: usize) -> Option<(usize, String)> {
+    if let Some(n) = get(EXPECT_NODES_ENV).and_then(|s| s.parse::<usize>().ok()) {
+        return Some((n, format!("the launcher ({EXPECT_NODES_ENV})")));
+    }
+    let file = get("OMPI_MCA_orte_default_hostfile").or_else(|| get("OMPI_MCA_rmaps_default_hostfile"))?;
+    let hosts = hostfiles::parse_hostfile(std::path::Path::new(&file)).ok()?;
+    // The job can only span as many hosts as it has ranks.
+    Some((hosts.len().min(size), format!("the MPIJob hostfile {file}")))
+}
+
+impl World {
+    /// Initialise MPI and learn where every rank runs. Every MPI step is bounded by `mpi_timeout`.
+    pub fn init(mpi_timeout: Duration) -> Result<World, WorldError> {
+        let env = |k: &str| std::env::var(k).ok();
+        let host = this_host();
+        let env_rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+            .iter()
+            .find_map(|v| env(v))
+            .unwrap_or_else(|| "?".into());
+        let guard = watchdog::arm(
+            mpi_timeout,
+            format!(
+                "rank {env_rank} ({host}): MPI initialisation did not finish within {mpi_timeout:?}; is every host reachable by the MPI launcher?"
+            ),
+        );
+        let universe = mpi::initialize().ok_or(WorldError::Init)?;
+        drop(guard);
+        let comm = universe.world();
+        let (rank, size) = (comm.rank() as usize, comm.size() as usize);
+        if size == 1 {
+            if let Some((var, expected)) = launcher_size_from_env(env).filter(|(_, n)| *n > 1) {
+                let library = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
+                let library = library.lines().next().unwrap_or("unknown").trim().to_string();
+                return Err(WorldError::SizeMismatch { var, expected, library });
+            }
+        }
+        let mut world = World {
+            comm,
+            _universe: universe,
+            rank,
+            size,
+            hosts: Vec::new(),
+            node_of: Vec::new(),
+            node_count: 0,
+            local_rank: 0,
+            local_size: 0,
+            mpi_timeout,
+        };
+        let mut rec = [0u8; HOST_LEN];
+        let hb = host.as_bytes();
+        let n = hb.len().min(HOST_LEN);
+        rec[..n].copy_from_slice(&hb[..n]);
+        let all = world.all_gather_bytes(&rec, "exchanging host names");
+        world.hosts = all
+            .chunks(HOST_LEN)
+            .map(|c| {
+                let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+                String::from_utf8_lossy(&c[..end]).into_owned()
+            })
+            .collect();
+        let (node_of, node_count, local_rank, local_size) = placement(&world.hosts);
+        world.local_rank = local_rank[rank];
+        world.local_size = local_size[rank];
+        world.node_of = node_of;
+        world.node_count = node_count;
+        if let Some((expected, source_desc)) = expected_nodes(env, size) {
+            if node_count < expected {
+                let mut distinct: Vec<&str> = world.hosts.iter().map(String::as_str).collect();
+                distinct.dedup();
+                return Err(WorldError::CollapsedPlacement {
+                    size,
+                    nodes: node_count,
+                    hosts: distinct.join(","),
+                    expected,
+                    source_desc,
+                });
+            }
+        }
+        Ok(world)
+    }
+
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn host(&self) -> &str {
+        &self.hosts[self.rank]
+    }
+    /// Host name of every rank, indexed by rank.
+    pub fn hosts(&self) -> &[String] {
+        &self.hosts
+    }
+    /// Node index of every rank (nodes numbered in order of first appearance).
+    pub fn node_of(&self) -> &[usize] {
+        &self.node_of
+    }
+    pub fn node_count(&self) -> usize {
+        self.node_count
+    }
+    pub fn local_rank(&self) -> usize {
+        self.local_rank
+    }
+    pub fn local_size(&self) -> usize {
+        self.local_size
+    }
+    pub fn mpi_timeout(&self) -> Duration {
+        self.mpi_timeout
+    }
+
+    fn arm(&self, step: &str) -> watchdog::DeadlineGuard {
+        watchdog::arm(
+            self.mpi_timeout,
+            format!(
+                "rank {} ({}): MPI step `{step}` did not finish within {:?}: another rank died or stalled before reaching it",
+                self.rank,
+                self.host(),
+                self.mpi_timeout
+            ),
+        )
+    }
+
+    /// Every rank contributes `local` (the same length on every rank); all get the concatenation.
+    pub fn all_gather_bytes(&self, local: &[u8], step: &str) -> Vec<u8> {
+        let _g = self.arm(step);
+        let mut out = vec![0u8; local.len() * self.size];
+        self.comm.all_gather_into(local, &mut out[..]);
+        out
+    }
+
+    /// Rank 0's bytes, on every rank.
+    pub fn broadcast_bytes(&self, buf: &mut [u8], step: &str) {
+        let _g = self.arm(step);
+        self.comm.process_at_rank(0).broadcast_into(buf);
+    }
+
+    /// Every rank contributes any number of bytes; rank 0 gets them all, indexed by rank.
+    pub fn gather_bytes(&self, local: &[u8], step: &str) -> Option<Vec<Vec<u8>>> {
+        let _g = self.arm(step);
+        let root = self.comm.process_at_rank(0);
+        let len = local.len() as Count;
+        if self.rank == 0 {
+            let mut lens = vec![0 as Count; self.size];
+            root.gather_into_root(&len, &mut lens[..]);
+            let displs: Vec<Count> = lens
+                .iter()
+                .scan(0, |acc, &l| {
+                    let d = *acc;
+                    *acc += l;
+                    Some(d)
+                })
+                .collect();
+            let total: usize = lens.iter().map(|&l| l as usize).sum();
+            let mut all = vec![0u8; total];
+            {
+                let mut part = PartitionMut::new(&mut all[..], &lens[..], &displs[..]);
+                root.gather_varcount_into_root(local, &mut part);
+            }
+            Some(
+                lens.iter()
+                    .zip(&displs)
+                    .map(|(&l, &d)| all[d as usize..(d + l) as usize].to_vec())
+                    .collect(),
+            )
+        } else {
+            root.gather_into(&len);
+            root.gather_varcount_into(local);
+            None
+        }
+    }
+
+    pub fn barrier(&self, step: &str) {
+        let _g = self.arm(step);
+        self.comm.barrier();
+    }
+
+    /// Logical AND of `ok` over all ranks: lets every rank leave together when any one failed.
+    pub fn all_ok(&self, ok: bool, step: &str) -> bool {
+        self.all_gather_bytes(&[u8::from(ok)], step).iter().all(|&b| b == 1)
+    }
+
+    /// The MPI library's own communicator, for baselines that call MPI collectives.
+    pub fn comm(&self) -> &SimpleCommunicator {
+        &self.comm
+    }
+}
+
+/// This host's name as the kernel reports it.
+pub fn this_host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_numbers_nodes_and_local_ranks() {
+        let hosts: Vec<String> = ["a", "b", "a", "c", "b", "a"].iter().map(|s| s.to_string()).collect();
+        let (node_of, n, local_rank, local_size) = placement(&hosts);
+        assert_eq!(node_of, vec![0, 1, 0, 2, 1, 0]);
+        assert_eq!(n, 3);
+        assert_eq!(local_rank, vec![0, 0, 1, 0, 1, 2]);
+        assert_eq!(local_size, vec![3, 2, 3, 1, 2, 3]);
+    }
+
+    #[test]
+    fn launcher_size_prefers_open_mpi_then_pmi() {
+        let env = |k: &str| match k {
+            "PMI_SIZE" => Some("8".to_string()),
+            _ => None,
+        };
+        assert_eq!(launcher_size_from_env(env), Some(("PMI_SIZE".into(), 8)));
+        assert_eq!(launcher_size_from_env(|_| None), None);
+    }
+
+    #[test]
+    fn expected_nodes_from_launcher_or_mpijob_hostfile() {
+        assert_eq!(
+            expected_nodes(|k| (k == EXPECT_NODES_ENV).then(|| "3".into()), 8).map(|x| x.0),
+            Some(3)
+        );
+        let dir = std::env::temp_dir().join(format!("meshrun-world-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("hostfile");
+        std::fs::write(
+            &f,
+            "job-worker-0.job.default.svc slots=2\njob-worker-1.job.default.svc slots=2\n",
+        )
+        .unwrap();
+        let fs = f.to_string_lossy().into_owned();
+        let got = expected_nodes(|k| (k == "OMPI_MCA_orte_default_hostfile").then(|| fs.clone()), 4).unwrap();
+        assert_eq!(got.0, 2);
+        // A 1-rank job can only span one host.
+        assert_eq!(
+            expected_nodes(|k| (k == "OMPI_MCA_orte_default_hostfile").then(|| fs.clone()), 1)
+                .unwrap()
+                .0,
+            1
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
