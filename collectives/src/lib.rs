@@ -1,1 +1,26 @@
-//! placeholder
+//! What runs over the meshrun mesh: the mesh check, the pairwise schedule and tests, the
+//! collectives, and the reports they print.
+
+pub mod fault;
+pub mod mesh_check;
+pub mod schedule;
+pub mod stats;
+
+use std::time::Instant;
+
+use ranks::{Op, Transport, TransportError};
+
+/// Exit status for "the test ran and found a problem" (wrong data, slow or failed links).
+pub const EXIT_FOUND_PROBLEM: i32 = 1;
+
+/// Send `send` to `peer` while receiving `recv` from it, bounded by `deadline`.
+pub fn swap(
+    t: &mut dyn Transport,
+    peer: usize,
+    send: &[u8],
+    recv: &mut [u8],
+    deadline: Instant,
+) -> Result<(), TransportError> {
+    let mut ops = [Op::send(peer, send), Op::recv(peer, recv)];
+    t.exchange(&mut ops, deadline)
+}

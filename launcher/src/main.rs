@@ -1,1 +1,148 @@
-fn main() {}
+//! `meshrun`: prove a GPU/RDMA fabric works before a training job trusts it.
+
+mod cli;
+mod launch;
+mod rank;
+mod units;
+
+use std::net::ToSocketAddrs;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
+use collectives::fault::Fault;
+use collectives::mesh_check::{self, MeshCheckConfig};
+use launch::{LaunchError, LaunchPlan};
+use rank::{run_rank, RankFailure, EXIT_USAGE};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let code = match cli.command {
+        Command::Launch(a) => match launch_cmd(a) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("meshrun launch: {e}");
+                EXIT_USAGE
+            }
+        },
+        Command::MeshCheck(a) => mesh_check_cmd(a),
+    };
+    ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
+    if a.command.is_empty() {
+        return Err(LaunchError::NoCommand);
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let src = launch::host_source(a.hostfile.as_deref(), a.hosts.as_deref(), &env)?;
+    let placement = match &src {
+        Some(s) => launch::place(s, a.np, a.ppn, a.oversubscribe)?,
+        None => {
+            let np = a.np.or(a.ppn.map(u64::from)).ok_or(LaunchError::NothingToRun)?;
+            vec![("localhost".to_string(), np)]
+        }
+    };
+    if let (Some(s), false) = (&src, a.no_resolve_check) {
+        for (host, _) in &placement {
+            if let Err(e) = (host.as_str(), 0u16).to_socket_addrs() {
+                return Err(LaunchError::Unresolvable {
+                    host: host.clone(),
+                    from: s.from.clone(),
+                    why: e.to_string(),
+                });
+            }
+        }
+    }
+    let flavour = match a.mpi {
+        Some(f) => f,
+        None => launch::detect_flavour(&a.mpirun)?,
+    };
+    let mut env_pass = vec![(
+        ranks::world::EXPECT_NODES_ENV.to_string(),
+        Some(placement.len().to_string()),
+    )];
+    for spec in &a.env {
+        env_pass.push(launch::parse_env(spec)?);
+    }
+    let program = match &a.meshrun {
+        Some(p) => p.display().to_string(),
+        None => std::env::current_exe()
+            .map_err(LaunchError::SelfPath)?
+            .display()
+            .to_string(),
+    };
+    let plan = LaunchPlan {
+        mpirun: a.mpirun.clone(),
+        flavour,
+        placement,
+        as_root: nix::unistd::geteuid().is_root(),
+        oversubscribe: a.oversubscribe || src.is_none(),
+        rsh_agent: a.rsh_agent.clone(),
+        env: env_pass,
+        extra_mpi_args: a.mpi_args.clone(),
+        program,
+        program_args: a.command.clone(),
+    };
+    let argv = launch::build_argv(&plan);
+    if a.dry_run {
+        println!(
+            "{}",
+            argv.iter()
+                .map(|s| launch::shell_quote(s))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        return Ok(0);
+    }
+    let status = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .status()
+        .map_err(|source| LaunchError::Spawn {
+            mpirun: argv[0].clone(),
+            source,
+        })?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+fn fault_or_exit() -> Option<Fault> {
+    match Fault::from_env() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("meshrun: {e}");
+            std::process::exit(EXIT_USAGE);
+        }
+    }
+}
+
+fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
+    let fault = fault_or_exit();
+    let cfg = MeshCheckConfig {
+        bytes: a.bytes as usize,
+        iters: a.iters as usize,
+        op_timeout: Duration::from_secs_f64(a.rank.timeout),
+    };
+    run_rank(&a.rank, |world, t| {
+        if a.bytes > (1 << 30) {
+            return Err(RankFailure::Usage(format!(
+                "--bytes {} is over the 1 GiB limit of mesh-check",
+                a.bytes
+            )));
+        }
+        let mine = mesh_check::run(t, &cfg, fault)?;
+        let all = mesh_check::gather(world, &mine);
+        let ok = match all {
+            Some(all) => {
+                let (text, ok) = mesh_check::report(world.hosts(), t.name(), &cfg, &all);
+                print!("{text}");
+                ok
+            }
+            None => true,
+        };
+        let ok = world.all_ok(ok, "agreeing on the verdict");
+        Ok(if ok { 0 } else { collectives::EXIT_FOUND_PROBLEM })
+    })
+}

@@ -53,6 +53,7 @@ pub struct World {
     _universe: Universe,
     rank: usize,
     size: usize,
+    my_host: String,
     hosts: Vec<String>,
     node_of: Vec<usize>,
     node_count: usize,
@@ -145,6 +146,7 @@ impl World {
             _universe: universe,
             rank,
             size,
+            my_host: host.clone(),
             hosts: Vec::new(),
             node_of: Vec::new(),
             node_count: 0,
@@ -192,7 +194,7 @@ impl World {
         self.size
     }
     pub fn host(&self) -> &str {
-        &self.hosts[self.rank]
+        &self.my_host
     }
     /// Host name of every rank, indexed by rank.
     pub fn hosts(&self) -> &[String] {
