@@ -1,1 +1,209 @@
-//! Helpers for end-to-end tests.
+//! Helpers for end-to-end tests that run the real `meshrun` binary under real `mpirun`.
+//!
+//! Every run is bounded: a command that outlives its limit is killed with its whole process group
+//! and the test fails. Prerequisites that are missing (mpirun, root for namespaces) fail the test
+//! with the reason; nothing is skipped silently.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// The `meshrun` binary under test: `$MESHRUN_BIN`, or the workspace's debug build.
+pub fn meshrun_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("MESHRUN_BIN") {
+        return PathBuf::from(p);
+    }
+    let target = std::env::var("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target"));
+    let p = target.join("debug").join("meshrun");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --bins` first (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// What a finished command left.
+#[derive(Debug)]
+pub struct Run {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Run {
+    pub fn all(&self) -> String {
+        format!("{}\n{}", self.stdout, self.stderr)
+    }
+    /// Panic with the output unless the exit status is `want`.
+    pub fn expect_code(&self, want: i32) -> &Self {
+        assert_eq!(self.code, Some(want), "exit status; output:\n{}", self.all());
+        self
+    }
+}
+
+/// Environment every MPI run gets here: Open MPI as root, and the TCP/shared-memory transports
+/// (the UCX pml fails on machines without RDMA).
+pub fn mpi_env(cmd: &mut Command) -> &mut Command {
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .env("OMPI_MCA_pml", "ob1")
+        .env("OMPI_MCA_btl", "self,vader,tcp")
+        .env("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1")
+}
+
+/// Run `cmd` to completion, killing its process group after `limit`.
+pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+    let start = Instant::now();
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut out = child.stdout.take().expect("stdout");
+    let mut err = child.stderr.take().expect("stderr");
+    let t_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if start.elapsed() > limit {
+            let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // Leftover ranks of a failed job must not outlive the test.
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    let run = Run {
+        code: status.and_then(|s| s.code()),
+        stdout: t_out.join().unwrap_or_default(),
+        stderr: t_err.join().unwrap_or_default(),
+        elapsed: start.elapsed(),
+    };
+    assert!(
+        status.is_some(),
+        "command ran past its {limit:?} limit and was killed: {cmd:?}\n{}",
+        run.all()
+    );
+    run
+}
+
+/// `mpirun -np N meshrun ARGS...` on this machine.
+pub fn mpirun(np: usize, args: &[&str], extra_env: &[(&str, &str)], limit: Duration) -> Run {
+    let mut cmd = Command::new("mpirun");
+    mpi_env(&mut cmd).args(["--bind-to", "none", "-np", &np.to_string()]);
+    for (k, v) in extra_env {
+        cmd.env(k, v);
+        cmd.args(["-x", k]);
+    }
+    cmd.arg(meshrun_bin()).args(args);
+    run_bounded(&mut cmd, limit)
+}
+
+/// `meshrun ARGS...` as a plain process.
+pub fn meshrun(args: &[&str], limit: Duration) -> Run {
+    let mut cmd = Command::new(meshrun_bin());
+    mpi_env(&mut cmd).args(args);
+    run_bounded(&mut cmd, limit)
+}
+
+/// Rows of a mesh-check or matrix table: lines that start with a rank number.
+pub fn table_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<usize>().is_ok()) && !l.starts_with('#'))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+/// A namespace cluster of N hosts for the duration of a test (one at a time per test binary).
+pub struct NetnsCluster {
+    pub dir: PathBuf,
+    _lock: MutexGuard<'static, ()>,
+}
+
+static NETNS_LOCK: Mutex<()> = Mutex::new(());
+
+impl NetnsCluster {
+    pub fn up(n: usize) -> NetnsCluster {
+        let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "the namespace cluster needs root (ip netns, unshare); run the tests as root, as CI does"
+        );
+        let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
+        let r = run_bounded(
+            Command::new(root().join("scripts/netns-cluster"))
+                .args(["up", &n.to_string()])
+                .env("MR_NETNS_DIR", &dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.code, Some(0), "netns-cluster up failed:\n{}", r.all());
+        NetnsCluster { dir, _lock: lock }
+    }
+
+    pub fn script(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(root().join("scripts/netns-cluster"));
+        cmd.args(args).env("MR_NETNS_DIR", &self.dir);
+        run_bounded(&mut cmd, Duration::from_secs(60))
+    }
+
+    /// Run `meshrun launch --hostfile ... --rsh-agent ... ARGS` from host mr-h0.
+    pub fn launch(&self, launch_args: &[&str], rank_args: &[&str], limit: Duration) -> Run {
+        let mut line = vec![
+            meshrun_bin().display().to_string(),
+            "launch".into(),
+            "--hostfile".into(),
+            self.dir.join("hostfile").display().to_string(),
+            "--rsh-agent".into(),
+            self.dir.join("rsh-agent").display().to_string(),
+        ];
+        line.extend(launch_args.iter().map(|s| s.to_string()));
+        line.push("--".into());
+        line.extend(rank_args.iter().map(|s| s.to_string()));
+        let mut cmd = Command::new(root().join("scripts/netns-cluster"));
+        mpi_env(&mut cmd)
+            .env("MR_NETNS_DIR", &self.dir)
+            .args(["exec", "mr-h0"])
+            .args(&line);
+        run_bounded(&mut cmd, limit)
+    }
+}
+
+impl Drop for NetnsCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/netns-cluster"))
+            .arg("down")
+            .env("MR_NETNS_DIR", &self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,152 @@
+//! The foundation end to end: launch, World, the TCP mesh and mesh-check with real mpirun.
+
+use std::time::Duration;
+
+use e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+fn check_ok_table(r: &Run, n: usize) {
+    r.expect_code(0);
+    let rows = table_rows(&r.stdout);
+    assert_eq!(rows.len(), n, "one row per rank:\n{}", r.stdout);
+    for (i, row) in rows.iter().enumerate() {
+        assert_eq!(row[0], i.to_string());
+        assert_eq!(row.len(), 2 + n, "rank, host and one cell per rank: {row:?}");
+        assert_eq!(row[2 + i], "-");
+        for (j, cell) in row[2..].iter().enumerate() {
+            if j != i {
+                let v: f64 = cell.parse().unwrap_or_else(|_| panic!("cell {i},{j} is `{cell}`"));
+                assert!(v > 0.0 && v < 1e6, "RTT {v} us");
+            }
+        }
+    }
+    assert!(
+        r.stdout
+            .contains(&format!("# OK: all {} pairs reachable", n * (n - 1) / 2)),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn mesh_check_two_ranks() {
+    let r = mpirun(2, &["mesh-check", "--iters", "10"], &[], LIMIT);
+    check_ok_table(&r, 2);
+}
+
+#[test]
+fn mesh_check_four_ranks_through_launch() {
+    let r = meshrun(
+        &[
+            "launch",
+            "--np",
+            "4",
+            "--",
+            "mesh-check",
+            "--iters",
+            "10",
+            "--bytes",
+            "1M",
+        ],
+        LIMIT,
+    );
+    check_ok_table(&r, 4);
+    assert!(r.stdout.contains("1048576-byte payload"), "{}", r.stdout);
+}
+
+#[test]
+fn killed_rank_ends_the_job_within_the_deadline_and_is_named() {
+    let r = mpirun(
+        4,
+        &["mesh-check", "--iters", "2000", "--timeout", "10"],
+        &[("MESHRUN_FAULT", "kill:rank=2:round=1")],
+        LIMIT,
+    );
+    assert_ne!(r.code, Some(0), "{}", r.all());
+    assert!(r.elapsed < Duration::from_secs(30), "took {:?}", r.elapsed);
+    let all = r.all();
+    assert!(
+        all.contains("rank 2 (") && all.contains("closed the connection"),
+        "{all}"
+    );
+}
+
+#[test]
+fn stalled_rank_is_named_when_the_deadline_expires() {
+    let r = mpirun(
+        4,
+        &["mesh-check", "--iters", "5", "--timeout", "3"],
+        &[("MESHRUN_FAULT", "stall:rank=1:round=1")],
+        LIMIT,
+    );
+    assert_ne!(r.code, Some(0), "{}", r.all());
+    assert!(
+        r.elapsed >= Duration::from_secs(3) && r.elapsed < Duration::from_secs(30),
+        "took {:?}",
+        r.elapsed
+    );
+    let all = r.all();
+    assert!(all.contains("timed out after 3.0s waiting for rank 1 ("), "{all}");
+}
+
+#[test]
+fn corrupted_payload_fails_the_pair() {
+    let r = mpirun(
+        3,
+        &["mesh-check", "--iters", "5"],
+        &[("MESHRUN_FAULT", "corrupt:rank=1:round=0")],
+        LIMIT,
+    );
+    assert_ne!(r.code, Some(0));
+    assert!(r.stdout.contains("FAIL"), "{}", r.stdout);
+    assert!(r.stdout.contains("bytes wrong from rank 1"), "{}", r.stdout);
+}
+
+#[test]
+fn collapsed_placement_is_an_error() {
+    // The launcher placed ranks on 2 hosts, but mpirun put them all on this one.
+    let r = mpirun(2, &["mesh-check"], &[("MESHRUN_EXPECT_NODES", "2")], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("all 2 ranks run on 1 node(s)") && r.stderr.contains("ignored the host list"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn unknown_interface_is_bad_input() {
+    let r = mpirun(2, &["mesh-check", "--tcp-if", "nosuch0"], &[], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("--tcp-if nosuch0: no local interface of that name"),
+        "{}",
+        r.stderr
+    );
+    let r = mpirun(2, &["mesh-check", "--tcp-if", "127.0.0.0/8"], &[], LIMIT);
+    r.expect_code(0);
+}
+
+#[test]
+fn wrong_mpi_launcher_is_detected() {
+    // The Open MPI build started by MPICH's launcher: every rank is its own world of 1.
+    let hydra = ["mpiexec.hydra", "mpiexec.mpich"].into_iter().find(|p| {
+        std::process::Command::new(p)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .status()
+            .is_ok()
+    });
+    let hydra =
+        hydra.expect("MPICH's mpiexec.hydra is needed for this test (apt-get install mpich; scripts/test installs it)");
+    let mut cmd = std::process::Command::new(hydra);
+    cmd.args(["-n", "2"]).arg(meshrun_bin()).args(["mesh-check"]);
+    let r = run_bounded(&mut cmd, LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("MPI reports a world of 1 rank") && r.stderr.contains("PMI_SIZE=2"),
+        "{}",
+        r.stderr
+    );
+}

@@ -1,0 +1,186 @@
+//! `meshrun launch` and rank subcommands on bad input: one line, exit status 2, no panic.
+
+use std::time::Duration;
+
+use e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("meshrun-launch-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn one_line_error(r: &Run, contains: &str) {
+    r.expect_code(2);
+    assert!(r.stdout.is_empty(), "no output on stdout: {}", r.stdout);
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    assert!(
+        lines.iter().any(|l| l.contains(contains)),
+        "want `{contains}` in:\n{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn malformed_hostfile_names_file_line_column() {
+    let f = tmpfile("bad-hosts", "node01 slots=2\nnode02 slots=two\n");
+    let r = meshrun(
+        &[
+            "launch",
+            "--hostfile",
+            f.to_str().unwrap(),
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(
+        &r,
+        &format!("{}:2:14: `slots` value `two` is not a whole number", f.display()),
+    );
+    assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
+}
+
+#[test]
+fn reversed_and_huge_hostlists() {
+    let r = meshrun(
+        &["launch", "--hosts", "node[04-01]", "--dry-run", "--", "mesh-check"],
+        LIMIT,
+    );
+    one_line_error(&r, "reversed range");
+    let r = meshrun(
+        &["launch", "--hosts", "n[1-10000000]", "--dry-run", "--", "mesh-check"],
+        LIMIT,
+    );
+    one_line_error(&r, "expands to 10000000 hosts");
+}
+
+#[test]
+fn more_ranks_than_slots() {
+    let f = tmpfile("two-slots", "localhost slots=2\n");
+    let r = meshrun(
+        &[
+            "launch",
+            "--hostfile",
+            f.to_str().unwrap(),
+            "--np",
+            "3",
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(&r, "--np 3 is more than the 2 slots");
+}
+
+#[test]
+fn missing_mpirun() {
+    let r = meshrun(
+        &[
+            "launch",
+            "--np",
+            "2",
+            "--mpirun",
+            "/nonexistent/mpirun",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(&r, "`/nonexistent/mpirun` was not found");
+}
+
+#[test]
+fn unresolvable_host() {
+    let r = meshrun(
+        &[
+            "launch",
+            "--hosts",
+            "no-such-host-meshrun.invalid",
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(
+        &r,
+        "host `no-such-host-meshrun.invalid` (from --hosts) does not resolve",
+    );
+}
+
+#[test]
+fn shell_syntax_in_host_names_is_refused() {
+    let f = tmpfile("inject", "node01;reboot slots=1\n");
+    let r = meshrun(
+        &[
+            "launch",
+            "--hostfile",
+            f.to_str().unwrap(),
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(&r, "character `;` is not allowed");
+}
+
+#[test]
+fn unknown_option_and_bad_values() {
+    let r = meshrun(&["mesh-check", "--frobnicate"], LIMIT);
+    r.expect_code(2);
+    assert!(r.stderr.contains("unexpected argument '--frobnicate'"), "{}", r.stderr);
+    let r = meshrun(&["mesh-check", "--timeout", "-1"], LIMIT);
+    r.expect_code(2);
+    let r = meshrun(&["mesh-check", "--bytes", "12Q"], LIMIT);
+    r.expect_code(2);
+    assert!(r.stderr.contains("not a size"), "{}", r.stderr);
+}
+
+#[test]
+fn dry_run_prints_the_exact_command() {
+    let f = tmpfile("mpich-style", "# two nodes\nnode-a:2\nnode-b:2\n");
+    let r = meshrun(
+        &[
+            "launch",
+            "--hostfile",
+            f.to_str().unwrap(),
+            "--mpi",
+            "openmpi",
+            "--no-resolve-check",
+            "--rsh-agent",
+            "/opt/my agent",
+            "-x",
+            "NCCL_DEBUG=INFO",
+            "--meshrun",
+            "/usr/bin/meshrun",
+            "--dry-run",
+            "--",
+            "mesh-check",
+            "--iters",
+            "5",
+        ],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let root = if nix::unistd::geteuid().is_root() {
+        "--allow-run-as-root "
+    } else {
+        ""
+    };
+    assert_eq!(
+        r.stdout.trim(),
+        format!(
+            "mpirun {root}-np 4 --host node-a:2,node-b:2 --bind-to none --mca plm_rsh_agent '/opt/my agent' \
+             -x MESHRUN_EXPECT_NODES=2 -x NCCL_DEBUG=INFO /usr/bin/meshrun mesh-check --iters 5"
+        )
+    );
+}
