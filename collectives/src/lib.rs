@@ -3,6 +3,9 @@
 
 pub mod fault;
 pub mod mesh_check;
+pub mod output;
+pub mod pairwise;
+pub mod progress;
 pub mod schedule;
 pub mod stats;
 

@@ -26,6 +26,8 @@ pub enum Command {
     /// (rank) Check every rank reaches every other: verified payload both ways and round-trip times
     #[command(name = "mesh-check")]
     MeshCheck(MeshCheckArgs),
+    /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
+    Pairwise(PairwiseArgs),
 }
 
 #[derive(Args, Debug)]
@@ -110,6 +112,131 @@ pub fn parse_timeout(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
     if !(v > 0.0 && v <= 86_400.0) {
         return Err(format!("{v} is out of range; expected seconds in (0, 86400]"));
+    }
+    Ok(v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestArg {
+    /// Bandwidth (like ib_write_bw)
+    Bw,
+    /// Ping-pong latency (like ib_write_lat)
+    Lat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpArg {
+    Write,
+    Read,
+    Send,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("pairs").args(["pair", "inter_node", "intra_node"])))]
+pub struct PairwiseArgs {
+    #[command(flatten)]
+    pub rank: RankArgs,
+    /// Bandwidth or latency
+    #[arg(long, value_enum, default_value = "bw")]
+    pub test: TestArg,
+    /// Operation (perftest's names); default: write where the transport can, else send
+    #[arg(long, value_enum)]
+    pub op: Option<OpArg>,
+    /// Message size (K, M, G suffixes are binary)
+    #[arg(short = 's', long, value_parser = parse_nonzero_size, conflicts_with = "all_sizes")]
+    pub size: Option<u64>,
+    /// Sweep message sizes 2 B .. 8 MiB by powers of two, like perftest -a
+    #[arg(short = 'a', long = "all")]
+    pub all_sizes: bool,
+    /// Iterations per measurement (default 5000 for bw, 1000 for lat)
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "duration")]
+    pub iters: Option<u64>,
+    /// Seconds per measurement instead of an iteration count (bandwidth, unidirectional)
+    #[arg(short = 'D', long, value_parser = parse_duration, conflicts_with_all = ["bidirectional"])]
+    pub duration: Option<f64>,
+    /// Outstanding messages per batch (perftest's TX depth)
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub tx_depth: u64,
+    /// Both directions at once (bandwidth)
+    #[arg(short = 'b', long)]
+    pub bidirectional: bool,
+    /// Warm-up messages (default: the TX depth for bw, 10 for lat)
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Test only this pair of ranks: A,B
+    #[arg(long, value_parser = parse_pair)]
+    pub pair: Option<(usize, usize)>,
+    /// Only pairs on different hosts
+    #[arg(long)]
+    pub inter_node: bool,
+    /// Only pairs on the same host
+    #[arg(long)]
+    pub intra_node: bool,
+    /// A pair is suspect below this fraction of the median of all pairs
+    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction)]
+    pub threshold: f64,
+    /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)
+    #[arg(long, value_parser = parse_positive)]
+    pub expect_gbps: Option<f64>,
+    /// Do not retest suspect pairs alone
+    #[arg(long)]
+    pub no_retest: bool,
+    /// Write every raw figure as JSON
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the matrix as CSV
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the matrix as a heatmap picture (.png or .svg)
+    #[arg(long)]
+    pub heatmap: Option<PathBuf>,
+    /// Overwrite existing output files
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {
+    match crate::units::parse_size(s)? {
+        0 => Err("size 0 is not a message; expected 1 byte or more".into()),
+        n if n > (1 << 30) => Err(format!("{n} bytes is over the 1 GiB limit")),
+        n => Ok(n),
+    }
+}
+
+pub fn parse_duration(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(v > 0.0 && v <= 3600.0) {
+        return Err(format!("{v} is out of range; expected seconds in (0, 3600]"));
+    }
+    Ok(v)
+}
+
+pub fn parse_pair(s: &str) -> Result<(usize, usize), String> {
+    let (a, b) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}`: expected two ranks as A,B"))?;
+    let a: usize = a.trim().parse().map_err(|_| format!("`{a}` is not a rank number"))?;
+    let b: usize = b.trim().parse().map_err(|_| format!("`{b}` is not a rank number"))?;
+    if a == b {
+        return Err(format!("`{s}`: a pair needs two different ranks"));
+    }
+    Ok((a, b))
+}
+
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(v > 0.0 && v <= 1.0) {
+        return Err(format!(
+            "{v} is out of range; expected a fraction of the median in (0, 1], e.g. 0.9"
+        ));
+    }
+    Ok(v)
+}
+
+pub fn parse_positive(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(v > 0.0 && v.is_finite()) {
+        return Err(format!("{v} is out of range; expected a positive number"));
     }
     Ok(v)
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod launch;
+mod pairwise_cmd;
 mod rank;
 mod units;
 
@@ -28,6 +29,7 @@ fn main() -> ExitCode {
             }
         },
         Command::MeshCheck(a) => mesh_check_cmd(a),
+        Command::Pairwise(a) => pairwise_cmd::run(a),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -243,6 +243,19 @@ impl World {
         self.comm.process_at_rank(0).broadcast_into(buf);
     }
 
+    /// Rank 0's `data` (any length), on every rank; other ranks pass anything.
+    pub fn broadcast_vec(&self, data: &[u8], step: &str) -> Vec<u8> {
+        let mut len = (data.len() as u64).to_le_bytes();
+        self.broadcast_bytes(&mut len, step);
+        let mut buf = if self.rank == 0 {
+            data.to_vec()
+        } else {
+            vec![0u8; u64::from_le_bytes(len) as usize]
+        };
+        self.broadcast_bytes(&mut buf, step);
+        buf
+    }
+
     /// Every rank contributes any number of bytes; rank 0 gets them all, indexed by rank.
     pub fn gather_bytes(&self, local: &[u8], step: &str) -> Option<Vec<Vec<u8>>> {
         let _g = self.arm(step);

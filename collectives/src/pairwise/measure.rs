@@ -1,0 +1,257 @@
+//! One measurement between two ranks over the two-sided operations of a [`Transport`].
+//!
+//! Bandwidth: the sender posts messages in batches of the window (`-t`), the receiver receives them
+//! and answers with an 8-byte acknowledgement carrying its peak rate. Average bandwidth is the bytes
+//! over the time from the sender's first post to that acknowledgement (perftest: first post to last
+//! completion). Latency: ping-pong, the lower rank timing each round trip; samples are half trips.
+
+use std::time::{Duration, Instant};
+
+use ranks::{Op, Transport, TransportError};
+use serde::{Deserialize, Serialize};
+
+use super::formulas::{gbps, mpps, peak_gbps, LatencyStats};
+
+/// How long each measurement runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Amount {
+    Iterations(u64),
+    /// Seconds; the sender calibrates an iteration count first.
+    Duration(f64),
+}
+
+/// Settings for one measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct MeasureSpec {
+    pub bytes: usize,
+    pub amount: Amount,
+    pub window: usize,
+    pub warmup: u64,
+    pub op_timeout: Duration,
+}
+
+/// A bandwidth result, as perftest prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BwResult {
+    pub bytes: u64,
+    pub iterations: u64,
+    pub peak_gbps: f64,
+    pub avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+}
+
+/// Receive buffers at most this large in total per batch (a window of 8 MiB messages would need 1 GiB).
+const RECV_BATCH_BYTES: usize = 32 << 20;
+
+fn recv_batch_len(spec: &MeasureSpec) -> usize {
+    spec.window.min((RECV_BATCH_BYTES / spec.bytes.max(1)).max(1)).max(1)
+}
+
+/// Send `n` messages of `buf` to `peer` in batches of `window`.
+fn send_n(
+    t: &mut dyn Transport,
+    peer: usize,
+    buf: &[u8],
+    n: u64,
+    window: usize,
+    timeout: Duration,
+) -> Result<(), TransportError> {
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(window as u64) as usize;
+        let mut ops: Vec<Op<'_>> = (0..k).map(|_| Op::send(peer, buf)).collect();
+        t.exchange(&mut ops, Instant::now() + timeout)?;
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+/// Receive `n` messages of `bytes` from `peer`; returns completion times in seconds since `t0`
+/// when `times` is asked for.
+fn recv_n(
+    t: &mut dyn Transport,
+    peer: usize,
+    spec: &MeasureSpec,
+    n: u64,
+    scratch: &mut [u8],
+    times: Option<(&mut Vec<f64>, Instant)>,
+) -> Result<(), TransportError> {
+    let k_max = recv_batch_len(spec);
+    let mut left = n;
+    let mut times = times;
+    while left > 0 {
+        let k = left.min(k_max as u64) as usize;
+        let mut ops: Vec<Op<'_>> = if spec.bytes == 0 {
+            (0..k).map(|_| Op::recv(peer, &mut [])).collect()
+        } else {
+            scratch[..k * spec.bytes]
+                .chunks_mut(spec.bytes)
+                .map(|b| Op::recv(peer, b))
+                .collect()
+        };
+        t.exchange(&mut ops, Instant::now() + spec.op_timeout)?;
+        if let Some((v, t0)) = times.as_mut() {
+            v.extend(
+                ops.iter()
+                    .filter_map(|o| o.done_at)
+                    .map(|d| d.duration_since(*t0).as_secs_f64()),
+            );
+        }
+        left -= k as u64;
+    }
+    Ok(())
+}
+
+fn scratch_for(spec: &MeasureSpec) -> Vec<u8> {
+    vec![0u8; recv_batch_len(spec) * spec.bytes]
+}
+
+/// The sender's side of a unidirectional bandwidth test. Returns the result.
+pub fn bw_send(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<BwResult, TransportError> {
+    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let mut ack = [0u8; 8];
+    let deadline = || Instant::now() + spec.op_timeout;
+    if spec.warmup > 0 {
+        send_n(t, peer, &buf, spec.warmup, spec.window, spec.op_timeout)?;
+        t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
+    }
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(secs) => {
+            // Calibrate: time a few windows, then size the run to the duration asked for.
+            let probe = (spec.window as u64 * 4).max(8);
+            let t0 = Instant::now();
+            send_n(t, peer, &buf, probe, spec.window, spec.op_timeout)?;
+            t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
+            let per_msg = t0.elapsed().as_secs_f64() / probe as f64;
+            let n = ((secs / per_msg.max(1e-9)) as u64).clamp(spec.window as u64, 100_000_000);
+            t.exchange(&mut [Op::send(peer, &n.to_le_bytes())], deadline())?;
+            n
+        }
+    };
+    let t0 = Instant::now();
+    send_n(t, peer, &buf, iters, spec.window, spec.op_timeout)?;
+    t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
+    let secs = t0.elapsed().as_secs_f64();
+    let total = spec.bytes as f64 * iters as f64;
+    let avg = gbps(total, secs);
+    let peak = f64::from_le_bytes(ack);
+    Ok(BwResult {
+        bytes: spec.bytes as u64,
+        iterations: iters,
+        peak_gbps: if peak.is_finite() && peak > avg { peak } else { avg },
+        avg_gbps: avg,
+        msg_rate_mpps: mpps(iters as f64, secs),
+    })
+}
+
+/// The receiver's side of a unidirectional bandwidth test.
+pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<(), TransportError> {
+    let mut scratch = scratch_for(spec);
+    let deadline = || Instant::now() + spec.op_timeout;
+    if spec.warmup > 0 {
+        recv_n(t, peer, spec, spec.warmup, &mut scratch, None)?;
+        t.exchange(&mut [Op::send(peer, &0f64.to_le_bytes())], deadline())?;
+    }
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(_) => {
+            let probe = (spec.window as u64 * 4).max(8);
+            recv_n(t, peer, spec, probe, &mut scratch, None)?;
+            t.exchange(&mut [Op::send(peer, &0f64.to_le_bytes())], deadline())?;
+            let mut n = [0u8; 8];
+            t.exchange(&mut [Op::recv(peer, &mut n)], deadline())?;
+            u64::from_le_bytes(n)
+        }
+    };
+    let t0 = Instant::now();
+    let mut times = Vec::with_capacity(iters.min(10_000_000) as usize);
+    recv_n(t, peer, spec, iters, &mut scratch, Some((&mut times, t0)))?;
+    let span = times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
+    let peak = peak_gbps(&times, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(0.0);
+    t.exchange(&mut [Op::send(peer, &peak.to_le_bytes())], deadline())?;
+    Ok(())
+}
+
+/// Both directions at once (`-b`): each side sends and receives `iters` messages concurrently.
+/// Returns this side's result with both directions counted, as perftest's duplex mode does.
+pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<BwResult, TransportError> {
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(_) => {
+            return Err(TransportError::Setup(
+                "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
+            ))
+        }
+    };
+    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let k_max = recv_batch_len(spec);
+    let mut scratch = scratch_for(spec);
+    let mut ack = [0u8; 8];
+    let t0 = Instant::now();
+    let mut left = iters;
+    while left > 0 {
+        let k = left.min(k_max as u64) as usize;
+        let mut ops: Vec<Op<'_>> = (0..k).map(|_| Op::send(peer, &buf)).collect();
+        if spec.bytes == 0 {
+            ops.extend((0..k).map(|_| Op::recv(peer, &mut [])));
+        } else {
+            ops.extend(
+                scratch[..k * spec.bytes]
+                    .chunks_mut(spec.bytes)
+                    .map(|b| Op::recv(peer, b)),
+            );
+        }
+        t.exchange(&mut ops, Instant::now() + spec.op_timeout)?;
+        left -= k as u64;
+    }
+    t.exchange(
+        &mut [Op::send(peer, &[0u8; 8]), Op::recv(peer, &mut ack)],
+        Instant::now() + spec.op_timeout,
+    )?;
+    let secs = t0.elapsed().as_secs_f64();
+    let total = 2.0 * spec.bytes as f64 * iters as f64;
+    let avg = gbps(total, secs);
+    Ok(BwResult {
+        bytes: spec.bytes as u64,
+        iterations: iters,
+        peak_gbps: avg,
+        avg_gbps: avg,
+        msg_rate_mpps: mpps(2.0 * iters as f64, secs),
+    })
+}
+
+/// Ping-pong latency. The lower rank of the pair times; returns its statistics (None on the other side).
+pub fn latency(
+    t: &mut dyn Transport,
+    peer: usize,
+    spec: &MeasureSpec,
+) -> Result<Option<(u64, LatencyStats)>, TransportError> {
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(_) => {
+            return Err(TransportError::Setup(
+                "-D (duration) is for bandwidth tests; use -n with --test lat".into(),
+            ))
+        }
+    };
+    let me = t.rank();
+    let out: Vec<u8> = vec![0xA5; spec.bytes];
+    let mut back = vec![0u8; spec.bytes];
+    let mut samples = Vec::with_capacity(iters as usize);
+    for i in 0..spec.warmup + iters {
+        let deadline = Instant::now() + spec.op_timeout;
+        if me < peer {
+            let t0 = Instant::now();
+            t.exchange(&mut [Op::send(peer, &out)], deadline)?;
+            t.exchange(&mut [Op::recv(peer, &mut back)], deadline)?;
+            if i >= spec.warmup {
+                samples.push(t0.elapsed().as_secs_f64() * 1e6 / 2.0);
+            }
+        } else {
+            t.exchange(&mut [Op::recv(peer, &mut back)], deadline)?;
+            t.exchange(&mut [Op::send(peer, &out)], deadline)?;
+        }
+    }
+    Ok(LatencyStats::from_samples(&samples).map(|s| (iters, s)))
+}

@@ -1,0 +1,272 @@
+//! All-pairs bandwidth and latency: circle-method rounds of disjoint pairs run at once, results
+//! gathered at rank 0, suspects retested alone, then blamed on a link or a node.
+
+pub mod formulas;
+pub mod measure;
+pub mod report;
+pub mod verdict;
+
+use std::time::Duration;
+
+use ranks::{Transport, TransportError, World};
+use serde::{Deserialize, Serialize};
+
+use crate::progress::Progress;
+use crate::schedule::{circle_rounds, filter_rounds, peer_in, Pair};
+use formulas::LatencyStats;
+use measure::{Amount, BwResult, MeasureSpec};
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestKind {
+    Bw,
+    Lat,
+}
+
+/// The operation, named as perftest names its tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpName {
+    Write,
+    Read,
+    Send,
+}
+
+impl OpName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpName::Write => "write",
+            OpName::Read => "read",
+            OpName::Send => "send",
+        }
+    }
+    /// perftest's title word: `RDMA_Write`, `RDMA_Read`, `Send`.
+    pub fn title(self) -> &'static str {
+        match self {
+            OpName::Write => "RDMA_Write",
+            OpName::Read => "RDMA_Read",
+            OpName::Send => "Send",
+        }
+    }
+}
+
+/// Which pairs to test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    All,
+    Pair(usize, usize),
+    InterNode,
+    IntraNode,
+}
+
+/// Everything a pairwise run needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairwiseConfig {
+    pub test: TestKind,
+    pub op: OpName,
+    pub sizes: Vec<usize>,
+    pub amount: Amount,
+    pub window: usize,
+    pub warmup: u64,
+    pub bidirectional: bool,
+    pub selection: Selection,
+    /// Fraction of the median below which a pair is suspect.
+    pub threshold: f64,
+    /// Absolute floor in Gb/s (bandwidth tests).
+    pub expect_gbps: Option<f64>,
+    pub retest: bool,
+    #[serde(with = "secs")]
+    pub op_timeout: Duration,
+}
+
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs_f64(f64::deserialize(d)?))
+    }
+}
+
+impl PairwiseConfig {
+    /// The message size the matrix and the verdicts use: the largest tested.
+    pub fn matrix_size(&self) -> usize {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+
+    fn spec(&self, bytes: usize) -> MeasureSpec {
+        MeasureSpec {
+            bytes,
+            amount: self.amount,
+            window: self.window,
+            warmup: self.warmup,
+            op_timeout: self.op_timeout,
+        }
+    }
+}
+
+/// One measured direction (or pair, for latency and bidirectional tests: then `src < dst`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub src: usize,
+    pub dst: usize,
+    pub bytes: u64,
+    pub bw: Option<BwResult>,
+    pub lat: Option<LatencyStats>,
+    pub iterations: u64,
+    /// Run alone, after the first pass found it suspect.
+    pub retest: bool,
+}
+
+impl Measurement {
+    /// Higher is better: Gb/s, or 1/latency.
+    pub fn score(&self) -> f64 {
+        match (&self.bw, &self.lat) {
+            (Some(b), _) => b.avg_gbps,
+            (None, Some(l)) if l.t_typical > 0.0 => 1.0 / l.t_typical,
+            _ => 0.0,
+        }
+    }
+}
+
+/// The pairs to test, in rounds.
+pub fn rounds_for(n: usize, selection: Selection, node_of: &[usize]) -> Vec<Vec<Pair>> {
+    filter_rounds(circle_rounds(n), |(a, b)| match selection {
+        Selection::All => true,
+        Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
+        Selection::InterNode => node_of[a] != node_of[b],
+        Selection::IntraNode => node_of[a] == node_of[b],
+    })
+}
+
+/// Measure one pair at one size; returns the measurements this rank made.
+fn measure_pair(
+    t: &mut dyn Transport,
+    peer: usize,
+    cfg: &PairwiseConfig,
+    bytes: usize,
+    retest: bool,
+) -> Result<Vec<Measurement>, TransportError> {
+    let me = t.rank();
+    let spec = cfg.spec(bytes);
+    let (lo, hi) = (me.min(peer), me.max(peer));
+    let mut out = Vec::new();
+    let rec = |src, dst, bw: Option<BwResult>, lat: Option<LatencyStats>, iterations| Measurement {
+        src,
+        dst,
+        bytes: bytes as u64,
+        bw,
+        lat,
+        iterations,
+        retest,
+    };
+    match cfg.test {
+        TestKind::Lat => {
+            if let Some((iters, l)) = measure::latency(t, peer, &spec)? {
+                out.push(rec(lo, hi, None, Some(l), iters));
+            }
+        }
+        TestKind::Bw if cfg.bidirectional => {
+            let r = measure::bw_bidir(t, peer, &spec)?;
+            if me == lo {
+                out.push(rec(lo, hi, Some(r), None, r.iterations));
+            }
+        }
+        TestKind::Bw => {
+            // Lower to higher, then back.
+            for (src, dst) in [(lo, hi), (hi, lo)] {
+                if me == src {
+                    let r = measure::bw_send(t, dst, &spec)?;
+                    out.push(rec(src, dst, Some(r), None, r.iterations));
+                } else {
+                    measure::bw_recv(t, src, &spec)?;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The whole run, as rank 0 sees it at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairwiseOutcome {
+    pub config: PairwiseConfig,
+    pub transport: String,
+    pub hosts: Vec<String>,
+    pub rounds: usize,
+    pub measurements: Vec<Measurement>,
+    pub retests: Vec<Measurement>,
+    pub verdict: verdict::Verdict,
+}
+
+fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Option<Vec<Measurement>> {
+    let bytes = serde_json::to_vec(mine).unwrap_or_default();
+    let all = world.gather_bytes(&bytes, step)?;
+    let mut out: Vec<Measurement> = all
+        .iter()
+        .flat_map(|b| serde_json::from_slice::<Vec<Measurement>>(b).unwrap_or_default())
+        .collect();
+    out.sort_by_key(|m| (m.bytes, m.src, m.dst));
+    Some(out)
+}
+
+/// Run the pairwise test on every rank. Rank 0 gets the outcome.
+pub fn run(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    progress: &mut Progress,
+) -> Result<Option<PairwiseOutcome>, TransportError> {
+    let me = t.rank();
+    let rounds = rounds_for(t.size(), cfg.selection, world.node_of());
+    let total_pairs: usize = rounds.iter().map(Vec::len).sum();
+    progress.start(rounds.len(), total_pairs);
+    let mut mine = Vec::new();
+    for (k, round) in rounds.iter().enumerate() {
+        if let Some(peer) = peer_in(round, me) {
+            for &bytes in &cfg.sizes {
+                mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
+            }
+        }
+        world.barrier("end of a pairwise round");
+        progress.round_done(k + 1, round.len());
+    }
+    progress.finish();
+    let first = gather_measurements(world, &mine, "gathering pairwise results");
+
+    // Rank 0 picks the suspects; every rank learns them and the pairs retest one at a time.
+    let suspects: Vec<Pair> = match &first {
+        Some(all) if cfg.retest => verdict::suspects(all, cfg),
+        _ => Vec::new(),
+    };
+    let suspects_bytes = world.broadcast_vec(
+        &serde_json::to_vec(&suspects).unwrap_or_default(),
+        "sharing suspect pairs",
+    );
+    let suspects: Vec<Pair> = serde_json::from_slice(&suspects_bytes).unwrap_or_default();
+    let mut mine_retest = Vec::new();
+    for &(a, b) in &suspects {
+        if me == a || me == b {
+            let peer = if me == a { b } else { a };
+            mine_retest.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
+        }
+        world.barrier("end of a retest");
+    }
+    let retests = gather_measurements(world, &mine_retest, "gathering retest results");
+    Ok(first.zip(retests).map(|(measurements, retests)| {
+        let v = verdict::decide(&measurements, &retests, cfg, world.hosts());
+        PairwiseOutcome {
+            config: cfg.clone(),
+            transport: t.name().to_string(),
+            hosts: world.hosts().to_vec(),
+            rounds: rounds.len(),
+            measurements,
+            retests,
+            verdict: v,
+        }
+    }))
+}

@@ -1,0 +1,21 @@
+//! `--json FILE`: every raw figure (config, per pair and size, retests, verdicts).
+
+use crate::pairwise::PairwiseOutcome;
+
+pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
+    let doc = serde_json::json!({
+        "tool": "meshrun",
+        "version": env!("CARGO_PKG_VERSION"),
+        "test": "pairwise",
+        "transport": o.transport,
+        "hosts": o.hosts,
+        "rounds": o.rounds,
+        "config": o.config,
+        "results": o.measurements,
+        "retests": o.retests,
+        "verdict": o.verdict,
+    });
+    let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    v.push(b'\n');
+    v
+}

@@ -1,0 +1,153 @@
+//! `meshrun pairwise` on each rank.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use collectives::output;
+use collectives::pairwise::measure::Amount;
+use collectives::pairwise::report::{csv, heatmap, json, text};
+use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
+use collectives::progress::Progress;
+
+use crate::cli::{OpArg, PairwiseArgs, TestArg};
+use crate::rank::{run_rank, RankFailure};
+
+/// perftest -a: 2 B .. 8 MiB by powers of two.
+pub fn sweep_sizes() -> Vec<usize> {
+    (1..=23).map(|p| 1usize << p).collect()
+}
+
+fn config(a: &PairwiseArgs, can_write: bool, can_read: bool) -> Result<PairwiseConfig, String> {
+    let test = match a.test {
+        TestArg::Bw => TestKind::Bw,
+        TestArg::Lat => TestKind::Lat,
+    };
+    let op = match a.op {
+        Some(OpArg::Write) if !can_write => {
+            return Err("the tcp transport cannot do RDMA write; use --op send, or an RDMA transport".into())
+        }
+        Some(OpArg::Read) if !can_read => {
+            return Err("the tcp transport cannot do RDMA read; use --op send, or an RDMA transport".into())
+        }
+        Some(OpArg::Write) => OpName::Write,
+        Some(OpArg::Read) => OpName::Read,
+        Some(OpArg::Send) => OpName::Send,
+        None if can_write => OpName::Write,
+        None => OpName::Send,
+    };
+    if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
+        return Err("--test lat takes -n iterations, not -D or -b".into());
+    }
+    let sizes = if a.all_sizes {
+        sweep_sizes()
+    } else {
+        vec![a.size.unwrap_or(if test == TestKind::Lat { 2 } else { 65536 }) as usize]
+    };
+    let amount = match (a.iters, a.duration) {
+        (_, Some(d)) => Amount::Duration(d),
+        (Some(n), None) => Amount::Iterations(n),
+        (None, None) => Amount::Iterations(if test == TestKind::Lat { 1000 } else { 5000 }),
+    };
+    let selection = match (a.pair, a.inter_node, a.intra_node) {
+        (Some((x, y)), _, _) => Selection::Pair(x, y),
+        (_, true, _) => Selection::InterNode,
+        (_, _, true) => Selection::IntraNode,
+        _ => Selection::All,
+    };
+    Ok(PairwiseConfig {
+        test,
+        op,
+        sizes,
+        amount,
+        window: a.tx_depth as usize,
+        warmup: a.warmup.unwrap_or(if test == TestKind::Lat { 10 } else { a.tx_depth }),
+        bidirectional: a.bidirectional,
+        selection,
+        threshold: a.threshold,
+        expect_gbps: a.expect_gbps,
+        retest: !a.no_retest,
+        op_timeout: Duration::from_secs_f64(a.rank.timeout),
+    })
+}
+
+fn outputs(a: &PairwiseArgs) -> Vec<PathBuf> {
+    [&a.json, &a.csv, &a.heatmap].into_iter().flatten().cloned().collect()
+}
+
+/// Problems only rank 0 can see: output files.
+fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
+    if let Some(h) = &a.heatmap {
+        let ext = h.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
+        if !matches!(ext.as_deref(), Some("png" | "svg")) {
+            return Err(format!("--heatmap {}: expected a .png or .svg file name", h.display()));
+        }
+    }
+    for p in outputs(a) {
+        output::check_writable(&p, a.force).map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+pub fn run(a: PairwiseArgs) -> i32 {
+    run_rank(&a.rank, |world, t| {
+        let caps = t.capabilities();
+        let mut problem = config(&a, caps.write, caps.read).err();
+        if problem.is_none() {
+            if let Some((x, y)) = a.pair {
+                if x.max(y) >= world.size() {
+                    problem = Some(format!("--pair {x},{y}: this job has ranks 0 to {}", world.size() - 1));
+                }
+            }
+        }
+        if problem.is_none() && world.rank() == 0 {
+            problem = check_outputs(&a).err();
+        }
+        if !world.all_ok(problem.is_none(), "checking options") {
+            return Err(RankFailure::Usage(problem.unwrap_or_default()));
+        }
+        let cfg = config(&a, caps.write, caps.read).map_err(RankFailure::Usage)?;
+        let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
+        if rounds.is_empty() {
+            return Err(RankFailure::Usage(format!(
+                "no pairs to test: {} rank(s) on {} host(s) with this selection",
+                world.size(),
+                world.node_count()
+            )));
+        }
+        let mut progress = Progress::new(world.rank() == 0);
+        let outcome = pairwise::run(world, t, &cfg, &mut progress)?;
+        // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.
+        let mut code = 0u8;
+        if let Some(o) = outcome {
+            print!("{}", text::render(&o));
+            let write = |p: &PathBuf, data: Result<Vec<u8>, String>| match data {
+                Ok(bytes) => output::write_atomic(p, &bytes, a.force)
+                    .map_err(|e| eprintln!("meshrun: {e}"))
+                    .is_ok(),
+                Err(e) => {
+                    eprintln!("meshrun: {e}");
+                    false
+                }
+            };
+            let mut files_ok = true;
+            if let Some(p) = &a.json {
+                files_ok &= write(p, Ok(json::render(&o)));
+            }
+            if let Some(p) = &a.csv {
+                files_ok &= write(p, Ok(csv::render(&o).into_bytes()));
+            }
+            if let Some(p) = &a.heatmap {
+                files_ok &= write(p, heatmap::render(&o, p));
+            }
+            code = if !files_ok {
+                crate::rank::EXIT_USAGE as u8
+            } else if !o.verdict.pass {
+                collectives::EXIT_FOUND_PROBLEM as u8
+            } else {
+                0
+            };
+        }
+        let shared = world.broadcast_vec(&[code], "sharing the exit status");
+        Ok(i32::from(shared.first().copied().unwrap_or(0)))
+    })
+}
