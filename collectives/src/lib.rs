@@ -1,11 +1,15 @@
 //! What runs over the meshrun mesh: the mesh check, the pairwise schedule and tests, the
 //! collectives, and the reports they print.
 
+pub mod buffers;
+pub mod coll;
+pub mod dtype;
 pub mod fault;
 pub mod mesh_check;
 pub mod output;
 pub mod pairwise;
 pub mod progress;
+pub mod reduce;
 pub mod schedule;
 pub mod stats;
 

@@ -28,6 +28,84 @@ pub enum Command {
     MeshCheck(MeshCheckArgs),
     /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
     Pairwise(PairwiseArgs),
+    /// (rank) Ring all-reduce, printed as nccl-tests' all_reduce_perf prints it
+    #[command(name = "all_reduce", alias = "all_reduce_perf")]
+    AllReduce(CollArgs),
+    /// (rank) All-gather, as all_gather_perf
+    #[command(name = "all_gather", alias = "all_gather_perf")]
+    AllGather(CollArgs),
+    /// (rank) Reduce-scatter, as reduce_scatter_perf
+    #[command(name = "reduce_scatter", alias = "reduce_scatter_perf")]
+    ReduceScatter(CollArgs),
+    /// (rank) Broadcast from the root, as broadcast_perf
+    #[command(name = "broadcast", alias = "broadcast_perf")]
+    Broadcast(CollArgs),
+    /// (rank) Reduce to the root, as reduce_perf
+    #[command(name = "reduce", alias = "reduce_perf")]
+    Reduce(CollArgs),
+    /// (rank) All-to-all, as alltoall_perf
+    #[command(name = "alltoall", alias = "alltoall_perf")]
+    Alltoall(CollArgs),
+    /// (rank) Send right, receive from the left, as sendrecv_perf
+    #[command(name = "sendrecv", alias = "sendrecv_perf")]
+    Sendrecv(CollArgs),
+}
+
+/// nccl-tests' flags, with their defaults.
+#[derive(Args, Debug)]
+pub struct CollArgs {
+    #[command(flatten)]
+    pub rank: RankArgs,
+    /// Smallest size in bytes (K, M, G suffixes)
+    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = crate::units::parse_size)]
+    pub min_bytes: u64,
+    /// Largest size in bytes
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = crate::units::parse_size)]
+    pub max_bytes: u64,
+    /// Size increment in bytes (when no -f)
+    #[arg(short = 'i', long = "stepbytes", default_value = "1M", value_parser = crate::units::parse_size)]
+    pub step_bytes: u64,
+    /// Size multiplication factor
+    #[arg(short = 'f', long = "stepfactor")]
+    pub step_factor: Option<u64>,
+    /// Timed iterations per size
+    #[arg(short = 'n', long = "iters", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub iters: u64,
+    /// Warm-up iterations per size
+    #[arg(short = 'w', long = "warmup_iters", default_value_t = 1)]
+    pub warmup: u64,
+    /// Operations aggregated into one timed iteration
+    #[arg(short = 'm', long = "agg_iters", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub agg: u64,
+    /// Check results (0 or 1)
+    #[arg(short = 'c', long = "check", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// Reduction: sum, prod, min, max, avg, or all
+    #[arg(short = 'o', long = "op", default_value = "sum")]
+    pub op: String,
+    /// Data type: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16, or all
+    #[arg(short = 'd', long = "datatype", default_value = "float")]
+    pub dtype: String,
+    /// Root rank of broadcast and reduce
+    #[arg(short = 'r', long = "root", default_value_t = 0)]
+    pub root: usize,
+    /// How times combine across ranks: 0 rank 0, 1 mean, 2 min, 3 max
+    #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub average: u8,
+    /// Write results as JSON, in nccl-tests' -J shape
+    #[arg(short = 'J', long = "output_file")]
+    pub json: Option<PathBuf>,
+    /// Also run the MPI library's own collective on the same sizes, in the same harness
+    #[arg(long, value_enum)]
+    pub baseline: Option<BaselineArg>,
+    /// Overwrite an existing JSON file
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BaselineArg {
+    Mpi,
 }
 
 #[derive(Args, Debug)]
@@ -86,7 +164,7 @@ pub struct RankArgs {
     #[arg(long)]
     pub tcp_if: Option<String>,
     /// Deadline in seconds for any one wait (connect, receive, MPI step)
-    #[arg(long, default_value_t = 60.0, value_parser = parse_timeout)]
+    #[arg(short = 'T', long, default_value_t = 60.0, value_parser = parse_timeout)]
     pub timeout: f64,
 }
 

@@ -1,6 +1,7 @@
 //! `meshrun`: prove a GPU/RDMA fabric works before a training job trusts it.
 
 mod cli;
+mod coll_cmd;
 mod launch;
 mod pairwise_cmd;
 mod rank;
@@ -30,6 +31,13 @@ fn main() -> ExitCode {
         },
         Command::MeshCheck(a) => mesh_check_cmd(a),
         Command::Pairwise(a) => pairwise_cmd::run(a),
+        Command::AllReduce(a) => coll_cmd::run("all_reduce", a),
+        Command::AllGather(a) => coll_cmd::run("all_gather", a),
+        Command::ReduceScatter(a) => coll_cmd::run("reduce_scatter", a),
+        Command::Broadcast(a) => coll_cmd::run("broadcast", a),
+        Command::Reduce(a) => coll_cmd::run("reduce", a),
+        Command::Alltoall(a) => coll_cmd::run("alltoall", a),
+        Command::Sendrecv(a) => coll_cmd::run("sendrecv", a),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }

@@ -1,0 +1,64 @@
+//! all_gather: ring, each rank's block forwarded n-1 times. Sizes are the gathered total
+//! (count x n); busbw factor (n-1)/n.
+
+use ranks::Transport;
+
+use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self, LayoutError};
+
+pub struct AllGather;
+
+impl Collective for AllGather {
+    fn name(&self) -> &'static str {
+        "all_gather"
+    }
+    fn counts(&self, count: usize, n: usize, rank: usize) -> Counts {
+        let per = count / n;
+        Counts {
+            send: per,
+            recv: per * n,
+            param: per,
+            send_inplace_offset: rank * per,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, n: usize) -> f64 {
+        (n as f64 - 1.0) / n as f64
+    }
+    fn reduces(&self) -> bool {
+        false
+    }
+    fn rooted(&self) -> bool {
+        false
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        let per = ctx.counts.param;
+        reduce::fill(ctx.dtype, expected, |i| {
+            data::plain_value(i / per.max(1), i % per.max(1))
+        })
+        .map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let block = ctx.counts.param * ctx.elt();
+        let buf = match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                recv[ctx.rank * block..(ctx.rank + 1) * block].copy_from_slice(send);
+                recv
+            }
+            Bufs::InPlace { buf } => buf,
+        };
+        ring::all_gather(t, ctx, buf, &|c| c * block..(c + 1) * block)
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::all_gather(comm, ctx, send, recv)
+    }
+}

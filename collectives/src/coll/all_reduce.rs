@@ -1,0 +1,64 @@
+//! all_reduce: ring reduce-scatter, finalise the owned chunk, ring all-gather.
+//! busbw factor 2(n-1)/n: each rank sends and receives 2(n-1)/n of the data.
+
+use ranks::Transport;
+
+use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self, LayoutError};
+
+pub struct AllReduce;
+
+impl Collective for AllReduce {
+    fn name(&self) -> &'static str {
+        "all_reduce"
+    }
+    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
+        Counts {
+            send: count,
+            recv: count,
+            param: count,
+            send_inplace_offset: 0,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, n: usize) -> f64 {
+        2.0 * (n as f64 - 1.0) / n as f64
+    }
+    fn reduces(&self) -> bool {
+        true
+    }
+    fn rooted(&self) -> bool {
+        false
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        reduce::fill(ctx.dtype, send, |i| {
+            data::reduction_value(ctx.dtype, ctx.op, ctx.rank, i)
+        })
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        data::reduced(ctx.dtype, ctx.op, ctx.nranks, 0, expected).map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let buf = match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                recv.copy_from_slice(send);
+                recv
+            }
+            Bufs::InPlace { buf } => buf,
+        };
+        let (count, n, elt) = (ctx.counts.recv, ctx.nranks, ctx.elt());
+        let bounds = |c: usize| ring::chunk(count, n, c, elt);
+        ring::reduce_scatter(t, ctx, buf, &bounds)?;
+        reduce::finalize(ctx.dtype, ctx.op, &mut buf[bounds(ctx.rank)], n)?;
+        ring::all_gather(t, ctx, buf, &bounds)
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::all_reduce(comm, ctx, send, recv)
+    }
+}

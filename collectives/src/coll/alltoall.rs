@@ -1,0 +1,85 @@
+//! alltoall: every rank sends block j to rank j, all at once in one batch the transport progresses
+//! concurrently. Sizes are count x n; busbw factor (n-1)/n.
+
+use std::time::Instant;
+
+use ranks::{Op, Transport};
+
+use super::{data, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self, LayoutError};
+
+pub struct AllToAll;
+
+fn exchange_blocks(t: &mut dyn Transport, ctx: &Ctx, send: &[u8], recv: &mut [u8]) -> Result<(), CollError> {
+    let block = ctx.counts.param * ctx.elt();
+    let r = ctx.rank;
+    if block == 0 {
+        return Ok(());
+    }
+    recv[r * block..(r + 1) * block].copy_from_slice(&send[r * block..(r + 1) * block]);
+    let mut ops: Vec<Op<'_>> = Vec::with_capacity(2 * ctx.nranks);
+    for (j, out) in send.chunks(block).enumerate().filter(|(j, _)| *j != r) {
+        ops.push(Op::send(j, out));
+    }
+    for (j, inn) in recv.chunks_mut(block).enumerate().filter(|(j, _)| *j != r) {
+        ops.push(Op::recv(j, inn));
+    }
+    t.exchange(&mut ops, Instant::now() + ctx.step_timeout)?;
+    Ok(())
+}
+
+impl Collective for AllToAll {
+    fn name(&self) -> &'static str {
+        "alltoall"
+    }
+    fn counts(&self, count: usize, n: usize, _rank: usize) -> Counts {
+        let per = count / n;
+        Counts {
+            send: per * n,
+            recv: per * n,
+            param: per,
+            send_inplace_offset: 0,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, n: usize) -> f64 {
+        (n as f64 - 1.0) / n as f64
+    }
+    fn reduces(&self) -> bool {
+        false
+    }
+    fn rooted(&self) -> bool {
+        false
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        let per = ctx.counts.param.max(1);
+        reduce::fill(ctx.dtype, send, |i| {
+            data::plain_value(ctx.rank * ctx.nranks + i / per, i % per)
+        })
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        let per = ctx.counts.param.max(1);
+        reduce::fill(ctx.dtype, expected, |i| {
+            data::plain_value((i / per) * ctx.nranks + ctx.rank, i % per)
+        })
+        .map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        match bufs {
+            Bufs::OutOfPlace { send, recv } => exchange_blocks(t, ctx, send, recv),
+            Bufs::InPlace { buf } => {
+                let send = buf.to_vec();
+                exchange_blocks(t, ctx, &send, buf)
+            }
+        }
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::alltoall(comm, ctx, send, recv)
+    }
+}

@@ -1,0 +1,87 @@
+//! broadcast: a pipelined chain from the root around the ring: each rank receives slice k from
+//! its left while forwarding slice k-1 to its right. busbw factor 1.
+
+use std::time::Instant;
+
+use ranks::{Op, Transport};
+
+use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self, LayoutError};
+
+pub struct Broadcast;
+
+impl Collective for Broadcast {
+    fn name(&self) -> &'static str {
+        "broadcast"
+    }
+    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
+        Counts {
+            send: count,
+            recv: count,
+            param: count,
+            send_inplace_offset: 0,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, _n: usize) -> f64 {
+        1.0
+    }
+    fn reduces(&self) -> bool {
+        false
+    }
+    fn rooted(&self) -> bool {
+        true
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        reduce::fill(ctx.dtype, expected, |i| data::plain_value(ctx.root, i)).map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let buf = match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                if ctx.rank == ctx.root {
+                    recv.copy_from_slice(send);
+                }
+                recv
+            }
+            Bufs::InPlace { buf } => buf,
+        };
+        let n = ctx.nranks;
+        if n < 2 {
+            return Ok(());
+        }
+        let pos = (ctx.rank + n - ctx.root) % n;
+        let (prev, next) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
+        let sl = ring::slices(0..buf.len(), ctx.elt());
+        if pos == 0 {
+            let mut ops: Vec<Op<'_>> = sl.iter().map(|r| Op::send(next, &buf[r.clone()])).collect();
+            t.exchange(&mut ops, Instant::now() + ctx.step_timeout)?;
+            return Ok(());
+        }
+        let forwards = pos < n - 1;
+        for k in 0..=sl.len() {
+            let deadline = Instant::now() + ctx.step_timeout;
+            match (sl.get(k), k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| forwards)) {
+                (Some(rr), Some(sr)) => {
+                    let (out, inn) = ring::split(buf, sr.clone(), rr.clone());
+                    t.exchange(&mut [Op::recv(prev, inn), Op::send(next, out)], deadline)?;
+                }
+                (Some(rr), None) => t.exchange(&mut [Op::recv(prev, &mut buf[rr.clone()])], deadline)?,
+                (None, Some(sr)) => t.exchange(&mut [Op::send(next, &buf[sr.clone()])], deadline)?,
+                (None, None) => {}
+            }
+        }
+        Ok(())
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::broadcast(comm, ctx, send, recv)
+    }
+}

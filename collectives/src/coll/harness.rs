@@ -1,0 +1,486 @@
+//! The one harness every collective runs under: sizes, warm-up, timing, time reduction across
+//! ranks, verification, both placements, bandwidth figures.
+
+use std::time::{Duration, Instant};
+
+use ranks::{Transport, World};
+use serde::Serialize;
+
+use super::{Bufs, CollError, Collective, Counts, Ctx};
+use crate::buffers::HostBuffer;
+use crate::dtype::{DataType, RedOp};
+use crate::fault::Fault;
+use crate::reduce;
+
+/// How sizes grow from `-b` to `-e`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Step {
+    /// `-f`: multiply.
+    Factor(u64),
+    /// `-i`: add.
+    Bytes(u64),
+}
+
+/// `-a`: how the per-rank times become one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum TimeAverage {
+    Rank0,
+    Mean,
+    Min,
+    Max,
+}
+
+/// `--baseline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Baseline {
+    Mpi,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct CollConfig {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub step: Step,
+    pub iters: u64,
+    pub warmup: u64,
+    pub agg: u64,
+    pub check: bool,
+    pub ops: Vec<RedOp>,
+    pub dtypes: Vec<DataType>,
+    pub root: usize,
+    pub average: TimeAverage,
+    #[serde(skip)]
+    pub step_timeout: Duration,
+    pub baseline: Option<Baseline>,
+}
+
+impl CollConfig {
+    /// The sizes of the sweep, in bytes.
+    pub fn sizes(&self) -> Vec<u64> {
+        let mut v = Vec::new();
+        let mut s = self.min_bytes;
+        while s <= self.max_bytes {
+            v.push(s);
+            let next = match self.step {
+                Step::Factor(f) => s.saturating_mul(f),
+                Step::Bytes(b) => s.saturating_add(b),
+            };
+            if next <= s {
+                break;
+            }
+            s = next;
+        }
+        v
+    }
+}
+
+/// Bandwidth in GB/s (1e9 bytes per second), as nccl-tests computes algbw.
+pub fn algbw(bytes: u64, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        return 0.0;
+    }
+    bytes as f64 / 1e9 / seconds
+}
+
+/// One placement's figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Placement {
+    pub time_us: f64,
+    pub algbw: f64,
+    pub busbw: f64,
+    /// Wrong elements over all ranks; None without validation.
+    pub wrong: Option<u64>,
+}
+
+/// One printed row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Row {
+    pub size: u64,
+    pub count: u64,
+    pub dtype: DataType,
+    /// `sum`, ... or `none`.
+    pub redop: String,
+    pub root: i64,
+    pub out_of_place: Placement,
+    /// None for baselines that have no in-place form.
+    pub in_place: Option<Placement>,
+}
+
+fn combine(times: &[f64], how: TimeAverage) -> f64 {
+    match how {
+        TimeAverage::Rank0 => times.first().copied().unwrap_or(0.0),
+        TimeAverage::Mean => times.iter().sum::<f64>() / times.len().max(1) as f64,
+        TimeAverage::Min => times.iter().copied().fold(f64::INFINITY, f64::min),
+        TimeAverage::Max => times.iter().copied().fold(0.0, f64::max),
+    }
+}
+
+/// The seconds per operation, combined across ranks.
+fn reduce_time(world: &World, secs: f64, how: TimeAverage) -> f64 {
+    let all = world.all_gather_bytes(&secs.to_le_bytes(), "combining times");
+    let times: Vec<f64> = all
+        .chunks(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    combine(&times, how)
+}
+
+fn sum_over_ranks(world: &World, v: u64) -> u64 {
+    world
+        .all_gather_bytes(&v.to_le_bytes(), "counting wrong elements")
+        .chunks(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .sum()
+}
+
+/// Which implementation runs: meshrun's over the transport, or the MPI library's.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Impl {
+    Mesh,
+    Mpi,
+}
+
+struct Run<'a> {
+    world: &'a World,
+    coll: &'a dyn Collective,
+    cfg: &'a CollConfig,
+    fault: Option<Fault>,
+}
+
+impl Run<'_> {
+    fn once(
+        &self,
+        t: &mut dyn Transport,
+        ctx: &Ctx,
+        how: Impl,
+        in_place: bool,
+        send: &mut HostBuffer,
+        recv: &mut HostBuffer,
+    ) -> Result<(), CollError> {
+        match (how, in_place) {
+            (Impl::Mesh, false) => self.coll.run(
+                t,
+                ctx,
+                Bufs::OutOfPlace {
+                    send: send.as_slice(),
+                    recv: recv.as_mut_slice(),
+                },
+            ),
+            (Impl::Mesh, true) => self.coll.run(
+                t,
+                ctx,
+                Bufs::InPlace {
+                    buf: recv.as_mut_slice(),
+                },
+            ),
+            (Impl::Mpi, _) => self
+                .coll
+                .run_mpi(self.world.comm(), ctx, send.as_slice(), recv.as_mut_slice())
+                .map_err(|e| CollError::Transport(ranks::TransportError::Setup(e))),
+        }
+    }
+
+    /// Buffers for one placement: out of place, `send` and `recv`; in place, `recv` is the one
+    /// buffer with the send data at its offset (and `send` is empty).
+    fn buffers(&self, ctx: &Ctx, in_place: bool) -> Result<(HostBuffer, HostBuffer), CollError> {
+        let (c, elt) = (ctx.counts, ctx.elt());
+        if in_place {
+            let mut buf = HostBuffer::new(c.send.max(c.recv) * elt);
+            let off = c.send_inplace_offset * elt;
+            self.coll
+                .init_send(ctx, &mut buf.as_mut_slice()[off..off + c.send * elt])?;
+            Ok((HostBuffer::new(0), buf))
+        } else {
+            let mut send = HostBuffer::new(c.send * elt);
+            self.coll.init_send(ctx, send.as_mut_slice())?;
+            Ok((send, HostBuffer::new(c.recv * elt)))
+        }
+    }
+
+    fn placement(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<Placement, CollError> {
+        let (mut send, mut recv) = self.buffers(ctx, in_place)?;
+        self.world.barrier("before warm-up");
+        for _ in 0..self.cfg.warmup {
+            self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+        }
+        self.world.barrier("before timing");
+        let t0 = Instant::now();
+        let n_ops = self.cfg.iters * self.cfg.agg;
+        for _ in 0..n_ops {
+            self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+        }
+        let secs = reduce_time(
+            self.world,
+            t0.elapsed().as_secs_f64() / n_ops.max(1) as f64,
+            self.cfg.average,
+        );
+        let bytes = (ctx.counts.send.max(ctx.counts.recv) * ctx.elt()) as u64;
+        let alg = algbw(bytes, secs);
+        let wrong = if self.cfg.check {
+            Some(self.verify(t, ctx, how, in_place)?)
+        } else {
+            None
+        };
+        Ok(Placement {
+            time_us: secs * 1e6,
+            algbw: alg,
+            busbw: alg * self.coll.bus_factor(ctx.nranks),
+            wrong,
+        })
+    }
+
+    /// Fresh data, one run, compare with the expected result bit for bit; wrong elements summed
+    /// over ranks.
+    fn verify(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<u64, CollError> {
+        let (mut send, mut recv) = self.buffers(ctx, in_place)?;
+        if Fault::corrupts(self.fault, ctx.rank, 0) {
+            let b = if in_place {
+                &mut recv.as_mut_slice()[ctx.counts.send_inplace_offset * ctx.elt()..]
+            } else {
+                send.as_mut_slice()
+            };
+            if let Some(x) = b.first_mut() {
+                *x ^= 0x5A;
+            }
+        }
+        self.world.barrier("before validation");
+        self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+        let (c, elt) = (ctx.counts, ctx.elt());
+        let mut want = vec![0u8; c.recv * elt];
+        let wrong = if self.coll.expected(ctx, &mut want)? {
+            let off = if in_place { c.recv_inplace_offset * elt } else { 0 };
+            reduce::count_wrong(ctx.dtype, &recv.as_slice()[off..off + c.recv * elt], &want)
+        } else {
+            0
+        };
+        Ok(sum_over_ranks(self.world, wrong))
+    }
+}
+
+/// Run every size, type and operation of `cfg`; `row` gets each row as it completes (on rank 0).
+/// Returns the rows (on every rank) and, with a baseline, the baseline's rows.
+pub fn run(
+    world: &World,
+    t: &mut dyn Transport,
+    coll: &dyn Collective,
+    cfg: &CollConfig,
+    fault: Option<Fault>,
+    mut row: impl FnMut(&Row),
+) -> Result<Vec<Row>, CollError> {
+    let run = Run {
+        world,
+        coll,
+        cfg,
+        fault,
+    };
+    let mut rows = Vec::new();
+    for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
+        let out = run.placement(t, &ctx, Impl::Mesh, false)?;
+        let inp = run.placement(t, &ctx, Impl::Mesh, true)?;
+        let r = make_row(coll, cfg, dtype, op, size, &ctx, out, Some(inp));
+        row(&r);
+        rows.push(r);
+    }
+    Ok(rows)
+}
+
+/// The same cases through the MPI library's collectives (out of place only). Types MPI lacks are
+/// skipped and named in the returned notes.
+pub fn run_baseline(
+    world: &World,
+    t: &mut dyn Transport,
+    coll: &dyn Collective,
+    cfg: &CollConfig,
+    mut row: impl FnMut(&Row),
+) -> Result<(Vec<Row>, Vec<String>), CollError> {
+    let run = Run {
+        world,
+        coll,
+        cfg,
+        fault: None,
+    };
+    let mut rows = Vec::new();
+    let mut notes = Vec::new();
+    for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
+        if matches!(dtype, DataType::Half | DataType::Bfloat16) {
+            let note = format!("MPI has no {} type: no baseline for it", dtype.name());
+            if !notes.contains(&note) {
+                notes.push(note);
+            }
+            continue;
+        }
+        let out = run.placement(t, &ctx, Impl::Mpi, false)?;
+        let r = make_row(coll, cfg, dtype, op, size, &ctx, out, None);
+        row(&r);
+        rows.push(r);
+    }
+    Ok((rows, notes))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn make_row(
+    coll: &dyn Collective,
+    cfg: &CollConfig,
+    dtype: DataType,
+    op: RedOp,
+    _size: u64,
+    ctx: &Ctx,
+    out: Placement,
+    inp: Option<Placement>,
+) -> Row {
+    Row {
+        size: (ctx.counts.send.max(ctx.counts.recv) * dtype.size()) as u64,
+        count: ctx.counts.param as u64,
+        dtype,
+        redop: if coll.reduces() {
+            op.name().to_string()
+        } else {
+            "none".to_string()
+        },
+        root: if coll.rooted() { cfg.root as i64 } else { -1 },
+        out_of_place: out,
+        in_place: inp,
+    }
+}
+
+/// Every (type, op, size) to run, with its context; sizes that leave no element are skipped.
+fn cases(
+    world: &World,
+    t: &dyn Transport,
+    coll: &dyn Collective,
+    cfg: &CollConfig,
+) -> Vec<(DataType, RedOp, u64, Ctx)> {
+    let ops: Vec<RedOp> = if coll.reduces() {
+        cfg.ops.clone()
+    } else {
+        vec![cfg.ops.first().copied().unwrap_or(RedOp::Sum)]
+    };
+    let mut v = Vec::new();
+    for &dtype in &cfg.dtypes {
+        for &op in &ops {
+            for size in cfg.sizes() {
+                let count = (size / dtype.size() as u64) as usize;
+                let counts: Counts = coll.counts(count, world.size(), world.rank());
+                if counts.param == 0 {
+                    continue;
+                }
+                let ctx = Ctx {
+                    dtype,
+                    op,
+                    root: cfg.root,
+                    rank: t.rank(),
+                    nranks: t.size(),
+                    counts,
+                    step_timeout: cfg.step_timeout,
+                };
+                v.push((dtype, op, size, ctx));
+            }
+        }
+    }
+    v
+}
+
+/// Mean bus bandwidth over all rows, both placements (nccl-tests' "Avg bus bandwidth").
+pub fn avg_busbw(rows: &[Row]) -> f64 {
+    let v: Vec<f64> = rows
+        .iter()
+        .flat_map(|r| std::iter::once(r.out_of_place.busbw).chain(r.in_place.map(|p| p.busbw)))
+        .collect();
+    if v.is_empty() {
+        0.0
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Wrong elements over all rows.
+pub fn total_wrong(rows: &[Row]) -> u64 {
+    rows.iter()
+        .flat_map(|r| std::iter::once(r.out_of_place.wrong).chain(r.in_place.map(|p| p.wrong)))
+        .flatten()
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coll::{by_name, ALL};
+
+    fn cfg(min: u64, max: u64, step: Step) -> CollConfig {
+        CollConfig {
+            min_bytes: min,
+            max_bytes: max,
+            step,
+            iters: 1,
+            warmup: 0,
+            agg: 1,
+            check: true,
+            ops: vec![RedOp::Sum],
+            dtypes: vec![DataType::Float],
+            root: 0,
+            average: TimeAverage::Mean,
+            step_timeout: Duration::from_secs(1),
+            baseline: None,
+        }
+    }
+
+    #[test]
+    fn size_sweeps() {
+        assert_eq!(cfg(8, 128, Step::Factor(2)).sizes(), vec![8, 16, 32, 64, 128]);
+        assert_eq!(cfg(8, 100, Step::Factor(3)).sizes(), vec![8, 24, 72]);
+        assert_eq!(
+            cfg(1 << 20, 3 << 20, Step::Bytes(1 << 20)).sizes(),
+            vec![1 << 20, 2 << 20, 3 << 20]
+        );
+        assert_eq!(cfg(64, 64, Step::Bytes(1)).sizes(), vec![64]);
+    }
+
+    /// algbw and busbw by hand for every collective at 8 ranks: 1 GB in 0.5 s is 2 GB/s.
+    #[test]
+    fn bandwidth_factors_by_hand() {
+        assert_eq!(algbw(1_000_000_000, 0.5), 2.0);
+        let want = [
+            ("all_reduce", 2.0 * 7.0 / 8.0),
+            ("all_gather", 7.0 / 8.0),
+            ("reduce_scatter", 7.0 / 8.0),
+            ("broadcast", 1.0),
+            ("reduce", 1.0),
+            ("alltoall", 7.0 / 8.0),
+            ("sendrecv", 1.0),
+        ];
+        for (name, f) in want {
+            assert_eq!(by_name(name).unwrap().bus_factor(8), f, "{name}");
+            assert_eq!(by_name(&format!("{name}_perf")).unwrap().name(), name);
+        }
+        assert_eq!(ALL.len(), want.len());
+        // Reference row (nccl-tests, 8 ranks): 1048576 B in 230.7 us -> algbw 4.545, busbw 7.954.
+        let a = algbw(1_048_576, 230.7e-6);
+        assert!((a - 4.545).abs() < 0.001, "{a}");
+        assert!((a * 1.75 - 7.954).abs() < 0.001);
+    }
+
+    #[test]
+    fn counts_follow_nccl_tests() {
+        let ag = by_name("all_gather").unwrap().counts(1000, 8, 3);
+        assert_eq!(
+            (ag.send, ag.recv, ag.param, ag.send_inplace_offset),
+            (125, 1000, 125, 375)
+        );
+        let rs = by_name("reduce_scatter").unwrap().counts(1003, 8, 2);
+        assert_eq!(
+            (rs.send, rs.recv, rs.param, rs.recv_inplace_offset),
+            (1000, 125, 125, 250)
+        );
+        let a2a = by_name("alltoall").unwrap().counts(1003, 8, 0);
+        assert_eq!((a2a.send, a2a.recv, a2a.param), (1000, 1000, 125));
+    }
+
+    #[test]
+    fn time_reduction_modes() {
+        let t = [3.0, 1.0, 2.0];
+        assert_eq!(combine(&t, TimeAverage::Rank0), 3.0);
+        assert_eq!(combine(&t, TimeAverage::Mean), 2.0);
+        assert_eq!(combine(&t, TimeAverage::Min), 1.0);
+        assert_eq!(combine(&t, TimeAverage::Max), 3.0);
+    }
+}

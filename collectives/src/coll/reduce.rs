@@ -1,0 +1,100 @@
+//! reduce: a pipelined chain towards the root: the rank farthest from the root sends its data,
+//! each rank on the way receives slice k, reduces its own into it and passes it on. busbw factor 1.
+//! Only the root's result is defined.
+
+use std::time::Instant;
+
+use ranks::{Op, Transport};
+
+use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self as kernels, LayoutError};
+
+pub struct Reduce;
+
+impl Collective for Reduce {
+    fn name(&self) -> &'static str {
+        "reduce"
+    }
+    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
+        Counts {
+            send: count,
+            recv: count,
+            param: count,
+            send_inplace_offset: 0,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, _n: usize) -> f64 {
+        1.0
+    }
+    fn reduces(&self) -> bool {
+        true
+    }
+    fn rooted(&self) -> bool {
+        true
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        kernels::fill(ctx.dtype, send, |i| {
+            data::reduction_value(ctx.dtype, ctx.op, ctx.rank, i)
+        })
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        if ctx.rank != ctx.root {
+            return Ok(false);
+        }
+        data::reduced(ctx.dtype, ctx.op, ctx.nranks, 0, expected).map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let buf = match bufs {
+            Bufs::OutOfPlace { send, recv } => {
+                recv.copy_from_slice(send);
+                recv
+            }
+            Bufs::InPlace { buf } => buf,
+        };
+        let n = ctx.nranks;
+        let pos = (ctx.rank + n - ctx.root) % n;
+        let (toward, from) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
+        let sl = ring::slices(0..buf.len(), ctx.elt());
+        if n >= 2 && pos == n - 1 {
+            let mut ops: Vec<Op<'_>> = sl.iter().map(|r| Op::send(toward, &buf[r.clone()])).collect();
+            t.exchange(&mut ops, Instant::now() + ctx.step_timeout)?;
+            return Ok(());
+        }
+        if n >= 2 {
+            let mut scratch = vec![0u8; sl.first().map_or(0, |r| r.len())];
+            for k in 0..=sl.len() {
+                let deadline = Instant::now() + ctx.step_timeout;
+                let send = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| pos > 0).cloned();
+                let recv = sl.get(k).cloned();
+                let tmp_len = recv.as_ref().map_or(0, |r| r.len());
+                {
+                    let mut ops = Vec::with_capacity(2);
+                    if let Some(sr) = &send {
+                        ops.push(Op::send(toward, &buf[sr.clone()]));
+                    }
+                    if recv.is_some() {
+                        ops.push(Op::recv(from, &mut scratch[..tmp_len]));
+                    }
+                    t.exchange(&mut ops, deadline)?;
+                }
+                if let Some(rr) = recv {
+                    kernels::reduce_into(ctx.dtype, ctx.op, &mut buf[rr], &scratch[..tmp_len])?;
+                }
+            }
+        }
+        if pos == 0 {
+            kernels::finalize(ctx.dtype, ctx.op, buf, n)?;
+        }
+        Ok(())
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::reduce(comm, ctx, send, recv)
+    }
+}

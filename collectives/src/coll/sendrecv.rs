@@ -1,0 +1,68 @@
+//! sendrecv: every rank sends to its right and receives from its left at the same time.
+//! busbw factor 1.
+
+use std::time::Instant;
+
+use ranks::{Op, Transport};
+
+use super::{data, Bufs, CollError, Collective, Counts, Ctx};
+use crate::reduce::{self, LayoutError};
+
+pub struct SendRecv;
+
+impl Collective for SendRecv {
+    fn name(&self) -> &'static str {
+        "sendrecv"
+    }
+    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
+        Counts {
+            send: count,
+            recv: count,
+            param: count,
+            send_inplace_offset: 0,
+            recv_inplace_offset: 0,
+        }
+    }
+    fn bus_factor(&self, _n: usize) -> f64 {
+        1.0
+    }
+    fn reduces(&self) -> bool {
+        false
+    }
+    fn rooted(&self) -> bool {
+        false
+    }
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
+    }
+    fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
+        let left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
+        reduce::fill(ctx.dtype, expected, |i| data::plain_value(left, i)).map(|_| true)
+    }
+    fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let n = ctx.nranks;
+        let (right, left) = ((ctx.rank + 1) % n, (ctx.rank + n - 1) % n);
+        let deadline = Instant::now() + ctx.step_timeout;
+        match bufs {
+            Bufs::OutOfPlace { send, recv } if n == 1 => recv.copy_from_slice(send),
+            Bufs::InPlace { .. } if n == 1 => {}
+            Bufs::OutOfPlace { send, recv } => {
+                t.exchange(&mut [Op::send(right, send), Op::recv(left, recv)], deadline)?
+            }
+            Bufs::InPlace { buf } => {
+                let out = buf.to_vec();
+                t.exchange(&mut [Op::send(right, &out), Op::recv(left, buf)], deadline)?
+            }
+        }
+        Ok(())
+    }
+    fn run_mpi(
+        &self,
+        comm: &mpi::topology::SimpleCommunicator,
+        ctx: &Ctx,
+        send: &[u8],
+        recv: &mut [u8],
+    ) -> Result<(), String> {
+        super::mpi_baseline::sendrecv(comm, ctx, send, recv)
+    }
+}

@@ -1,0 +1,285 @@
+//! Element-wise reduction on the CPU for every type and operation, written as plain loops over
+//! typed slices so the compiler vectorises them. Integers wrap (two's complement), as NCCL's do;
+//! half and bfloat16 are computed in f32 and rounded back, once per operation.
+
+use half::{bf16, f16};
+
+use crate::dtype::{DataType, RedOp};
+
+/// A buffer whose length or alignment does not fit its element type.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("buffer of {len} bytes at offset {align_off} is not a whole, aligned number of {dtype} elements")]
+pub struct LayoutError {
+    pub len: usize,
+    pub align_off: usize,
+    pub dtype: &'static str,
+}
+
+/// What one element type needs for the reductions and the test data.
+pub trait Elem: bytemuck::Pod + PartialEq {
+    fn op(op: RedOp) -> fn(Self, Self) -> Self;
+    /// Divide by the number of ranks (the last step of `avg`).
+    fn div_n(self, n: usize) -> Self;
+    /// A small integer as this type (exact for the values the tests use).
+    fn from_small(v: i64) -> Self;
+}
+
+macro_rules! int_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            fn op(op: RedOp) -> fn(Self, Self) -> Self {
+                match op {
+                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| a.wrapping_add(b),
+                    RedOp::Prod => |a: $t, b: $t| a.wrapping_mul(b),
+                    RedOp::Min => |a: $t, b: $t| a.min(b),
+                    RedOp::Max => |a: $t, b: $t| a.max(b),
+                }
+            }
+            fn div_n(self, n: usize) -> Self {
+                self / (n as $t)
+            }
+            fn from_small(v: i64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+int_elem!(i8);
+int_elem!(u8);
+int_elem!(i32);
+int_elem!(u32);
+int_elem!(i64);
+int_elem!(u64);
+
+macro_rules! float_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            fn op(op: RedOp) -> fn(Self, Self) -> Self {
+                match op {
+                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| a + b,
+                    RedOp::Prod => |a: $t, b: $t| a * b,
+                    RedOp::Min => |a: $t, b: $t| a.min(b),
+                    RedOp::Max => |a: $t, b: $t| a.max(b),
+                }
+            }
+            fn div_n(self, n: usize) -> Self {
+                self / (n as $t)
+            }
+            fn from_small(v: i64) -> Self {
+                v as $t
+            }
+        }
+    };
+}
+float_elem!(f32);
+float_elem!(f64);
+
+macro_rules! half_elem {
+    ($t:ty) => {
+        impl Elem for $t {
+            fn op(op: RedOp) -> fn(Self, Self) -> Self {
+                match op {
+                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| <$t>::from_f32(a.to_f32() + b.to_f32()),
+                    RedOp::Prod => |a: $t, b: $t| <$t>::from_f32(a.to_f32() * b.to_f32()),
+                    RedOp::Min => |a: $t, b: $t| <$t>::from_f32(a.to_f32().min(b.to_f32())),
+                    RedOp::Max => |a: $t, b: $t| <$t>::from_f32(a.to_f32().max(b.to_f32())),
+                }
+            }
+            fn div_n(self, n: usize) -> Self {
+                <$t>::from_f32(self.to_f32() / n as f32)
+            }
+            fn from_small(v: i64) -> Self {
+                <$t>::from_f32(v as f32)
+            }
+        }
+    };
+}
+half_elem!(f16);
+half_elem!(bf16);
+
+fn typed<T: Elem>(buf: &[u8], dt: DataType) -> Result<&[T], LayoutError> {
+    bytemuck::try_cast_slice(buf).map_err(|_| LayoutError {
+        len: buf.len(),
+        align_off: buf.as_ptr() as usize % dt.size(),
+        dtype: dt.name(),
+    })
+}
+
+fn typed_mut<T: Elem>(buf: &mut [u8], dt: DataType) -> Result<&mut [T], LayoutError> {
+    let (len, off) = (buf.len(), buf.as_ptr() as usize % dt.size());
+    bytemuck::try_cast_slice_mut(buf).map_err(|_| LayoutError {
+        len,
+        align_off: off,
+        dtype: dt.name(),
+    })
+}
+
+fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
+    let f = T::op(op);
+    for (a, b) in acc.iter_mut().zip(src) {
+        *a = f(*a, *b);
+    }
+}
+
+/// Run `$body` with `$T` bound to the Rust type of `$dt`.
+#[macro_export]
+macro_rules! with_type {
+    ($dt:expr, $T:ident => $body:expr) => {
+        match $dt {
+            $crate::dtype::DataType::Int8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::dtype::DataType::Uint8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::dtype::DataType::Int32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::dtype::DataType::Uint32 => {
+                type $T = u32;
+                $body
+            }
+            $crate::dtype::DataType::Int64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::dtype::DataType::Uint64 => {
+                type $T = u64;
+                $body
+            }
+            $crate::dtype::DataType::Half => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::dtype::DataType::Float => {
+                type $T = f32;
+                $body
+            }
+            $crate::dtype::DataType::Double => {
+                type $T = f64;
+                $body
+            }
+            $crate::dtype::DataType::Bfloat16 => {
+                type $T = half::bf16;
+                $body
+            }
+        }
+    };
+}
+
+/// `acc[i] = acc[i] op src[i]`.
+pub fn reduce_into(dt: DataType, op: RedOp, acc: &mut [u8], src: &[u8]) -> Result<(), LayoutError> {
+    with_type!(dt, T => reduce_t::<T>(op, typed_mut::<T>(acc, dt)?, typed::<T>(src, dt)?));
+    Ok(())
+}
+
+/// The last step of a reduction: `avg` divides by the number of ranks; other ops do nothing.
+pub fn finalize(dt: DataType, op: RedOp, buf: &mut [u8], nranks: usize) -> Result<(), LayoutError> {
+    if op != RedOp::Avg {
+        return Ok(());
+    }
+    with_type!(dt, T => {
+        for x in typed_mut::<T>(buf, dt)? {
+            *x = x.div_n(nranks);
+        }
+    });
+    Ok(())
+}
+
+/// Fill `buf` with `value(i)` for element i, in type `dt`.
+pub fn fill(dt: DataType, buf: &mut [u8], value: impl Fn(usize) -> i64) -> Result<(), LayoutError> {
+    with_type!(dt, T => {
+        for (i, x) in typed_mut::<T>(buf, dt)?.iter_mut().enumerate() {
+            *x = T::from_small(value(i));
+        }
+    });
+    Ok(())
+}
+
+/// Elements that differ bit for bit.
+pub fn count_wrong(dt: DataType, got: &[u8], want: &[u8]) -> u64 {
+    got.chunks(dt.size())
+        .zip(want.chunks(dt.size()))
+        .filter(|(a, b)| a != b)
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bytes_of<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
+        bytemuck::cast_slice(v).to_vec()
+    }
+
+    #[test]
+    fn every_type_and_op_by_hand() {
+        // acc = [3, -2, 5], src = [2, 4, -1]
+        let cases = [
+            (RedOp::Sum, [5, 2, 4]),
+            (RedOp::Prod, [6, -8, -5]),
+            (RedOp::Min, [2, -2, -1]),
+            (RedOp::Max, [3, 4, 5]),
+        ];
+        for dt in DataType::ALL.into_iter().filter(|d| d.is_signed()) {
+            for (op, want) in cases {
+                let mut acc = vec![0u8; 3 * dt.size()];
+                let mut src = acc.clone();
+                let mut exp = acc.clone();
+                fill(dt, &mut acc, |i| [3, -2, 5][i]).unwrap();
+                fill(dt, &mut src, |i| [2, 4, -1][i]).unwrap();
+                fill(dt, &mut exp, |i| want[i]).unwrap();
+                reduce_into(dt, op, &mut acc, &src).unwrap();
+                assert_eq!(count_wrong(dt, &acc, &exp), 0, "{} {}", dt.name(), op.name());
+            }
+        }
+    }
+
+    #[test]
+    fn unsigned_wraps_and_avg_divides() {
+        let mut a = bytes_of(&[250u8, 7]);
+        reduce_into(DataType::Uint8, RedOp::Sum, &mut a, &bytes_of(&[10u8, 1])).unwrap();
+        assert_eq!(a, vec![4, 8]);
+        let mut f = bytes_of(&[6.0f32, 3.0]);
+        finalize(DataType::Float, RedOp::Avg, &mut f, 4).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&f), &[1.5, 0.75]);
+        let mut i = bytes_of(&[-7i32, 9]);
+        finalize(DataType::Int32, RedOp::Avg, &mut i, 2).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, i32>(&i), &[-3, 4]);
+        let mut h = bytes_of(&[f16::from_f32(3.0)]);
+        finalize(DataType::Half, RedOp::Avg, &mut h, 2).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f16>(&h)[0].to_f32(), 1.5);
+        // Sum is untouched by finalize.
+        let mut s = bytes_of(&[6.0f32]);
+        finalize(DataType::Float, RedOp::Sum, &mut s, 4).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&s), &[6.0]);
+    }
+
+    #[test]
+    fn bfloat16_rounds_once_per_operation() {
+        // 256 + 1 is not representable in bfloat16 (8 bits of mantissa): it rounds to 256.
+        let mut a = bytes_of(&[bf16::from_f32(256.0)]);
+        reduce_into(
+            DataType::Bfloat16,
+            RedOp::Sum,
+            &mut a,
+            &bytes_of(&[bf16::from_f32(1.0)]),
+        )
+        .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, bf16>(&a)[0].to_f32(), 256.0);
+    }
+
+    #[test]
+    fn misaligned_or_partial_buffers_are_errors() {
+        let mut a = vec![0u8; 6];
+        let e = reduce_into(DataType::Float, RedOp::Sum, &mut a, &[0u8; 6]).unwrap_err();
+        assert_eq!(e.dtype, "float");
+        assert_eq!(
+            count_wrong(DataType::Int32, &[1, 0, 0, 0, 2, 0, 0, 0], &[1, 0, 0, 0, 3, 0, 0, 0]),
+            1
+        );
+    }
+}

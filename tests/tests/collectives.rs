@@ -1,0 +1,230 @@
+//! Collectives end to end with real mpirun: every collective at 2, 3 and 4 ranks, every type and
+//! op, both placements, verified bit for bit; fault injection; bad input.
+
+use std::time::Duration;
+
+use e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+/// Data rows of an nccl-tests table: 13 fields (9 for out-of-place-only baseline rows).
+fn rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|f| (f.len() == 13 || f.len() == 9) && f[0].parse::<u64>().is_ok())
+        .collect()
+}
+
+fn check_all_verified(name: &str, n: usize, r: &Run, want_rows: usize) {
+    r.expect_code(0);
+    let rs = rows(&r.stdout);
+    assert_eq!(rs.len(), want_rows, "{name} at {n} ranks:\n{}", r.stdout);
+    for row in &rs {
+        assert_eq!(row[8], "0", "out-of-place #wrong: {row:?}");
+        assert_eq!(row[12], "0", "in-place #wrong: {row:?}");
+    }
+    assert!(r.stdout.contains("# Out of bounds values : 0 OK"), "{}", r.stdout);
+}
+
+fn every_type_and_op(name: &str, reduces: bool) {
+    for n in [2, 3, 4] {
+        // 64, 512 and 4096 bytes: uneven chunks at 3 ranks, several elements per rank.
+        let r = mpirun(
+            n,
+            &[
+                name,
+                "-b",
+                "64",
+                "-e",
+                "4096",
+                "-f",
+                "8",
+                "-d",
+                "all",
+                "-o",
+                "all",
+                "-n",
+                "2",
+                "-w",
+                "1",
+                "-r",
+                &(n - 1).to_string(),
+            ],
+            &[],
+            LIMIT,
+        );
+        let ops = if reduces { 5 } else { 1 };
+        check_all_verified(name, n, &r, 10 * ops * 3);
+    }
+}
+
+#[test]
+fn all_reduce_every_type_and_op() {
+    every_type_and_op("all_reduce", true);
+}
+#[test]
+fn all_gather_every_type() {
+    every_type_and_op("all_gather", false);
+}
+#[test]
+fn reduce_scatter_every_type_and_op() {
+    every_type_and_op("reduce_scatter", true);
+}
+#[test]
+fn broadcast_every_type() {
+    every_type_and_op("broadcast", false);
+}
+#[test]
+fn reduce_every_type_and_op() {
+    every_type_and_op("reduce", true);
+}
+#[test]
+fn alltoall_every_type() {
+    every_type_and_op("alltoall", false);
+}
+#[test]
+fn sendrecv_every_type() {
+    every_type_and_op("sendrecv", false);
+}
+
+/// Sizes above the 1 MiB slice exercise the pipelined steps; nccl-tests' program names work too.
+#[test]
+fn large_sizes_in_slices_and_perf_names() {
+    for name in [
+        "all_reduce_perf",
+        "broadcast_perf",
+        "reduce_perf",
+        "reduce_scatter_perf",
+        "all_gather_perf",
+    ] {
+        let r = mpirun(
+            3,
+            &[name, "-b", "3M", "-e", "3M", "-d", "float", "-n", "1", "-w", "0"],
+            &[],
+            LIMIT,
+        );
+        check_all_verified(name, 3, &r, 1);
+    }
+}
+
+#[test]
+fn corrupted_element_is_counted_and_fails_the_run() {
+    let r = mpirun(
+        3,
+        &["all_reduce", "-b", "1K", "-e", "1K", "-n", "1"],
+        &[("MESHRUN_FAULT", "corrupt:rank=1")],
+        LIMIT,
+    );
+    assert_ne!(r.code, Some(0), "{}", r.all());
+    let rs = rows(&r.stdout);
+    assert_eq!(rs.len(), 1);
+    // Element 0 of rank 1's input is wrong: element 0 of the result is wrong on all 3 ranks.
+    assert_eq!(rs[0][8], "3", "{:?}", rs[0]);
+    assert_eq!(rs[0][12], "3", "{:?}", rs[0]);
+    assert!(r.stdout.contains("# Out of bounds values : 6 FAILED"), "{}", r.stdout);
+}
+
+#[test]
+fn baseline_mpi_rows_and_json() {
+    let dir = std::env::temp_dir().join(format!("meshrun-coll-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("ar.json");
+    let r = mpirun(
+        2,
+        &[
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-f",
+            "4",
+            "-n",
+            "2",
+            "--baseline",
+            "mpi",
+            "-J",
+            json.to_str().unwrap(),
+        ],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let rs = rows(&r.stdout);
+    let (ours, mpi): (Vec<_>, Vec<_>) = rs.iter().partition(|f| f.len() == 13);
+    // 8, 32, ..., 32768: 7 sizes.
+    assert_eq!(ours.len(), 7);
+    assert_eq!(mpi.len(), 7, "{}", r.stdout);
+    assert!(mpi.iter().all(|f| f[8] == "0"));
+    assert!(
+        r.stdout.contains("# Baseline: the MPI library's own all_reduce"),
+        "{}",
+        r.stdout
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["results"].as_array().unwrap().len(), 7);
+    assert_eq!(doc["results"][0]["size"], 8);
+    assert_eq!(doc["results"][0]["redop"], "sum");
+    assert!(doc["results"][0]["out_of_place"]["bus_bw"].is_number());
+    assert!(doc["results"][0]["in_place"]["nwrong"].is_number());
+    assert_eq!(doc["out_of_bounds"]["okay"], "true");
+    assert!(doc["average_bus_bandwidth"]["bandwidth"].is_number());
+    assert_eq!(doc["config"]["step_factor"], 4);
+    assert_eq!(doc["config"]["devices"].as_array().unwrap().len(), 2);
+    assert_eq!(doc["baseline"]["results"].as_array().unwrap().len(), 7);
+    // The average printed is the mean of the printed busbw values (both placements).
+    let busbw: Vec<f64> = ours
+        .iter()
+        .flat_map(|f| [f[7].parse::<f64>().unwrap(), f[11].parse().unwrap()])
+        .collect();
+    let mean = busbw.iter().sum::<f64>() / busbw.len() as f64;
+    let reported: f64 = doc["average_bus_bandwidth"]["bandwidth"].as_f64().unwrap();
+    assert!(
+        (mean - reported).abs() <= 0.005 + reported * 0.01,
+        "{mean} vs {reported}"
+    );
+    // No clobbering without --force.
+    let r = mpirun(
+        2,
+        &["all_reduce", "-b", "8", "-e", "8", "-J", json.to_str().unwrap()],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(2);
+    assert!(r.stderr.contains("already exists"), "{}", r.stderr);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_exits_2_with_one_line() {
+    for (args, want) in [
+        (
+            vec!["all_reduce", "-b", "1024", "-e", "8"],
+            "-b 1024 is larger than -e 8",
+        ),
+        (vec!["all_reduce", "-d", "float128"], "unknown data type `float128`"),
+        (vec!["all_reduce", "-o", "xor"], "unknown reduction `xor`"),
+        (
+            vec!["all_reduce", "-b", "8", "-e", "64", "-f", "1"],
+            "-f 1 would never grow the size",
+        ),
+        (
+            vec!["all_reduce", "-b", "6", "-e", "64"],
+            "-b 6 is not a positive multiple of the 4-byte float element",
+        ),
+        (
+            vec!["all_reduce", "-b", "8", "-e", "64", "-d", "double", "-i", "4"],
+            "-i 4 is not a multiple of the 8-byte double element",
+        ),
+        (vec!["all_reduce", "-c", "2"], "2 is not in 0..=1"),
+    ] {
+        let r = meshrun(&args, LIMIT);
+        r.expect_code(2);
+        assert!(r.stderr.contains(want), "{args:?}: want `{want}` in {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"));
+    }
+    let r = mpirun(2, &["broadcast", "-b", "8", "-e", "8", "-r", "5"], &[], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(r.stderr.contains("-r 5: this job has ranks 0 to 1"), "{}", r.stderr);
+}

@@ -1,0 +1,216 @@
+//! `meshrun pairwise` end to end: modes on one machine, outputs, bad input.
+
+use std::time::Duration;
+
+use e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn tmpdir() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "meshrun-pairwise-test-{}-{}",
+        std::process::id(),
+        rand_suffix()
+    ));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn rand_suffix() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos()
+}
+
+/// Data rows of the perftest-style section: lines starting with a byte count.
+fn perftest_rows(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .take_while(|l| !l.starts_with("# "))
+        .filter(|l| l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()))
+        .map(|l| l.split_whitespace().map(str::to_owned).collect())
+        .collect()
+}
+
+#[test]
+fn bandwidth_rows_matrix_and_files() {
+    let d = tmpdir();
+    let (json, csv, png, svg) = (d.join("r.json"), d.join("m.csv"), d.join("h.png"), d.join("h.svg"));
+    let r = mpirun(
+        3,
+        &[
+            "pairwise",
+            "-s",
+            "64K",
+            "-n",
+            "100",
+            "--threshold",
+            "0.2",
+            "--json",
+            json.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+            "--heatmap",
+            png.to_str().unwrap(),
+        ],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let rows = perftest_rows(&r.stdout);
+    assert_eq!(rows.len(), 6, "3 ranks: 6 directions\n{}", r.stdout);
+    for row in &rows {
+        assert_eq!(row[0], "65536");
+        assert_eq!(row[1], "100");
+        let (peak, avg, rate): (f64, f64, f64) = (
+            row[2].parse().unwrap(),
+            row[3].parse().unwrap(),
+            row[4].parse().unwrap(),
+        );
+        assert!(avg > 0.0 && peak >= avg, "{row:?}");
+        // MsgRate[Mpps] = BW / (8 * bytes) / 1e6, as perftest's columns relate.
+        let want = avg * 1e9 / 8.0 / 65536.0 / 1e6;
+        assert!((rate - want).abs() <= 0.01 * want + 1e-6, "{rate} vs {want}");
+    }
+    assert!(r.stdout.contains("# PASS: no slow pairs"), "{}", r.stdout);
+    // JSON has every figure and the verdict.
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["results"].as_array().unwrap().len(), 6);
+    assert_eq!(doc["verdict"]["pass"], true);
+    assert_eq!(doc["config"]["window"], 128);
+    // CSV: header and one row per rank, diagonal empty.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "rank,host,0,1,2");
+    assert_eq!(lines.len(), 4);
+    assert!(lines[1].split(',').nth(2).unwrap().is_empty());
+    // PNG signature.
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    // An existing file is not overwritten without --force, and nothing runs.
+    let r = mpirun(
+        2,
+        &["pairwise", "-n", "10", "--json", json.to_str().unwrap()],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(2);
+    assert!(r.stderr.contains("already exists; pass --force"), "{}", r.stderr);
+    assert!(r.stdout.is_empty());
+    let r = mpirun(
+        2,
+        &[
+            "pairwise",
+            "-n",
+            "10",
+            "--threshold",
+            "0.2",
+            "--heatmap",
+            svg.to_str().unwrap(),
+        ],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn latency_sweep_bidirectional_and_duration() {
+    let r = mpirun(2, &["pairwise", "--test", "lat", "-n", "200"], &[], LIMIT);
+    r.expect_code(0);
+    let rows = perftest_rows(&r.stdout);
+    assert_eq!(rows.len(), 1, "{}", r.stdout);
+    let v: Vec<f64> = rows[0][2..9].iter().map(|x| x.parse().unwrap()).collect();
+    // t_min <= t_typical <= t_max, t_min <= t_avg, 99% <= 99.9%.
+    assert!(v[0] <= v[2] && v[2] <= v[1] && v[0] <= v[3] && v[5] <= v[6], "{v:?}");
+    assert!(r.stdout.contains("t_typical[usec]"));
+
+    let r = mpirun(2, &["pairwise", "-a", "-n", "20", "--threshold", "0.01"], &[], LIMIT);
+    r.expect_code(0);
+    let sizes: Vec<u64> = perftest_rows(&r.stdout)
+        .iter()
+        .map(|row| row[0].parse().unwrap())
+        .collect();
+    assert_eq!(sizes.len(), 46, "23 sizes x 2 directions");
+    assert_eq!((sizes[0], sizes[45]), (2, 8 << 20));
+
+    let r = mpirun(
+        2,
+        &["pairwise", "-b", "-s", "256K", "-n", "50", "--threshold", "0.1"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(r.stdout.contains("bidirectional"));
+    assert_eq!(perftest_rows(&r.stdout).len(), 1);
+
+    let r = mpirun(
+        2,
+        &["pairwise", "-D", "0.3", "-s", "64K", "--threshold", "0.1"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let rows = perftest_rows(&r.stdout);
+    assert_eq!(rows.len(), 2);
+    assert!(
+        rows.iter().all(|row| row[1].parse::<u64>().unwrap() >= 128),
+        "calibrated count: {rows:?}"
+    );
+}
+
+#[test]
+fn pair_selection() {
+    let r = mpirun(
+        4,
+        &["pairwise", "--pair", "1,3", "-n", "50", "--threshold", "0.1"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let rows = perftest_rows(&r.stdout);
+    let ends: Vec<(String, String)> = rows.iter().map(|row| (row[5].clone(), row[6].clone())).collect();
+    assert_eq!(ends, vec![("1".into(), "3".into()), ("3".into(), "1".into())]);
+    // Inter-node on one machine: nothing to test is bad input.
+    let r = mpirun(2, &["pairwise", "--inter-node"], &[], LIMIT);
+    r.expect_code(2);
+    assert!(r.stderr.contains("no pairs to test"), "{}", r.stderr);
+}
+
+#[test]
+fn bad_input_is_rejected_with_status_2() {
+    for (args, want) in [
+        (vec!["pairwise", "-s", "0"], "size 0 is not a message"),
+        (vec!["pairwise", "-a", "-s", "64K"], "cannot be used with"),
+        (vec!["pairwise", "--threshold", "1.5"], "out of range"),
+        (vec!["pairwise", "--threshold", "0"], "out of range"),
+        (vec!["pairwise", "--pair", "2,2"], "two different ranks"),
+        (vec!["pairwise", "--heatmap", "/tmp/x.bmp"], "expected a .png or .svg"),
+    ] {
+        // Arguments are checked before MPI starts: a plain process is enough.
+        let r = if want.contains(".png") {
+            mpirun(2, &args, &[], LIMIT)
+        } else {
+            meshrun(&args, LIMIT)
+        };
+        r.expect_code(2);
+        assert!(r.stderr.contains(want), "{args:?}: want `{want}` in {}", r.stderr);
+        assert!(!r.stderr.contains("panicked"));
+    }
+    let r = mpirun(2, &["pairwise", "--pair", "0,7"], &[], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr.contains("--pair 0,7: this job has ranks 0 to 1"),
+        "{}",
+        r.stderr
+    );
+    let r = mpirun(2, &["pairwise", "--op", "write"], &[], LIMIT);
+    assert_ne!(r.code, Some(0));
+    assert!(
+        r.stderr
+            .contains("the tcp transport cannot do RDMA write; use --op send"),
+        "{}",
+        r.stderr
+    );
+}
