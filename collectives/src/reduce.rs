@@ -170,6 +170,20 @@ macro_rules! with_type {
     };
 }
 
+fn reduce3_t<T: Elem>(op: RedOp, dst: &mut [T], a: &[T], b: &[T]) {
+    let f = T::op(op);
+    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+        *d = f(*x, *y);
+    }
+}
+
+/// `dst[i] = a[i] op b[i]`: a reduction that also moves the data, so out-of-place collectives
+/// need no separate copy.
+pub fn reduce_from(dt: DataType, op: RedOp, dst: &mut [u8], a: &[u8], b: &[u8]) -> Result<(), LayoutError> {
+    with_type!(dt, T => reduce3_t::<T>(op, typed_mut::<T>(dst, dt)?, typed::<T>(a, dt)?, typed::<T>(b, dt)?));
+    Ok(())
+}
+
 /// `acc[i] = acc[i] op src[i]`.
 pub fn reduce_into(dt: DataType, op: RedOp, acc: &mut [u8], src: &[u8]) -> Result<(), LayoutError> {
     with_type!(dt, T => reduce_t::<T>(op, typed_mut::<T>(acc, dt)?, typed::<T>(src, dt)?));
@@ -270,6 +284,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(bytemuck::cast_slice::<u8, bf16>(&a)[0].to_f32(), 256.0);
+    }
+
+    #[test]
+    fn three_operand_form_matches_in_place() {
+        for dt in DataType::ALL {
+            for op in RedOp::ALL {
+                let mut a = vec![0u8; 5 * dt.size()];
+                let mut b = a.clone();
+                fill(dt, &mut a, |i| i as i64 - 2).unwrap();
+                fill(dt, &mut b, |i| 3 - i as i64).unwrap();
+                let mut dst = vec![0u8; a.len()];
+                reduce_from(dt, op, &mut dst, &a, &b).unwrap();
+                reduce_into(dt, op, &mut a, &b).unwrap();
+                assert_eq!(dst, a, "{} {}", dt.name(), op.name());
+            }
+        }
     }
 
     #[test]

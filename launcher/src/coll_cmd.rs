@@ -171,6 +171,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         if cfg.baseline == Some(Baseline::Mpi) {
             if root {
                 let lib = mpi::environment::library_version().unwrap_or_default();
+                let lib = lib.replace('\0', "");
                 let lib = lib.lines().next().unwrap_or("unknown MPI").trim().to_string();
                 let _ = writeln!(
                     out,

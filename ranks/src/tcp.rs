@@ -4,7 +4,7 @@
 //! Wire format: a 32-byte hello each way when a connection opens (magic, version, token, rank,
 //! size), then messages framed as an 8-byte little-endian length followed by the payload.
 
-use std::io::{self, IoSlice, Read, Write};
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -320,6 +320,9 @@ struct Queue {
     progress: usize,
     /// Receives: the head's header has been consumed.
     have_header: bool,
+    /// Receives: header bytes of the head gathered so far.
+    hdr: [u8; 8],
+    hdr_got: usize,
 }
 
 impl Queue {
@@ -430,21 +433,43 @@ impl TcpMesh {
                 });
             };
             if !q.have_header {
-                if conn.rx_end - conn.rx_start < 8 {
-                    match fill(conn) {
+                // Header bytes already staged first.
+                let take = (8 - q.hdr_got).min(conn.rx_end - conn.rx_start);
+                q.hdr[q.hdr_got..q.hdr_got + take].copy_from_slice(&conn.rx[conn.rx_start..conn.rx_start + take]);
+                q.hdr_got += take;
+                conn.rx_start += take;
+                if q.hdr_got < 8 {
+                    let r = if size_hint >= DIRECT_READ_MIN {
+                        // One readv: the rest of the header, and the payload straight into the
+                        // user's buffer (no staging copy for large messages).
+                        let OpKind::Recv(buf) = &mut ops[idx].kind else {
+                            unreachable!("receive queue holds receives")
+                        };
+                        let got = q.hdr_got;
+                        let mut iov = [IoSliceMut::new(&mut q.hdr[got..]), IoSliceMut::new(buf)];
+                        conn.stream.read_vectored(&mut iov).inspect(|&n| {
+                            let h = n.min(8 - got);
+                            q.hdr_got += h;
+                            q.progress = n - h;
+                        })
+                    } else {
+                        fill(conn)
+                    };
+                    match r {
                         Ok(0) => return Err(self.closed(peer, format!("while receiving a {size_hint}-byte message"))),
                         Ok(_) => {
                             moved = true;
-                            continue;
+                            if q.hdr_got < 8 {
+                                continue;
+                            }
                         }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(moved),
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(e) => return Err(self.io(peer, "receiving", e)),
                     }
                 }
-                let mut h = [0u8; 8];
-                h.copy_from_slice(&conn.rx[conn.rx_start..conn.rx_start + 8]);
-                conn.rx_start += 8;
+                let h = q.hdr;
+                q.hdr_got = 0;
                 let len = u64::from_le_bytes(h);
                 if len != size_hint as u64 {
                     return Err(TransportError::LengthMismatch {
@@ -457,7 +482,6 @@ impl TcpMesh {
                     });
                 }
                 q.have_header = true;
-                q.progress = 0;
                 moved = true;
             }
             let OpKind::Recv(buf) = &mut ops[idx].kind else {

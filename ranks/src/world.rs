@@ -137,6 +137,7 @@ impl World {
         if size == 1 {
             if let Some((var, expected)) = launcher_size_from_env(env).filter(|(_, n)| *n > 1) {
                 let library = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
+                let library = library.replace('\0', "");
                 let library = library.lines().next().unwrap_or("unknown").trim().to_string();
                 return Err(WorldError::SizeMismatch { var, expected, library });
             }

@@ -39,16 +39,23 @@ impl Collective for AllReduce {
         data::reduced(ctx.dtype, ctx.op, ctx.nranks, 0, expected).map(|_| true)
     }
     fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError> {
+        let (count, n, elt) = (ctx.counts.recv, ctx.nranks, ctx.elt());
+        let bounds = |c: usize| ring::chunk(count, n, c, elt);
         let buf = match bufs {
-            Bufs::OutOfPlace { send, recv } => {
+            Bufs::OutOfPlace { send, recv } if n == 1 => {
                 recv.copy_from_slice(send);
                 recv
             }
-            Bufs::InPlace { buf } => buf,
+            // No copy of send into recv: the reduce-scatter reads send and writes recv.
+            Bufs::OutOfPlace { send, recv } => {
+                ring::reduce_scatter(t, ctx, Some(send), recv, &bounds)?;
+                recv
+            }
+            Bufs::InPlace { buf } => {
+                ring::reduce_scatter(t, ctx, None, buf, &bounds)?;
+                buf
+            }
         };
-        let (count, n, elt) = (ctx.counts.recv, ctx.nranks, ctx.elt());
-        let bounds = |c: usize| ring::chunk(count, n, c, elt);
-        ring::reduce_scatter(t, ctx, buf, &bounds)?;
         reduce::finalize(ctx.dtype, ctx.op, &mut buf[bounds(ctx.rank)], n)?;
         ring::all_gather(t, ctx, buf, &bounds)
     }

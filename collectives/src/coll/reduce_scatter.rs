@@ -45,13 +45,13 @@ impl Collective for ReduceScatter {
         let bounds = |c: usize| c * block..(c + 1) * block;
         match bufs {
             Bufs::OutOfPlace { send, recv } => {
-                let mut work = send.to_vec();
-                ring::reduce_scatter(t, ctx, &mut work, &bounds)?;
+                let mut work = vec![0u8; send.len()];
+                ring::reduce_scatter(t, ctx, Some(send), &mut work, &bounds)?;
                 reduce::finalize(ctx.dtype, ctx.op, &mut work[mine.clone()], ctx.nranks)?;
                 recv.copy_from_slice(&work[mine]);
             }
             Bufs::InPlace { buf } => {
-                ring::reduce_scatter(t, ctx, buf, &bounds)?;
+                ring::reduce_scatter(t, ctx, None, buf, &bounds)?;
                 reduce::finalize(ctx.dtype, ctx.op, &mut buf[mine], ctx.nranks)?;
             }
         }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use ranks::{Op, Transport};
 
 use super::{CollError, Ctx};
-use crate::reduce::reduce_into;
+use crate::reduce::{reduce_from, reduce_into};
 
 /// Bytes per slice: a ring step moves its chunk in slices so sends and receives of one step
 /// overlap and the kernel's socket buffers carry the next slice while the last one is reduced.
@@ -45,12 +45,17 @@ pub fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [
     }
 }
 
-/// Ring reduce-scatter in place: after n-1 steps rank r holds chunk r reduced over all ranks
-/// (not yet finalised). Step s sends chunk r-s-1 right and receives chunk r-s-2 from the left,
-/// slice by slice, reducing each received slice into place.
+/// Ring reduce-scatter: after n-1 steps rank r holds chunk r reduced over all ranks (not yet
+/// finalised). Step s sends chunk r-s-1 right and receives chunk r-s-2 from the left, slice by
+/// slice, reducing each received slice with this rank's own data for that chunk.
+///
+/// With `src` (out of place) this rank's data is read from `src` and results are written to `buf`,
+/// which needs no prior copy: step 0 sends straight from `src`, and every chunk of `buf` is
+/// written by a reduction before it is sent. Without `src`, `buf` holds the data and is reduced in place.
 pub fn reduce_scatter(
     t: &mut dyn Transport,
     ctx: &Ctx,
+    src: Option<&[u8]>,
     buf: &mut [u8],
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
@@ -76,7 +81,12 @@ pub fn reduce_scatter(
             {
                 let mut ops = Vec::with_capacity(2);
                 if let Some(sr) = sends.get(k) {
-                    ops.push(Op::send(right, &buf[sr.clone()]));
+                    // Step 0 sends this rank's own data; later steps what the last step reduced.
+                    let from: &[u8] = match src {
+                        Some(src) if s == 0 => src,
+                        _ => buf,
+                    };
+                    ops.push(Op::send(right, &from[sr.clone()]));
                 }
                 if recvs.get(k).is_some() {
                     ops.push(Op::recv(left, &mut scratch[..tmp_len]));
@@ -84,7 +94,16 @@ pub fn reduce_scatter(
                 t.exchange(&mut ops, deadline)?;
             }
             if let Some(rr) = recvs.get(k) {
-                reduce_into(ctx.dtype, ctx.op, &mut buf[rr.clone()], &scratch[..tmp_len])?;
+                match src {
+                    Some(src) => reduce_from(
+                        ctx.dtype,
+                        ctx.op,
+                        &mut buf[rr.clone()],
+                        &src[rr.clone()],
+                        &scratch[..tmp_len],
+                    )?,
+                    None => reduce_into(ctx.dtype, ctx.op, &mut buf[rr.clone()], &scratch[..tmp_len])?,
+                }
             }
         }
     }
