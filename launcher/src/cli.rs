@@ -26,6 +26,8 @@ pub enum Command {
     /// (rank) Check every rank reaches every other: verified payload both ways and round-trip times
     #[command(name = "mesh-check")]
     MeshCheck(MeshCheckArgs),
+    /// RDMA devices, ports and GIDs of this host (like show_gids), and the choice meshrun would make
+    Devices(DevicesArgs),
     /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
     Pairwise(PairwiseArgs),
     /// (rank) Ring all-reduce, printed as nccl-tests' all_reduce_perf prints it
@@ -317,4 +319,27 @@ pub fn parse_positive(s: &str) -> Result<f64, String> {
         return Err(format!("{v} is out of range; expected a positive number"));
     }
     Ok(v)
+}
+
+/// Device selection, shared by `devices` and the RDMA transport.
+#[derive(Args, Debug, Clone)]
+pub struct DeviceArgs {
+    /// RDMA device (default: the first with an active port)
+    #[arg(short = 'd', long = "device")]
+    pub device: Option<String>,
+    /// Port of the device (default: its first active port)
+    #[arg(short = 'i', long = "ib-port")]
+    pub port: Option<u8>,
+    /// GID index (default: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1)
+    #[arg(short = 'x', long = "gid-index")]
+    pub gid_index: Option<u32>,
+    /// Root of the sysfs tree to read devices from
+    #[arg(long, default_value = "/sys")]
+    pub sysfs_root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct DevicesArgs {
+    #[command(flatten)]
+    pub dev: DeviceArgs,
 }

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
             }
         },
         Command::MeshCheck(a) => mesh_check_cmd(a),
+        Command::Devices(a) => devices_cmd(a),
         Command::Pairwise(a) => pairwise_cmd::run(a),
         Command::AllReduce(a) => coll_cmd::run("all_reduce", a),
         Command::AllGather(a) => coll_cmd::run("all_gather", a),
@@ -155,4 +156,41 @@ fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
         let ok = world.all_ok(ok, "agreeing on the verdict");
         Ok(if ok { 0 } else { collectives::EXIT_FOUND_PROBLEM })
     })
+}
+
+fn devices_cmd(a: cli::DevicesArgs) -> i32 {
+    use ranks::devices;
+    let devs = match devices::discover(&a.dev.sysfs_root) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("meshrun devices: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    print!("{}", devices::show_gids(&devs));
+    for d in &devs {
+        for p in &d.ports {
+            println!(
+                "# {} port {}: {} ({}), {:?}, {}, LID 0x{:x}{}",
+                d.name,
+                p.num,
+                p.state.1,
+                p.phys_state,
+                p.link_layer,
+                p.rate,
+                p.lid,
+                d.pci.as_deref().map(|x| format!(", PCI {x}")).unwrap_or_default()
+            );
+        }
+    }
+    match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
+        Ok(c) => {
+            println!("# selected: {}", c.describe());
+            0
+        }
+        Err(e) => {
+            eprintln!("meshrun devices: {e}");
+            EXIT_USAGE
+        }
+    }
 }

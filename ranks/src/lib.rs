@@ -1,6 +1,7 @@
 //! Everything one meshrun rank needs to join a job: MPI bootstrap ([`World`]), bounded waits
 //! ([`watchdog`]), and an all-to-all [`Mesh`] of connections behind the [`Transport`] trait.
 
+pub mod devices;
 pub mod mesh;
 pub mod netif;
 mod sys;

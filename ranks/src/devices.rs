@@ -1,0 +1,592 @@
+//! RDMA devices, ports and GID tables, read from sysfs under a configurable root (default `/sys`),
+//! so tests run on fixture trees of real machines. The active MTU is not in sysfs; the verbs layer
+//! queries it.
+
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+
+/// The GID types sysfs reports in `gid_attrs/types/N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GidKind {
+    /// `IB/RoCE v1`: InfiniBand, or RoCE v1 on Ethernet.
+    IbRoceV1,
+    /// `RoCE v2` (UDP/IP).
+    RoceV2,
+}
+
+/// One non-zero GID table entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gid {
+    pub index: u32,
+    pub raw: [u8; 16],
+    pub kind: Option<GidKind>,
+    /// The network device of a RoCE GID (`gid_attrs/ndevs/N`).
+    pub netdev: Option<String>,
+}
+
+impl Gid {
+    /// The IPv4 address of an IPv4-mapped GID (`::ffff:a.b.c.d`).
+    pub fn ipv4(&self) -> Option<Ipv4Addr> {
+        (self.raw[..10].iter().all(|&b| b == 0) && self.raw[10] == 0xff && self.raw[11] == 0xff)
+            .then(|| Ipv4Addr::new(self.raw[12], self.raw[13], self.raw[14], self.raw[15]))
+    }
+    pub fn is_link_local(&self) -> bool {
+        self.raw[0] == 0xfe && self.raw[1] & 0xc0 == 0x80
+    }
+    /// As sysfs writes it: eight groups of four hex digits.
+    pub fn to_sysfs(&self) -> String {
+        self.raw
+            .chunks(2)
+            .map(|c| format!("{:02x}{:02x}", c[0], c[1]))
+            .collect::<Vec<_>>()
+            .join(":")
+    }
+    /// `v1`, `v2` or empty, as show_gids prints the version.
+    pub fn version(&self) -> &'static str {
+        match self.kind {
+            Some(GidKind::IbRoceV1) => "v1",
+            Some(GidKind::RoceV2) => "v2",
+            None => "",
+        }
+    }
+    /// perftest's preference, extended: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1.
+    pub fn score(&self) -> (bool, bool, bool) {
+        (
+            self.ipv4().is_some(),
+            !self.is_link_local(),
+            self.kind == Some(GidKind::RoceV2),
+        )
+    }
+}
+
+/// Parse `fe80:0000:...` (eight groups of four hex digits).
+pub fn parse_gid(s: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = s.trim().split(':').collect();
+    if groups.len() != 8 {
+        return None;
+    }
+    let mut raw = [0u8; 16];
+    for (i, g) in groups.iter().enumerate() {
+        let v = u16::from_str_radix(g, 16).ok()?;
+        raw[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+    }
+    Some(raw)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkLayer {
+    InfiniBand,
+    Ethernet,
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Port {
+    pub num: u8,
+    /// `4: ACTIVE` -> (4, "ACTIVE").
+    pub state: (u8, String),
+    pub phys_state: String,
+    pub link_layer: LinkLayer,
+    pub rate: String,
+    pub lid: u16,
+    pub sm_lid: u16,
+    pub gids: Vec<Gid>,
+}
+
+impl Port {
+    pub fn is_active(&self) -> bool {
+        self.state.0 == 4
+    }
+    /// The GID perftest's scoring picks (lowest index among equals).
+    pub fn best_gid(&self) -> Option<&Gid> {
+        let mut best: Option<&Gid> = None;
+        for g in &self.gids {
+            if best.is_none_or(|b| g.score() > b.score()) {
+                best = Some(g);
+            }
+        }
+        best
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeType {
+    /// `1: CA`: InfiniBand or RoCE adapter.
+    Ca,
+    /// `4: RNIC`: iWARP.
+    Rnic,
+    Other,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RdmaDevice {
+    pub name: String,
+    pub node_type: NodeType,
+    /// PCI address from the `device` link (none for software devices).
+    pub pci: Option<String>,
+    pub fw_ver: Option<String>,
+    pub ports: Vec<Port>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DevicesError {
+    #[error("{path} does not exist: this kernel has no RDMA support loaded; load a driver (modprobe mlx5_ib, or modprobe rdma_rxe for Soft-RoCE) or use --transport tcp")]
+    NoRdma { path: PathBuf },
+    #[error("{path} lists no RDMA device: RDMA is loaded but no device is configured (for Soft-RoCE: rdma link add rxe0 type rxe netdev IFACE), or use --transport tcp")]
+    NoDevices { path: PathBuf },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn parse_hex_u16(s: &str) -> u16 {
+    u16::from_str_radix(s.trim_start_matches("0x"), 16).unwrap_or(0)
+}
+
+/// Every RDMA device under `root/class/infiniband`, sorted by name.
+pub fn discover(root: &Path) -> Result<Vec<RdmaDevice>, DevicesError> {
+    let dir = root.join("class/infiniband");
+    if !dir.is_dir() {
+        return Err(DevicesError::NoRdma { path: dir });
+    }
+    let entries = std::fs::read_dir(&dir).map_err(|source| DevicesError::Read {
+        path: dir.clone(),
+        source,
+    })?;
+    let mut devs = Vec::new();
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        devs.push(read_device(&e.path(), name));
+    }
+    if devs.is_empty() {
+        return Err(DevicesError::NoDevices { path: dir });
+    }
+    devs.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(devs)
+}
+
+fn read_device(d: &Path, name: String) -> RdmaDevice {
+    let node_type = match read(&d.join("node_type")).as_deref().and_then(|s| s.split(':').next()) {
+        Some("1") => NodeType::Ca,
+        Some("4") => NodeType::Rnic,
+        _ => NodeType::Other,
+    };
+    let pci = std::fs::read_link(d.join("device"))
+        .ok()
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()));
+    let mut ports = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(d.join("ports")) {
+        for p in rd.flatten() {
+            if let Ok(num) = p.file_name().to_string_lossy().parse::<u8>() {
+                ports.push(read_port(&p.path(), num));
+            }
+        }
+    }
+    ports.sort_by_key(|p| p.num);
+    RdmaDevice {
+        name,
+        node_type,
+        pci,
+        fw_ver: read(&d.join("fw_ver")),
+        ports,
+    }
+}
+
+fn read_port(p: &Path, num: u8) -> Port {
+    let state_s = read(&p.join("state")).unwrap_or_default();
+    let (n, s) = state_s.split_once(':').unwrap_or(("0", "UNKNOWN"));
+    let link_layer = match read(&p.join("link_layer")).as_deref() {
+        Some("InfiniBand") => LinkLayer::InfiniBand,
+        Some("Ethernet") => LinkLayer::Ethernet,
+        _ => LinkLayer::Other,
+    };
+    let mut gids = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(p.join("gids")) {
+        for g in rd.flatten() {
+            let Ok(index) = g.file_name().to_string_lossy().parse::<u32>() else {
+                continue;
+            };
+            let Some(raw) = read(&g.path()).as_deref().and_then(parse_gid) else {
+                continue;
+            };
+            if raw.iter().all(|&b| b == 0) {
+                continue;
+            }
+            let kind = match read(&p.join(format!("gid_attrs/types/{index}"))).as_deref() {
+                Some("IB/RoCE v1") => Some(GidKind::IbRoceV1),
+                Some("RoCE v2") => Some(GidKind::RoceV2),
+                _ => None,
+            };
+            let netdev = read(&p.join(format!("gid_attrs/ndevs/{index}"))).filter(|s| !s.is_empty());
+            gids.push(Gid {
+                index,
+                raw,
+                kind,
+                netdev,
+            });
+        }
+    }
+    gids.sort_by_key(|g| g.index);
+    Port {
+        num,
+        state: (n.trim().parse().unwrap_or(0), s.trim().to_string()),
+        phys_state: read(&p.join("phys_state")).unwrap_or_default(),
+        link_layer,
+        rate: read(&p.join("rate")).unwrap_or_default(),
+        lid: parse_hex_u16(&read(&p.join("lid")).unwrap_or_default()),
+        sm_lid: parse_hex_u16(&read(&p.join("sm_lid")).unwrap_or_default()),
+        gids,
+    }
+}
+
+/// The GID table as `show_gids` prints it.
+pub fn show_gids(devs: &[RdmaDevice]) -> String {
+    let mut s = String::from(
+        "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n",
+    );
+    let mut n = 0;
+    for d in devs {
+        for p in &d.ports {
+            for g in &p.gids {
+                n += 1;
+                let ip = g.ipv4().map(|a| a.to_string()).unwrap_or_default();
+                let _ = writeln!(
+                    s,
+                    "{}\t{}\t{}\t{}\t{:<12}  \t{}\t{}",
+                    d.name,
+                    p.num,
+                    g.index,
+                    g.to_sysfs(),
+                    ip,
+                    g.version(),
+                    g.netdev.as_deref().unwrap_or("")
+                );
+            }
+        }
+    }
+    let _ = writeln!(s, "n_gids_found={n}");
+    s
+}
+
+/// What a rank will use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Choice {
+    pub device: String,
+    pub port: u8,
+    pub link_layer: LinkLayer,
+    pub gid: Gid,
+    pub lid: u16,
+}
+
+impl Choice {
+    /// One line for reports and errors.
+    pub fn describe(&self) -> String {
+        let kind = match (self.link_layer, self.gid.kind) {
+            (LinkLayer::InfiniBand, _) => "IB".to_string(),
+            (_, Some(GidKind::RoceV2)) => "RoCE v2".into(),
+            (_, Some(GidKind::IbRoceV1)) => "RoCE v1".into(),
+            _ => "unknown type".into(),
+        };
+        let addr = self.gid.ipv4().map_or_else(|| self.gid.to_sysfs(), |a| a.to_string());
+        format!(
+            "{} port {} GID {} ({kind}, {addr})",
+            self.device, self.port, self.gid.index
+        )
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SelectError {
+    #[error("-d {0}: no such RDMA device; devices here: {1}")]
+    UnknownDevice(String, String),
+    #[error("{0} is an iWARP device (node type RNIC): meshrun's RC queue pairs over raw verbs do not run on iWARP; use another device or --transport tcp")]
+    Iwarp(String),
+    #[error("{dev} has no port {port}; its ports: {ports}")]
+    NoPort { dev: String, port: u8, ports: String },
+    #[error("{dev} port {port} is {state}, not ACTIVE: check the cable and the subnet manager (ibstat {dev}), or choose another port with -i")]
+    PortDown { dev: String, port: u8, state: String },
+    #[error("{dev} port {port} has no GID index {index}; valid indexes: {valid} (see meshrun devices)")]
+    NoGid {
+        dev: String,
+        port: u8,
+        index: u32,
+        valid: String,
+    },
+    #[error("{dev} port {port} has no GID: for RoCE, give the network device an IP address")]
+    NoGids { dev: String, port: u8 },
+    #[error("no active port on any RDMA device here ({0}); use --transport tcp")]
+    NoActivePort(String),
+}
+
+/// Choose device, port and GID: `-d`, `-i`, `-x` when given, else the first device with an active
+/// port, its first active port, and the best GID by perftest's scoring.
+pub fn select(
+    devs: &[RdmaDevice],
+    device: Option<&str>,
+    port: Option<u8>,
+    gid_index: Option<u32>,
+) -> Result<Choice, SelectError> {
+    let names = || devs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ");
+    let candidates: Vec<&RdmaDevice> = match device {
+        Some(name) => vec![devs
+            .iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| SelectError::UnknownDevice(name.into(), names()))?],
+        None => devs.iter().filter(|d| d.node_type != NodeType::Rnic).collect(),
+    };
+    if let Some(d) = candidates.iter().find(|d| d.node_type == NodeType::Rnic) {
+        return Err(SelectError::Iwarp(d.name.clone()));
+    }
+    for d in &candidates {
+        let p = match port {
+            Some(n) => match d.ports.iter().find(|p| p.num == n) {
+                Some(p) => p,
+                None => {
+                    return Err(SelectError::NoPort {
+                        dev: d.name.clone(),
+                        port: n,
+                        ports: d.ports.iter().map(|p| p.num.to_string()).collect::<Vec<_>>().join(", "),
+                    })
+                }
+            },
+            None => match d.ports.iter().find(|p| p.is_active()) {
+                Some(p) => p,
+                None if device.is_some() => {
+                    let p = &d.ports[0];
+                    return Err(SelectError::PortDown {
+                        dev: d.name.clone(),
+                        port: p.num,
+                        state: p.state.1.clone(),
+                    });
+                }
+                None => continue,
+            },
+        };
+        if !p.is_active() {
+            return Err(SelectError::PortDown {
+                dev: d.name.clone(),
+                port: p.num,
+                state: p.state.1.clone(),
+            });
+        }
+        let gid = match gid_index {
+            Some(i) => p
+                .gids
+                .iter()
+                .find(|g| g.index == i)
+                .cloned()
+                .ok_or_else(|| SelectError::NoGid {
+                    dev: d.name.clone(),
+                    port: p.num,
+                    index: i,
+                    valid: p
+                        .gids
+                        .iter()
+                        .map(|g| g.index.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?,
+            None => p.best_gid().cloned().ok_or_else(|| SelectError::NoGids {
+                dev: d.name.clone(),
+                port: p.num,
+            })?,
+        };
+        return Ok(Choice {
+            device: d.name.clone(),
+            port: p.num,
+            link_layer: p.link_layer,
+            gid,
+            lid: p.lid,
+        });
+    }
+    Err(SelectError::NoActivePort(names()))
+}
+
+/// Check that the GIDs chosen on every rank can talk to each other: same link layer, and for RoCE
+/// the same version and address family (one side v1 and the other v2 retries silently forever).
+pub fn check_consistent(choices: &[(usize, String, Choice)]) -> Result<(), String> {
+    let Some((r0, h0, c0)) = choices.first() else {
+        return Ok(());
+    };
+    let family = |c: &Choice| if c.gid.ipv4().is_some() { "IPv4" } else { "IPv6" };
+    for (r, h, c) in &choices[1..] {
+        let mismatch = if c.link_layer != c0.link_layer {
+            Some("link layers differ")
+        } else if c.link_layer == LinkLayer::Ethernet && c.gid.kind != c0.gid.kind {
+            Some("RoCE versions differ")
+        } else if c.link_layer == LinkLayer::Ethernet && family(c) != family(c0) {
+            Some("GID address families differ")
+        } else {
+            None
+        };
+        if let Some(why) = mismatch {
+            return Err(format!(
+                "{why}: rank {r0} ({h0}) uses {} but rank {r} ({h}) uses {}; pick matching GIDs on every rank with -x N (see meshrun devices)",
+                c0.describe(),
+                c.describe()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(name)
+    }
+
+    #[test]
+    fn infiniband_hdr_node() {
+        let devs = discover(&fixture("mlx5-ib")).unwrap();
+        assert_eq!(devs.len(), 2);
+        let d = &devs[0];
+        assert_eq!(
+            (d.name.as_str(), d.node_type, d.pci.as_deref()),
+            ("mlx5_0", NodeType::Ca, Some("0000:3b:00.0"))
+        );
+        let p = &d.ports[0];
+        assert_eq!(
+            (p.num, p.is_active(), p.link_layer, p.lid, p.sm_lid),
+            (1, true, LinkLayer::InfiniBand, 0x12, 1)
+        );
+        assert_eq!(p.rate, "200 Gb/sec (4X HDR)");
+        assert_eq!(p.gids.len(), 1, "zero entries are not GIDs");
+        let c = select(&devs, None, None, None).unwrap();
+        assert_eq!(
+            c.describe(),
+            "mlx5_0 port 1 GID 0 (IB, fe80:0000:0000:0000:b859:9f03:00a1:b2c0)"
+        );
+        assert_eq!(select(&devs, Some("mlx5_1"), None, None).unwrap().lid, 0x13);
+    }
+
+    #[test]
+    fn roce_picks_ipv4_mapped_v2_like_perftest() {
+        let devs = discover(&fixture("mlx5-roce")).unwrap();
+        let p = &devs[0].ports[0];
+        assert_eq!(
+            p.gids.iter().map(|g| g.version()).collect::<Vec<_>>(),
+            vec!["v1", "v2", "v1", "v2"]
+        );
+        let c = select(&devs, None, None, None).unwrap();
+        assert_eq!(c.gid.index, 3);
+        assert_eq!(c.describe(), "mlx5_0 port 1 GID 3 (RoCE v2, 10.0.1.5)");
+        assert_eq!(c.gid.netdev.as_deref(), Some("eth2"));
+        // Explicit -x wins.
+        assert_eq!(
+            select(&devs, None, None, Some(1)).unwrap().gid.kind,
+            Some(GidKind::RoceV2)
+        );
+    }
+
+    #[test]
+    fn rxe_and_show_gids() {
+        let devs = discover(&fixture("rxe")).unwrap();
+        assert_eq!(devs[0].pci, None);
+        let c = select(&devs, None, None, None).unwrap();
+        assert_eq!(c.describe(), "rxea port 1 GID 1 (RoCE v2, 10.2.0.1)");
+        let t = show_gids(&devs);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("DEV\tPORT\tINDEX\tGID"));
+        assert_eq!(
+            lines[3].split('\t').map(str::trim).collect::<Vec<_>>(),
+            vec![
+                "rxea",
+                "1",
+                "1",
+                "0000:0000:0000:0000:0000:ffff:0a02:0001",
+                "10.2.0.1",
+                "v2",
+                "va"
+            ]
+        );
+        assert_eq!(lines.last().copied(), Some("n_gids_found=2"));
+    }
+
+    #[test]
+    fn iwarp_is_refused_with_reason() {
+        let devs = discover(&fixture("siw")).unwrap();
+        assert_eq!(devs[0].node_type, NodeType::Rnic);
+        let e = select(&devs, Some("siw0"), None, None).unwrap_err();
+        assert!(matches!(e, SelectError::Iwarp(_)));
+        assert!(e.to_string().contains("iWARP"));
+        // Without -d it is skipped, and nothing else is there.
+        assert!(matches!(
+            select(&devs, None, None, None),
+            Err(SelectError::NoActivePort(_))
+        ));
+    }
+
+    #[test]
+    fn bad_selections_say_what_is_valid() {
+        let devs = discover(&fixture("mlx5-roce")).unwrap();
+        assert_eq!(
+            select(&devs, Some("mlx5_9"), None, None).unwrap_err().to_string(),
+            "-d mlx5_9: no such RDMA device; devices here: mlx5_0"
+        );
+        let e = select(&devs, None, Some(2), None).unwrap_err().to_string();
+        assert!(e.starts_with("mlx5_0 port 2 is DOWN, not ACTIVE"), "{e}");
+        let e = select(&devs, None, Some(3), None).unwrap_err().to_string();
+        assert_eq!(e, "mlx5_0 has no port 3; its ports: 1, 2");
+        let e = select(&devs, None, None, Some(7)).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "mlx5_0 port 1 has no GID index 7; valid indexes: 0, 1, 2, 3 (see meshrun devices)"
+        );
+    }
+
+    #[test]
+    fn no_rdma_and_no_devices_give_different_advice() {
+        let e = discover(&fixture("no-rdma")).unwrap_err().to_string();
+        assert!(
+            e.contains("no RDMA support loaded") && e.contains("--transport tcp"),
+            "{e}"
+        );
+        let e = discover(&fixture("no-devices")).unwrap_err().to_string();
+        assert!(e.contains("no RDMA device") && e.contains("rdma link add"), "{e}");
+    }
+
+    #[test]
+    fn v1_against_v2_is_named() {
+        let v2 = select(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None).unwrap();
+        let v1 = select(&discover(&fixture("mlx5-roce-v1only")).unwrap(), None, None, None).unwrap();
+        assert_eq!(v1.gid.kind, Some(GidKind::IbRoceV1));
+        let e = check_consistent(&[
+            (0, "a".into(), v2.clone()),
+            (1, "b".into(), v2.clone()),
+            (2, "c".into(), v1),
+        ])
+        .unwrap_err();
+        assert!(e.starts_with("RoCE versions differ: rank 0 (a) uses mlx5_0 port 1 GID 3 (RoCE v2, 10.0.1.5) but rank 2 (c) uses mlx5_0 port 1 GID 1 (RoCE v1, 10.0.1.6)"), "{e}");
+        assert!(check_consistent(&[(0, "a".into(), v2.clone()), (1, "b".into(), v2)]).is_ok());
+    }
+
+    #[test]
+    fn gid_parsing() {
+        let raw = parse_gid("0000:0000:0000:0000:0000:ffff:0a00:0105").unwrap();
+        let g = Gid {
+            index: 0,
+            raw,
+            kind: None,
+            netdev: None,
+        };
+        assert_eq!(g.ipv4(), Some(Ipv4Addr::new(10, 0, 1, 5)));
+        assert!(!g.is_link_local());
+        assert!(parse_gid("fe80::1").is_none());
+    }
+}
