@@ -7,6 +7,7 @@ pub mod netif;
 mod sys;
 pub mod tcp;
 pub mod transport;
+pub mod verbs;
 pub mod watchdog;
 pub mod world;
 
