@@ -159,9 +159,25 @@ pub struct LaunchArgs {
 /// Options every rank subcommand takes.
 #[derive(Args, Debug, Clone)]
 pub struct RankArgs {
-    /// Transport for the mesh: tcp (auto picks tcp until RDMA verbs are available)
+    /// Transport for the mesh: verbs (RDMA RC queue pairs), tcp, or auto (verbs when every rank
+    /// has a usable RDMA device, else tcp)
     #[arg(long, value_enum, default_value = "auto")]
     pub transport: TransportChoice,
+    /// RDMA device for the verbs transport (default: the first with an active port)
+    #[arg(long = "ib-dev", value_name = "DEV")]
+    pub ib_dev: Option<String>,
+    /// One RDMA device per local rank, comma-separated (local rank i uses entry i mod count)
+    #[arg(long = "devices", value_delimiter = ',', value_name = "DEV,DEV")]
+    pub devices: Vec<String>,
+    /// Port of the RDMA device
+    #[arg(long = "ib-port", value_name = "PORT")]
+    pub ib_port: Option<u8>,
+    /// GID index (default: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1)
+    #[arg(long = "gid-index", value_name = "N")]
+    pub gid_index: Option<u32>,
+    /// Root of the sysfs tree RDMA devices are read from
+    #[arg(long = "sysfs-root", default_value = "/sys")]
+    pub sysfs_root: PathBuf,
     /// Interface name or CIDR for the TCP mesh (default: the address the host name resolves to)
     #[arg(long)]
     pub tcp_if: Option<String>,
@@ -174,6 +190,7 @@ pub struct RankArgs {
 pub enum TransportChoice {
     Auto,
     Tcp,
+    Verbs,
 }
 
 #[derive(Args, Debug)]
@@ -273,6 +290,15 @@ pub struct PairwiseArgs {
     /// Overwrite existing output files
     #[arg(long)]
     pub force: bool,
+    /// RDMA device, as perftest's -d (same as --ib-dev)
+    #[arg(short = 'd', value_name = "DEV")]
+    pub d: Option<String>,
+    /// RDMA port, as perftest's -i (same as --ib-port)
+    #[arg(short = 'i', value_name = "PORT")]
+    pub i: Option<u8>,
+    /// GID index, as perftest's -x (same as --gid-index)
+    #[arg(short = 'x', value_name = "N")]
+    pub x: Option<u32>,
 }
 
 pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {

@@ -88,8 +88,18 @@ fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn run(a: PairwiseArgs) -> i32 {
-    run_rank(&a.rank, |world, t| {
+pub fn run(mut a: PairwiseArgs) -> i32 {
+    // perftest's -d/-i/-x are the same as --ib-dev/--ib-port/--gid-index.
+    if a.d.is_some() {
+        a.rank.ib_dev = a.d.clone();
+    }
+    if a.i.is_some() {
+        a.rank.ib_port = a.i;
+    }
+    if a.x.is_some() {
+        a.rank.gid_index = a.x;
+    }
+    run_rank(&a.rank.clone(), |world, t| {
         let caps = t.capabilities();
         let mut problem = config(&a, caps.write, caps.read).err();
         if problem.is_none() {

@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use ranks::mesh::{self, MeshError, TcpOptions};
+use ranks::verbs_mesh::{self, VerbsMeshError, VerbsOptions};
 use ranks::{Timeouts, Transport, TransportError, World};
 
-use crate::cli::RankArgs;
+use crate::cli::{RankArgs, TransportChoice};
 
 /// Exit status for bad input or setup.
 pub const EXIT_USAGE: i32 = 2;
@@ -35,26 +36,14 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             return EXIT_USAGE;
         }
     };
-    let mut mesh = match mesh::connect_tcp(
-        &world,
-        &TcpOptions {
-            tcp_if: args.tcp_if.clone(),
-        },
-        timeouts,
-    ) {
+    let mut mesh: Box<dyn Transport> = match connect(&world, args, timeouts) {
         Ok(m) => m,
-        Err(e) => {
-            eprintln!("meshrun: {e}");
-            let code = match e {
-                MeshError::Address { .. } | MeshError::LoopbackAcrossHosts { .. } | MeshError::PeersFailed { .. } => {
-                    EXIT_USAGE
-                }
-                _ => EXIT_PEER,
-            };
+        Err((msg, code)) => {
+            eprintln!("meshrun: {msg}");
             leave_now(code);
         }
     };
-    match body(&world, &mut mesh) {
+    match body(&world, mesh.as_mut()) {
         Ok(code) => code,
         Err(RankFailure::Usage(m)) => {
             if world.rank() == 0 {
@@ -75,4 +64,58 @@ pub fn leave_now(code: i32) -> ! {
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
     ranks::exit_now(code)
+}
+
+fn verbs_options(args: &RankArgs) -> VerbsOptions {
+    VerbsOptions {
+        device: args.ib_dev.clone(),
+        devices: args.devices.clone(),
+        port: args.ib_port,
+        gid_index: args.gid_index,
+        sysfs_root: args.sysfs_root.clone(),
+    }
+}
+
+/// Build the mesh the user asked for. `auto` uses verbs only when every rank could set it up
+/// (the outcome is agreed over MPI, so all ranks pick the same transport).
+fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, (String, i32)> {
+    let tcp = || -> Result<Box<dyn Transport>, (String, i32)> {
+        match mesh::connect_tcp(
+            world,
+            &TcpOptions {
+                tcp_if: args.tcp_if.clone(),
+            },
+            timeouts,
+        ) {
+            Ok(m) => Ok(Box::new(m)),
+            Err(e) => {
+                let code = match e {
+                    MeshError::Address { .. }
+                    | MeshError::LoopbackAcrossHosts { .. }
+                    | MeshError::PeersFailed { .. } => EXIT_USAGE,
+                    _ => EXIT_PEER,
+                };
+                Err((e.to_string(), code))
+            }
+        }
+    };
+    match args.transport {
+        TransportChoice::Tcp => tcp(),
+        TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args), timeouts)
+            .map(|m| Box::new(m) as Box<dyn Transport>)
+            .map_err(|e| (e.to_string(), EXIT_USAGE)),
+        TransportChoice::Auto => match verbs_mesh::connect(world, &verbs_options(args), timeouts) {
+            Ok(m) => Ok(Box::new(m)),
+            Err(e) => {
+                if world.rank() == 0 {
+                    let why = match &e {
+                        VerbsMeshError::Setup { msg, .. } => msg.clone(),
+                        other => other.to_string(),
+                    };
+                    eprintln!("meshrun: RDMA verbs not used ({why}); using TCP");
+                }
+                tcp()
+            }
+        },
+    }
 }

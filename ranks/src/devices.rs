@@ -413,19 +413,43 @@ pub fn select(
     Err(SelectError::NoActivePort(names()))
 }
 
+/// What the ranks compare about each other's choice (it travels in the MPI exchange).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GidSummary {
+    pub ethernet: bool,
+    /// 0 unknown, 1 IB / RoCE v1, 2 RoCE v2.
+    pub kind: u8,
+    pub ipv4: bool,
+    pub describe: String,
+}
+
+impl Choice {
+    pub fn summary(&self) -> GidSummary {
+        GidSummary {
+            ethernet: self.link_layer == LinkLayer::Ethernet,
+            kind: match self.gid.kind {
+                None => 0,
+                Some(GidKind::IbRoceV1) => 1,
+                Some(GidKind::RoceV2) => 2,
+            },
+            ipv4: self.gid.ipv4().is_some(),
+            describe: self.describe(),
+        }
+    }
+}
+
 /// Check that the GIDs chosen on every rank can talk to each other: same link layer, and for RoCE
 /// the same version and address family (one side v1 and the other v2 retries silently forever).
-pub fn check_consistent(choices: &[(usize, String, Choice)]) -> Result<(), String> {
+pub fn check_consistent(choices: &[(usize, String, GidSummary)]) -> Result<(), String> {
     let Some((r0, h0, c0)) = choices.first() else {
         return Ok(());
     };
-    let family = |c: &Choice| if c.gid.ipv4().is_some() { "IPv4" } else { "IPv6" };
     for (r, h, c) in &choices[1..] {
-        let mismatch = if c.link_layer != c0.link_layer {
+        let mismatch = if c.ethernet != c0.ethernet {
             Some("link layers differ")
-        } else if c.link_layer == LinkLayer::Ethernet && c.gid.kind != c0.gid.kind {
+        } else if c.ethernet && c.kind != c0.kind {
             Some("RoCE versions differ")
-        } else if c.link_layer == LinkLayer::Ethernet && family(c) != family(c0) {
+        } else if c.ethernet && c.ipv4 != c0.ipv4 {
             Some("GID address families differ")
         } else {
             None
@@ -433,8 +457,7 @@ pub fn check_consistent(choices: &[(usize, String, Choice)]) -> Result<(), Strin
         if let Some(why) = mismatch {
             return Err(format!(
                 "{why}: rank {r0} ({h0}) uses {} but rank {r} ({h}) uses {}; pick matching GIDs on every rank with -x N (see meshrun devices)",
-                c0.describe(),
-                c.describe()
+                c0.describe, c.describe
             ));
         }
     }
@@ -566,6 +589,7 @@ mod tests {
         let v2 = select(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None).unwrap();
         let v1 = select(&discover(&fixture("mlx5-roce-v1only")).unwrap(), None, None, None).unwrap();
         assert_eq!(v1.gid.kind, Some(GidKind::IbRoceV1));
+        let (v1, v2) = (v1.summary(), v2.summary());
         let e = check_consistent(&[
             (0, "a".into(), v2.clone()),
             (1, "b".into(), v2.clone()),

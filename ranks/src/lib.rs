@@ -8,6 +8,7 @@ mod sys;
 pub mod tcp;
 pub mod transport;
 pub mod verbs;
+pub mod verbs_mesh;
 pub mod watchdog;
 pub mod world;
 

@@ -407,6 +407,18 @@ impl MemoryRegion {
     pub fn as_slice(&self) -> &[u8] {
         &self.buf.raw[self.buf.off..self.buf.off + self.buf.len.min(self.len)]
     }
+
+    /// Read a u64 the NIC may write at any time (a remote peer's RDMA write).
+    pub fn read_u64_volatile(&self, offset: usize) -> u64 {
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.len,
+            "unaligned or out-of-range u64"
+        );
+        let p = self.buf.raw[self.buf.off + offset..].as_ptr() as *const u64;
+        // SAFETY: in bounds and 8-byte aligned (the buffer is page-aligned, offset % 8 == 0); a
+        // volatile read because the memory changes outside Rust's view (DMA by the NIC).
+        unsafe { std::ptr::read_volatile(p) }
+    }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let (o, l) = (self.buf.off, self.buf.len.min(self.len));
         &mut self.buf.raw[o..o + l]
@@ -455,6 +467,47 @@ fn status_hint(status: ibv_wc_status::Type) -> &'static str {
 }
 
 impl CompletionQueue {
+    /// Poll once, without waiting: up to `max` completions, stopping at the first error completion
+    /// (returned as Err with its work request id).
+    pub fn poll(&self, max: usize, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
+        // SAFETY: plain data.
+        let mut wcs: [ibv_wc; 32] = unsafe { std::mem::zeroed() };
+        let want = max.min(32) as i32;
+        // SAFETY: valid CQ and an array of at least `want` entries.
+        let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), want, wcs.as_mut_ptr()) };
+        if got < 0 {
+            return Err(VerbsError::Verb {
+                verb: "ibv_poll_cq",
+                device: self.ctx.name.clone(),
+                source: errno(),
+                hint: "",
+            });
+        }
+        for wc in &wcs[..got as usize] {
+            if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
+                // SAFETY: ibv_wc_status_str returns a static string for any status.
+                let s = unsafe { CStr::from_ptr(ibv_wc_status_str(wc.status)) }
+                    .to_string_lossy()
+                    .into_owned();
+                return Err(VerbsError::Completion {
+                    device: self.ctx.name.clone(),
+                    wr_id: wc.wr_id,
+                    status: s,
+                    hint: status_hint(wc.status),
+                });
+            }
+            let has_imm = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+            // SAFETY: the immediate is valid when IBV_WC_WITH_IMM is set.
+            let imm = has_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
+            out.push(Completion {
+                wr_id: wc.wr_id,
+                byte_len: wc.byte_len,
+                imm,
+            });
+        }
+        Ok(())
+    }
+
     /// Wait for `n` completions, failing on the first error completion or at `deadline`.
     pub fn wait(&self, n: usize, deadline: Instant, what: &str) -> Result<Vec<Completion>, VerbsError> {
         let start = Instant::now();

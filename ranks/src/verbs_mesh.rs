@@ -1,0 +1,633 @@
+//! The mesh over RDMA verbs: one RC queue pair per peer, all completions on one polled CQ, and the
+//! two-sided operations of [`Transport`] carried as SEND-with-immediate through registered staging
+//! slots. Flow control by credits: a receiver RDMA-writes the count of receives it has consumed
+//! (and posted again) into the sender's memory, so a sender never overruns posted receives and no
+//! credit update consumes a receive. The immediate carries the message length, so mismatched sends
+//! and receives are caught as they are on TCP.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::devices::{self, Choice, GidSummary};
+use crate::transport::{Op, OpKind, Transport, TransportError};
+use crate::verbs::{
+    Access, Completion, CompletionQueue, Context, Endpoint, MemoryRegion, QueuePair, Rts, SendOp, VerbsError,
+    ENDPOINT_BYTES,
+};
+use crate::{Timeouts, World};
+
+/// Bytes per staging slot (and so per fragment on the wire).
+pub const SLOT: usize = 256 * 1024;
+/// Staging memory per rank for all its peers together, which sets the slots per peer (2 to 16).
+const STAGING_BUDGET: usize = 128 << 20;
+
+/// How to pick the device.
+#[derive(Debug, Clone)]
+pub struct VerbsOptions {
+    pub device: Option<String>,
+    /// One device per local rank (`--devices mlx5_0,mlx5_1`): local rank i uses entry i mod len.
+    pub devices: Vec<String>,
+    pub port: Option<u8>,
+    pub gid_index: Option<u32>,
+    pub sysfs_root: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsMeshError {
+    #[error("rank {rank} ({host}): {msg}")]
+    Setup { rank: usize, host: String, msg: String },
+    #[error("rank {rank} ({host}): ranks {failed} could not set up RDMA (see their messages)")]
+    PeersFailed { rank: usize, host: String, failed: String },
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+const KIND_SEND: u64 = 1;
+const KIND_RECV: u64 = 2;
+const KIND_CREDIT: u64 = 3;
+
+fn wr_id(peer: usize, kind: u64, slot: usize) -> u64 {
+    ((peer as u64) << 32) | (kind << 28) | slot as u64
+}
+
+fn decode(wr: u64) -> (usize, u64, usize) {
+    ((wr >> 32) as usize, (wr >> 28) & 0xf, (wr & 0x0fff_ffff) as usize)
+}
+
+struct Peer {
+    qp: QueuePair<Rts>,
+    send_mr: MemoryRegion,
+    recv_mr: MemoryRegion,
+    /// Where the peer writes how many of our fragments it has consumed.
+    credit_mr: MemoryRegion,
+    /// Source of our own consumed count, written into the peer's credit word.
+    credit_src: MemoryRegion,
+    remote_credit: (u64, u32),
+    free_send: Vec<usize>,
+    sent: u64,
+    consumed: u64,
+    credit_outstanding: bool,
+    credit_dirty: bool,
+    /// Fragments received and not yet claimed by a posted receive: (slot, bytes, message length).
+    arrived: VecDeque<(usize, u32, u32)>,
+    /// Sends posted and not completed: op index.
+    inflight: VecDeque<usize>,
+}
+
+/// An all-to-all RC mesh.
+pub struct VerbsMesh {
+    rank: usize,
+    size: usize,
+    hosts: Vec<String>,
+    // Peers (and their queue pairs and regions) are dropped before the CQ and the context.
+    peers: Vec<Option<Peer>>,
+    cq: CompletionQueue,
+    _ctx: Context,
+    slots: usize,
+    choice: Choice,
+    mtu: u32,
+}
+
+impl VerbsMesh {
+    /// The device, port and GID in use, for headers.
+    pub fn describe(&self) -> String {
+        format!("{}, path MTU up to {} B", self.choice.describe(), self.mtu)
+    }
+
+    fn fail(&self, peer: usize, what: String) -> TransportError {
+        TransportError::PeerClosed {
+            rank: self.rank,
+            host: self.hosts[self.rank].clone(),
+            peer,
+            peer_host: self.hosts[peer].clone(),
+            what,
+        }
+    }
+
+    fn verbs_err(&self, e: VerbsError) -> TransportError {
+        match e {
+            VerbsError::Completion {
+                wr_id,
+                ref status,
+                hint,
+                ..
+            } => {
+                let (peer, _, _) = decode(wr_id);
+                if peer < self.size && peer != self.rank {
+                    return self.fail(peer, format!("RDMA completion {status}{hint}"));
+                }
+                TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank]))
+            }
+            e => TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank])),
+        }
+    }
+
+    fn post_credit(&mut self, p: usize) -> Result<(), TransportError> {
+        let peer = self.peers[p].as_mut().expect("connected peer");
+        if peer.credit_outstanding {
+            peer.credit_dirty = true;
+            return Ok(());
+        }
+        peer.credit_src.as_mut_slice()[..8].copy_from_slice(&peer.consumed.to_le_bytes());
+        let (addr, rkey) = peer.remote_credit;
+        let r = peer.qp.post(
+            SendOp::Write {
+                remote_addr: addr,
+                rkey,
+            },
+            &peer.credit_src,
+            0,
+            8,
+            wr_id(p, KIND_CREDIT, 0),
+        );
+        peer.credit_outstanding = true;
+        peer.credit_dirty = false;
+        r.map_err(|e| self.verbs_err(e))
+    }
+}
+
+/// Per-batch progress of one op.
+#[derive(Default, Clone)]
+struct OpState {
+    frags_posted: usize,
+    frags_total: usize,
+    outstanding: usize,
+    progress: usize,
+    frags_claimed: usize,
+}
+
+fn frags(len: usize) -> usize {
+    len.div_ceil(SLOT).max(1)
+}
+
+impl Transport for VerbsMesh {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn host_of(&self, rank: usize) -> &str {
+        &self.hosts[rank]
+    }
+
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+        let start = Instant::now();
+        let n = self.size;
+        let mut sends: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
+        let mut recvs: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
+        let mut st: Vec<OpState> = vec![OpState::default(); ops.len()];
+        for (i, op) in ops.iter_mut().enumerate() {
+            op.done_at = None;
+            if op.peer >= n || op.peer == self.rank {
+                return Err(TransportError::BadPeer {
+                    rank: self.rank,
+                    peer: op.peer,
+                    size: n,
+                });
+            }
+            if op.len() > u32::MAX as usize {
+                return Err(TransportError::Setup(format!(
+                    "rank {}: a {}-byte message is over the 4 GiB limit of the verbs transport",
+                    self.rank,
+                    op.len()
+                )));
+            }
+            st[i].frags_total = frags(op.len());
+            match op.kind {
+                OpKind::Send(_) => sends[op.peer].push_back(i),
+                OpKind::Recv(_) => recvs[op.peer].push_back(i),
+            }
+        }
+        let mut remaining = ops.len();
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let mut idle_spins = 0u32;
+        while remaining > 0 {
+            let mut moved = false;
+            // 1. Post what credits and free slots allow.
+            for (p, q) in sends.iter_mut().enumerate() {
+                let Some(peer) = self.peers[p].as_mut() else { continue };
+                while let Some(&i) = q.front() {
+                    let peer_consumed = peer.credit_mr.read_u64_volatile(0);
+                    if peer.sent >= peer_consumed + self.slots as u64 || peer.free_send.is_empty() {
+                        break;
+                    }
+                    let OpKind::Send(buf) = &ops[i].kind else {
+                        unreachable!("send queue holds sends")
+                    };
+                    let f = st[i].frags_posted;
+                    let chunk = &buf[(f * SLOT).min(buf.len())..((f + 1) * SLOT).min(buf.len())];
+                    let slot = peer.free_send.pop().expect("checked non-empty");
+                    peer.send_mr.as_mut_slice()[slot * SLOT..slot * SLOT + chunk.len()].copy_from_slice(chunk);
+                    let r = peer.qp.post(
+                        SendOp::SendImm(buf.len() as u32),
+                        &peer.send_mr,
+                        slot * SLOT,
+                        chunk.len(),
+                        wr_id(p, KIND_SEND, slot),
+                    );
+                    if let Err(e) = r {
+                        return Err(self.verbs_err(e));
+                    }
+                    peer.sent += 1;
+                    peer.inflight.push_back(i);
+                    st[i].frags_posted += 1;
+                    st[i].outstanding += 1;
+                    moved = true;
+                    if st[i].frags_posted == st[i].frags_total {
+                        q.pop_front();
+                    }
+                }
+            }
+            // 2. Completions.
+            comps.clear();
+            if let Err(e) = self.cq.poll(32, &mut comps) {
+                return Err(self.verbs_err(e));
+            }
+            for c in comps.drain(..) {
+                moved = true;
+                let (p, kind, slot) = decode(c.wr_id);
+                match kind {
+                    KIND_SEND => {
+                        let peer = self.peers[p].as_mut().expect("connected peer");
+                        peer.free_send.push(slot);
+                        if let Some(i) = peer.inflight.pop_front() {
+                            st[i].outstanding -= 1;
+                            if st[i].outstanding == 0
+                                && st[i].frags_posted == st[i].frags_total
+                                && ops[i].done_at.is_none()
+                            {
+                                ops[i].done_at = Some(Instant::now());
+                                remaining -= 1;
+                            }
+                        }
+                    }
+                    KIND_RECV => {
+                        let peer = self.peers[p].as_mut().expect("connected peer");
+                        peer.arrived.push_back((slot, c.byte_len, c.imm.unwrap_or(u32::MAX)));
+                    }
+                    _ => {
+                        let dirty = {
+                            let peer = self.peers[p].as_mut().expect("connected peer");
+                            peer.credit_outstanding = false;
+                            peer.credit_dirty
+                        };
+                        if dirty {
+                            self.post_credit(p)?;
+                        }
+                    }
+                }
+            }
+            // 3. Hand arrived fragments to posted receives, in order, and return the credits.
+            for (p, q) in recvs.iter_mut().enumerate() {
+                let mut consumed_any = false;
+                while let (Some(&i), Some(&(slot, len, msg_len))) =
+                    (q.front(), self.peers[p].as_ref().and_then(|x| x.arrived.front()))
+                {
+                    let want = ops[i].len();
+                    if msg_len as usize != want {
+                        return Err(TransportError::LengthMismatch {
+                            rank: self.rank,
+                            host: self.hosts[self.rank].clone(),
+                            peer: p,
+                            peer_host: self.hosts[p].clone(),
+                            expected: want,
+                            got: u64::from(msg_len),
+                        });
+                    }
+                    let peer = self.peers[p].as_mut().expect("connected peer");
+                    let OpKind::Recv(buf) = &mut ops[i].kind else {
+                        unreachable!("receive queue holds receives")
+                    };
+                    let s = &mut st[i];
+                    let len = len as usize;
+                    buf[s.progress..s.progress + len]
+                        .copy_from_slice(&peer.recv_mr.as_slice()[slot * SLOT..slot * SLOT + len]);
+                    s.progress += len;
+                    s.frags_claimed += 1;
+                    peer.arrived.pop_front();
+                    if let Err(e) = peer
+                        .qp
+                        .post_recv(&peer.recv_mr, slot * SLOT, SLOT, wr_id(p, KIND_RECV, slot))
+                    {
+                        return Err(self.verbs_err(e));
+                    }
+                    peer.consumed += 1;
+                    consumed_any = true;
+                    moved = true;
+                    if s.frags_claimed == s.frags_total {
+                        ops[i].done_at = Some(Instant::now());
+                        remaining -= 1;
+                        q.pop_front();
+                    }
+                }
+                if consumed_any {
+                    self.post_credit(p)?;
+                }
+            }
+            if moved {
+                idle_spins = 0;
+                continue;
+            }
+            if Instant::now() >= deadline {
+                let peer = (0..n)
+                    .find(|&p| !recvs[p].is_empty())
+                    .or_else(|| {
+                        (0..n).find(|&p| {
+                            !sends[p].is_empty() || self.peers[p].as_ref().is_some_and(|x| !x.inflight.is_empty())
+                        })
+                    })
+                    .unwrap_or(0);
+                let what = if !recvs[peer].is_empty() {
+                    "a message to arrive"
+                } else {
+                    "a send to complete (no credit or no acknowledgement)"
+                };
+                return Err(TransportError::Timeout {
+                    rank: self.rank,
+                    host: self.hosts[self.rank].clone(),
+                    peer,
+                    peer_host: self.hosts[peer].clone(),
+                    waited: start.elapsed(),
+                    what: format!("waiting for {what} over RDMA"),
+                });
+            }
+            idle_spins += 1;
+            if idle_spins > 1000 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A peer's queue pair (in INIT, receives posted) and regions: send, receive, credit word, credit source.
+type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion, MemoryRegion);
+
+/// What one rank set up locally, before connecting.
+struct Local {
+    ctx: Context,
+    cq: CompletionQueue,
+    choice: Choice,
+    mtu_enum: u32,
+    mtu: u32,
+    ethernet: bool,
+    qps: Vec<Option<PendingPeer>>,
+    endpoints: Vec<Endpoint>,
+}
+
+fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local, String> {
+    let devs = devices::discover(&opts.sysfs_root).map_err(|e| e.to_string())?;
+    let dev = if opts.devices.is_empty() {
+        opts.device.clone()
+    } else {
+        Some(opts.devices[world.local_rank() % opts.devices.len()].clone())
+    };
+    let choice = devices::select(&devs, dev.as_deref(), opts.port, opts.gid_index).map_err(|e| e.to_string())?;
+    let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
+    let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
+    if !info.active {
+        return Err(format!(
+            "{} port {} is not active (ibv_query_port)",
+            choice.device, choice.port
+        ));
+    }
+    let gid = ctx
+        .query_gid(choice.port, choice.gid.index as i32)
+        .map_err(|e| e.to_string())?;
+    let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
+    let n = world.size();
+    let depth = (2 * slots + 8) as u32;
+    let cq = ctx
+        .create_cq(((n.saturating_sub(1)) * (3 * slots + 8)).max(256) as i32)
+        .map_err(|e| e.to_string())?;
+    let mut qps = Vec::with_capacity(n);
+    let mut endpoints = Vec::with_capacity(n);
+    for p in 0..n {
+        if p == world.rank() {
+            qps.push(None);
+            endpoints.push(Endpoint {
+                qpn: 0,
+                psn: 0,
+                lid: 0,
+                gid,
+                mtu: info.mtu_enum,
+                addr: 0,
+                rkey: 0,
+            });
+            continue;
+        }
+        let qp = pd
+            .create_rc_qp(&cq, &cq, depth)
+            .and_then(|q| {
+                q.into_init(
+                    choice.port,
+                    Access {
+                        remote_write: true,
+                        ..Access::default()
+                    },
+                )
+            })
+            .map_err(|e| e.to_string())?;
+        let send_mr = pd
+            .register(slots * SLOT, Access::default())
+            .map_err(|e| e.to_string())?;
+        let recv_mr = pd
+            .register(
+                slots * SLOT,
+                Access {
+                    local_write: true,
+                    ..Access::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let credit_mr = pd
+            .register(
+                8,
+                Access {
+                    remote_write: true,
+                    ..Access::default()
+                },
+            )
+            .map_err(|e| e.to_string())?;
+        let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
+        for s in 0..slots {
+            qp.post_recv(&recv_mr, s * SLOT, SLOT, wr_id(p, KIND_RECV, s))
+                .map_err(|e| e.to_string())?;
+        }
+        let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
+        endpoints.push(Endpoint {
+            qpn: qp.qpn(),
+            psn,
+            lid: info.lid,
+            gid,
+            mtu: info.mtu_enum,
+            addr: credit_mr.addr(),
+            rkey: credit_mr.rkey(),
+        });
+        qps.push(Some((qp, send_mr, recv_mr, credit_mr, credit_src)));
+    }
+    Ok(Local {
+        ctx,
+        cq,
+        choice,
+        mtu_enum: info.mtu_enum,
+        mtu: info.active_mtu,
+        ethernet: info.ethernet,
+        qps,
+        endpoints,
+    })
+}
+
+const DESC_LEN: usize = 120;
+
+/// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges
+/// even when its own setup failed, so one failure ends the job everywhere instead of hanging it.
+pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result<VerbsMesh, VerbsMeshError> {
+    let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
+    let slots = (STAGING_BUDGET / (2 * SLOT * n.saturating_sub(1).max(1))).clamp(2, 16);
+    let local = setup_local(world, opts, slots);
+    // Record: ok, ethernet, gid kind, ipv4, description, then one endpoint per peer.
+    let rec_len = 4 + DESC_LEN + n * ENDPOINT_BYTES;
+    let mut rec = vec![0u8; rec_len];
+    if let Ok(l) = &local {
+        let s: GidSummary = l.choice.summary();
+        rec[0] = 1;
+        rec[1] = u8::from(s.ethernet);
+        rec[2] = s.kind;
+        rec[3] = u8::from(s.ipv4);
+        let d = s.describe.as_bytes();
+        rec[4..4 + d.len().min(DESC_LEN)].copy_from_slice(&d[..d.len().min(DESC_LEN)]);
+        for (p, e) in l.endpoints.iter().enumerate() {
+            rec[4 + DESC_LEN + p * ENDPOINT_BYTES..][..ENDPOINT_BYTES].copy_from_slice(&e.to_bytes());
+        }
+    }
+    let all = world.all_gather_bytes(&rec, "exchanging RDMA endpoints");
+    let recs: Vec<&[u8]> = all.chunks(rec_len).collect();
+    let local = local.map_err(|msg| VerbsMeshError::Setup {
+        rank,
+        host: host.clone(),
+        msg,
+    })?;
+    let failed: Vec<String> = recs
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r[0] != 1)
+        .map(|(r, _)| format!("{r} ({})", world.hosts()[r]))
+        .collect();
+    if !failed.is_empty() {
+        return Err(VerbsMeshError::PeersFailed {
+            rank,
+            host,
+            failed: failed.join(", "),
+        });
+    }
+    let summaries: Vec<(usize, String, GidSummary)> = recs
+        .iter()
+        .enumerate()
+        .map(|(r, b)| {
+            let d = &b[4..4 + DESC_LEN];
+            let end = d.iter().position(|&x| x == 0).unwrap_or(DESC_LEN);
+            (
+                r,
+                world.hosts()[r].clone(),
+                GidSummary {
+                    ethernet: b[1] == 1,
+                    kind: b[2],
+                    ipv4: b[3] == 1,
+                    describe: String::from_utf8_lossy(&d[..end]).into_owned(),
+                },
+            )
+        })
+        .collect();
+    devices::check_consistent(&summaries).map_err(VerbsMeshError::Inconsistent)?;
+    let Local {
+        ctx,
+        cq,
+        choice,
+        mtu_enum,
+        mtu,
+        ethernet,
+        qps,
+        ..
+    } = local;
+    let setup_err = |msg: String| VerbsMeshError::Setup {
+        rank,
+        host: host.clone(),
+        msg,
+    };
+    let grh = ethernet.then_some(choice.gid.index as u8);
+    let mut peers = Vec::with_capacity(n);
+    let mut first_err = None;
+    for (p, q) in qps.into_iter().enumerate() {
+        let Some((qp, send_mr, recv_mr, credit_mr, credit_src)) = q else {
+            peers.push(None);
+            continue;
+        };
+        let (Some(remote), Some(mine)) = (
+            Endpoint::from_bytes(&recs[p][4 + DESC_LEN + rank * ENDPOINT_BYTES..]),
+            Endpoint::from_bytes(&recs[rank][4 + DESC_LEN + p * ENDPOINT_BYTES..]),
+        ) else {
+            first_err.get_or_insert_with(|| setup_err("malformed endpoint record".into()));
+            peers.push(None);
+            continue;
+        };
+        let path_mtu = mtu_enum.min(remote.mtu);
+        match qp
+            .into_rtr(&remote, choice.port, path_mtu, grh)
+            .and_then(|q| q.into_rts(mine.psn))
+        {
+            Ok(qp) => peers.push(Some(Peer {
+                qp,
+                send_mr,
+                recv_mr,
+                credit_mr,
+                credit_src,
+                remote_credit: (remote.addr, remote.rkey),
+                free_send: (0..slots).rev().collect(),
+                sent: 0,
+                consumed: 0,
+                credit_outstanding: false,
+                credit_dirty: false,
+                arrived: VecDeque::new(),
+                inflight: VecDeque::new(),
+            })),
+            Err(e) => {
+                first_err
+                    .get_or_insert_with(|| setup_err(format!("connecting to rank {p} ({}): {e}", world.hosts()[p])));
+                peers.push(None);
+            }
+        }
+    }
+    // Every rank votes: all connected (and all receives posted) before anyone sends, and a failure
+    // anywhere is a failure everywhere.
+    let all = world.all_ok(first_err.is_none(), "RDMA mesh connected");
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if !all {
+        return Err(VerbsMeshError::PeersFailed {
+            rank,
+            host,
+            failed: "some".into(),
+        });
+    }
+    let _ = timeouts;
+    Ok(VerbsMesh {
+        rank,
+        size: n,
+        hosts: world.hosts().to_vec(),
+        peers,
+        cq,
+        _ctx: ctx,
+        slots,
+        choice,
+        mtu,
+    })
+}
