@@ -17,24 +17,35 @@ pub fn sweep_sizes() -> Vec<usize> {
     (1..=23).map(|p| 1usize << p).collect()
 }
 
-fn config(a: &PairwiseArgs, can_write: bool, can_read: bool) -> Result<PairwiseConfig, String> {
+fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) -> Result<PairwiseConfig, String> {
     let test = match a.test {
         TestArg::Bw => TestKind::Bw,
         TestArg::Lat => TestKind::Lat,
     };
     let op = match a.op {
         Some(OpArg::Write) if !can_write => {
-            return Err("the tcp transport cannot do RDMA write; use --op send, or an RDMA transport".into())
+            return Err(format!(
+                "the {transport} transport cannot do RDMA write (one-sided); use --op send"
+            ))
         }
         Some(OpArg::Read) if !can_read => {
-            return Err("the tcp transport cannot do RDMA read; use --op send, or an RDMA transport".into())
+            return Err(format!(
+                "the {transport} transport cannot do RDMA read (one-sided); use --op send"
+            ))
         }
         Some(OpArg::Write) => OpName::Write,
         Some(OpArg::Read) => OpName::Read,
         Some(OpArg::Send) => OpName::Send,
-        None if can_write => OpName::Write,
+        // perftest's ib_write_bw where one-sided writes exist; latency, -b and -D use send.
+        None if can_write && test == TestKind::Bw && !a.bidirectional && a.duration.is_none() => OpName::Write,
         None => OpName::Send,
     };
+    if op != OpName::Send && (test == TestKind::Lat || a.bidirectional || a.duration.is_some()) {
+        return Err(format!(
+            "--op {} measures one-sided bandwidth with -n; latency, -b and -D are measured with --op send",
+            op.as_str()
+        ));
+    }
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
     }
@@ -101,7 +112,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
     }
     run_rank(&a.rank.clone(), |world, t| {
         let caps = t.capabilities();
-        let mut problem = config(&a, caps.write, caps.read).err();
+        let mut problem = config(&a, t.name(), caps.write, caps.read).err();
         if problem.is_none() {
             if let Some((x, y)) = a.pair {
                 if x.max(y) >= world.size() {
@@ -115,7 +126,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
-        let cfg = config(&a, caps.write, caps.read).map_err(RankFailure::Usage)?;
+        let cfg = config(&a, t.name(), caps.write, caps.read).map_err(RankFailure::Usage)?;
         let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(

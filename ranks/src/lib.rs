@@ -12,7 +12,7 @@ pub mod verbs_mesh;
 pub mod watchdog;
 pub mod world;
 
-pub use transport::{Op, OpKind, Transport, TransportError};
+pub use transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
 pub use world::{World, WorldError};
 
 use std::time::Duration;

@@ -100,6 +100,28 @@ pub struct Capabilities {
     pub read: bool,
 }
 
+/// A one-sided operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSidedOp {
+    Write,
+    Read,
+}
+
+/// This rank's part in a one-sided measurement with one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSidedRole {
+    /// Post `count` operations of `bytes` into (or from) the peer's window, at most `window` at once.
+    Initiator { op: OneSidedOp, count: u64, window: usize },
+    /// Expose a window of `bytes` and wait until the initiator is done.
+    Target,
+}
+
+/// What the initiator saw: completion times in seconds since the first post.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OneSidedResult {
+    pub completions: Vec<f64>,
+}
+
 /// An all-to-all set of connections of one rank to every other rank of the job.
 pub trait Transport {
     /// Short name: `tcp`, `verbs`.
@@ -111,6 +133,26 @@ pub trait Transport {
     fn capabilities(&self) -> Capabilities {
         Capabilities::default()
     }
+    /// Facts for report headers, in perftest's words (`Device`, `Mtu`, `Link type`, ...).
+    fn details(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// One-sided RDMA write or read with `peer` (see [`OneSidedRole`]); only for transports whose
+    /// [`Capabilities`] say so.
+    fn one_sided(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError> {
+        let _ = (peer, bytes, role, deadline);
+        Err(TransportError::Setup(format!(
+            "the {} transport has no one-sided operations",
+            self.name()
+        )))
+    }
+
     /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
     /// once `deadline` has passed, naming the peer that stalled.
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError>;

@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::devices::{self, Choice, GidSummary};
-use crate::transport::{Op, OpKind, Transport, TransportError};
+use crate::transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, MemoryRegion, QueuePair, Rts, SendOp, VerbsError,
-    ENDPOINT_BYTES,
+    Access, Completion, CompletionQueue, Context, Endpoint, MemoryRegion, ProtectionDomain, QueuePair, Rts, SendOp,
+    VerbsError, ENDPOINT_BYTES,
 };
 use crate::{Timeouts, World};
 
@@ -46,6 +46,7 @@ pub enum VerbsMeshError {
 const KIND_SEND: u64 = 1;
 const KIND_RECV: u64 = 2;
 const KIND_CREDIT: u64 = 3;
+const KIND_ONESIDED: u64 = 4;
 
 fn wr_id(peer: usize, kind: u64, slot: usize) -> u64 {
     ((peer as u64) << 32) | (kind << 28) | slot as u64
@@ -82,6 +83,7 @@ pub struct VerbsMesh {
     hosts: Vec<String>,
     // Peers (and their queue pairs and regions) are dropped before the CQ and the context.
     peers: Vec<Option<Peer>>,
+    pd: ProtectionDomain,
     cq: CompletionQueue,
     _ctx: Context,
     slots: usize,
@@ -121,6 +123,29 @@ impl VerbsMesh {
             }
             e => TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank])),
         }
+    }
+
+    /// A completion of the two-sided machinery seen outside `exchange`: a message that arrived
+    /// early, or a credit write done. (Sends complete inside the exchange that posted them.)
+    fn background_completion(&mut self, p: usize, kind: u64, slot: usize, c: Completion) -> Result<(), TransportError> {
+        match kind {
+            KIND_RECV => {
+                if let Some(peer) = self.peers[p].as_mut() {
+                    peer.arrived.push_back((slot, c.byte_len, c.imm.unwrap_or(u32::MAX)));
+                }
+            }
+            KIND_CREDIT => {
+                let dirty = self.peers[p].as_mut().map(|peer| {
+                    peer.credit_outstanding = false;
+                    peer.credit_dirty
+                });
+                if dirty == Some(true) {
+                    self.post_credit(p)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     fn post_credit(&mut self, p: usize) -> Result<(), TransportError> {
@@ -173,6 +198,155 @@ impl Transport for VerbsMesh {
     }
     fn host_of(&self, rank: usize) -> &str {
         &self.hosts[rank]
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            write: true,
+            read: true,
+        }
+    }
+
+    fn one_sided(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError> {
+        if peer >= self.size || peer == self.rank {
+            return Err(TransportError::BadPeer {
+                rank: self.rank,
+                peer,
+                size: self.size,
+            });
+        }
+        let pd = self.pd.clone();
+        let reg = |len: usize, access: Access| pd.register(len, access);
+        match role {
+            OneSidedRole::Target => {
+                // The window the initiator writes into or reads from, with only that access.
+                let mr = reg(
+                    bytes,
+                    Access {
+                        local_write: true,
+                        remote_write: true,
+                        remote_read: true,
+                    },
+                )
+                .map_err(|e| self.verbs_err(e))?;
+                let mut key = [0u8; 12];
+                key[..8].copy_from_slice(&mr.addr().to_le_bytes());
+                key[8..].copy_from_slice(&mr.rkey().to_le_bytes());
+                self.exchange(&mut [Op::send(peer, &key)], deadline)?;
+                let mut done = [0u8; 8];
+                self.exchange(&mut [Op::recv(peer, &mut done)], deadline)?;
+                Ok(OneSidedResult::default())
+            }
+            OneSidedRole::Initiator { op, count, window } => {
+                let mut key = [0u8; 12];
+                self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
+                let addr = u64::from_le_bytes(key[..8].try_into().unwrap_or([0; 8]));
+                let rkey = u32::from_le_bytes(key[8..].try_into().unwrap_or([0; 4]));
+                let mut local = reg(
+                    bytes,
+                    Access {
+                        local_write: true,
+                        ..Access::default()
+                    },
+                )
+                .map_err(|e| self.verbs_err(e))?;
+                for (i, x) in local.as_mut_slice().iter_mut().enumerate() {
+                    *x = i as u8;
+                }
+                let sop = match op {
+                    OneSidedOp::Write => SendOp::Write {
+                        remote_addr: addr,
+                        rkey,
+                    },
+                    OneSidedOp::Read => SendOp::Read {
+                        remote_addr: addr,
+                        rkey,
+                    },
+                };
+                // Leave room in the send queue for credit writes.
+                let window = window.clamp(1, self.slots);
+                let (mut posted, mut done) = (0u64, 0u64);
+                let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
+                let mut comps: Vec<Completion> = Vec::with_capacity(32);
+                let t0 = Instant::now();
+                // The deadline bounds how long we wait without any completion, not the whole run.
+                let idle_limit = deadline.saturating_duration_since(t0);
+                let mut last_progress = t0;
+                while done < count {
+                    while posted < count && posted - done < window as u64 {
+                        let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
+                        qp.post(sop, &local, 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
+                            .map_err(|e| self.verbs_err(e))?;
+                        posted += 1;
+                    }
+                    comps.clear();
+                    self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+                    if comps.is_empty() && last_progress.elapsed() >= idle_limit {
+                        return Err(TransportError::Timeout {
+                            rank: self.rank,
+                            host: self.hosts[self.rank].clone(),
+                            peer,
+                            peer_host: self.hosts[peer].clone(),
+                            waited: t0.elapsed(),
+                            what: format!("RDMA {op:?} completions ({done} of {count})"),
+                        });
+                    }
+                    if !comps.is_empty() {
+                        last_progress = Instant::now();
+                    }
+                    for c in comps.drain(..) {
+                        let (p, kind, slot) = decode(c.wr_id);
+                        if kind == KIND_ONESIDED {
+                            done += 1;
+                            completions.push(t0.elapsed().as_secs_f64());
+                        } else {
+                            self.background_completion(p, kind, slot, c)?;
+                        }
+                    }
+                }
+                self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
+                Ok(OneSidedResult { completions })
+            }
+        }
+    }
+
+    fn details(&self) -> Vec<(String, String)> {
+        let c = &self.choice;
+        let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
+        vec![
+            ("Device".into(), c.device.clone()),
+            (
+                "Number of qps".into(),
+                format!("{} (one per peer)", self.size.saturating_sub(1)),
+            ),
+            ("Transport type".into(), "IB".into()),
+            ("Connection type".into(), "RC".into()),
+            ("CQ Moderation".into(), "1".into()),
+            ("Mtu".into(), format!("{}[B]", self.mtu)),
+            (
+                "Link type".into(),
+                if ethernet { "Ethernet".into() } else { "IB".into() },
+            ),
+            (
+                "GID index".into(),
+                if ethernet { c.gid.index.to_string() } else { "-".into() },
+            ),
+            ("Max inline data".into(), "0[B]".into()),
+            (
+                "Staging".into(),
+                format!(
+                    "{} slots of {} KiB per peer, credits by RDMA write",
+                    self.slots,
+                    SLOT / 1024
+                ),
+            ),
+        ]
     }
 
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
@@ -368,11 +542,18 @@ impl Transport for VerbsMesh {
 }
 
 /// A peer's queue pair (in INIT, receives posted) and regions: send, receive, credit word, credit source.
-type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion, MemoryRegion);
+type PendingPeer = (
+    QueuePair<crate::verbs::Init>,
+    MemoryRegion,
+    MemoryRegion,
+    MemoryRegion,
+    MemoryRegion,
+);
 
 /// What one rank set up locally, before connecting.
 struct Local {
     ctx: Context,
+    pd: ProtectionDomain,
     cq: CompletionQueue,
     choice: Choice,
     mtu_enum: u32,
@@ -423,6 +604,8 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             });
             continue;
         }
+        // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
+        // peer may touch is limited by each memory region's own access.
         let qp = pd
             .create_rc_qp(&cq, &cq, depth)
             .and_then(|q| {
@@ -430,6 +613,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
                     choice.port,
                     Access {
                         remote_write: true,
+                        remote_read: true,
                         ..Access::default()
                     },
                 )
@@ -475,6 +659,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
     }
     Ok(Local {
         ctx,
+        pd,
         cq,
         choice,
         mtu_enum: info.mtu_enum,
@@ -549,6 +734,7 @@ pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result
     devices::check_consistent(&summaries).map_err(VerbsMeshError::Inconsistent)?;
     let Local {
         ctx,
+        pd,
         cq,
         choice,
         mtu_enum,
@@ -620,6 +806,7 @@ pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result
     }
     let _ = timeouts;
     Ok(VerbsMesh {
+        pd,
         rank,
         size: n,
         hosts: world.hosts().to_vec(),

@@ -209,7 +209,7 @@ fn bad_input_is_rejected_with_status_2() {
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr
-            .contains("the tcp transport cannot do RDMA write; use --op send"),
+            .contains("the tcp transport cannot do RDMA write (one-sided); use --op send"),
         "{}",
         r.stderr
     );

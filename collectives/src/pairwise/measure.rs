@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use ranks::{Op, Transport, TransportError};
+use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 use serde::{Deserialize, Serialize};
 
 use super::formulas::{gbps, mpps, peak_gbps, LatencyStats};
@@ -256,4 +256,61 @@ pub fn latency(
         }
     }
     Ok(LatencyStats::from_samples(&samples).map(|s| (iters, s)))
+}
+
+/// One-sided bandwidth (RDMA write or read): the initiator posts `iterations` operations of
+/// `bytes` into (or from) the target's window, `window` at a time, and times them from its first
+/// post to each completion, as perftest's ib_write_bw / ib_read_bw do. Returns the initiator's result.
+pub fn bw_one_sided(
+    t: &mut dyn Transport,
+    peer: usize,
+    spec: &MeasureSpec,
+    op: OneSidedOp,
+    initiator: bool,
+) -> Result<Option<BwResult>, TransportError> {
+    let Amount::Iterations(iters) = spec.amount else {
+        return Err(TransportError::Setup(
+            "-D (duration) is not supported with --op write/read; use -n".into(),
+        ));
+    };
+    let deadline = || Instant::now() + spec.op_timeout;
+    if !initiator {
+        if spec.warmup > 0 {
+            t.one_sided(peer, spec.bytes, OneSidedRole::Target, deadline())?;
+        }
+        t.one_sided(peer, spec.bytes, OneSidedRole::Target, deadline())?;
+        return Ok(None);
+    }
+    if spec.warmup > 0 {
+        t.one_sided(
+            peer,
+            spec.bytes,
+            OneSidedRole::Initiator {
+                op,
+                count: spec.warmup,
+                window: spec.window,
+            },
+            deadline(),
+        )?;
+    }
+    let r = t.one_sided(
+        peer,
+        spec.bytes,
+        OneSidedRole::Initiator {
+            op,
+            count: iters,
+            window: spec.window,
+        },
+        deadline(),
+    )?;
+    let secs = r.completions.last().copied().unwrap_or(0.0);
+    let avg = gbps(spec.bytes as f64 * iters as f64, secs);
+    let peak = peak_gbps(&r.completions, spec.bytes as f64, spec.window, secs / 20.0).unwrap_or(avg);
+    Ok(Some(BwResult {
+        bytes: spec.bytes as u64,
+        iterations: iters,
+        peak_gbps: peak.max(avg),
+        avg_gbps: avg,
+        msg_rate_mpps: mpps(iters as f64, secs),
+    }))
 }

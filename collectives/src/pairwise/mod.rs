@@ -176,6 +176,34 @@ fn measure_pair(
                 out.push(rec(lo, hi, Some(r), None, r.iterations));
             }
         }
+        TestKind::Bw if cfg.op != OpName::Send => {
+            // One-sided: each rank of the pair initiates once. A write moves data from the
+            // initiator to the target, a read from the target to the initiator; the result is
+            // recorded in the direction the data moves.
+            let op = if cfg.op == OpName::Write {
+                ranks::OneSidedOp::Write
+            } else {
+                ranks::OneSidedOp::Read
+            };
+            for initiator in [lo, hi] {
+                let target = if initiator == lo { hi } else { lo };
+                let me_initiates = me == initiator;
+                if let Some(r) = measure::bw_one_sided(
+                    t,
+                    if me_initiates { target } else { initiator },
+                    &spec,
+                    op,
+                    me_initiates,
+                )? {
+                    let (src, dst) = if cfg.op == OpName::Write {
+                        (initiator, target)
+                    } else {
+                        (target, initiator)
+                    };
+                    out.push(rec(src, dst, Some(r), None, r.iterations));
+                }
+            }
+        }
         TestKind::Bw => {
             // Lower to higher, then back.
             for (src, dst) in [(lo, hi), (hi, lo)] {
@@ -196,6 +224,9 @@ fn measure_pair(
 pub struct PairwiseOutcome {
     pub config: PairwiseConfig,
     pub transport: String,
+    /// The transport's own facts (device, MTU, link type, ...), from rank 0.
+    #[serde(default)]
+    pub transport_details: Vec<(String, String)>,
     pub hosts: Vec<String>,
     pub rounds: usize,
     pub measurements: Vec<Measurement>,
@@ -262,6 +293,7 @@ pub fn run(
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.name().to_string(),
+            transport_details: t.details(),
             hosts: world.hosts().to_vec(),
             rounds: rounds.len(),
             measurements,

@@ -60,6 +60,9 @@ pub fn render(o: &PairwiseOutcome) -> String {
         crate::pairwise::measure::Amount::Duration(d) => format!("{d} s"),
     };
     w(&mut s, "Run", amount, "Warm-up", c.warmup.to_string());
+    for (k, v) in &o.transport_details {
+        let _ = writeln!(s, " {k:<16}: {v}");
+    }
     let _ = writeln!(s, "{RULE}");
     match c.test {
         TestKind::Bw => {
