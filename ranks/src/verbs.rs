@@ -470,11 +470,12 @@ impl CompletionQueue {
     /// Poll once, without waiting: up to `max` completions, stopping at the first error completion
     /// (returned as Err with its work request id).
     pub fn poll(&self, max: usize, out: &mut Vec<Completion>) -> Result<(), VerbsError> {
-        // SAFETY: plain data.
-        let mut wcs: [ibv_wc; 32] = unsafe { std::mem::zeroed() };
-        let want = max.min(32) as i32;
-        // SAFETY: valid CQ and an array of at least `want` entries.
-        let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), want, wcs.as_mut_ptr()) };
+        const N: usize = 16;
+        let mut wcs: [std::mem::MaybeUninit<ibv_wc>; N] = [const { std::mem::MaybeUninit::uninit() }; N];
+        let want = max.clamp(1, N) as i32;
+        // SAFETY: valid CQ and room for `want` entries; ibv_poll_cq initialises the first `got`.
+        // (No zero-filling: this runs in a busy loop.)
+        let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), want, wcs.as_mut_ptr().cast()) };
         if got < 0 {
             return Err(VerbsError::Verb {
                 verb: "ibv_poll_cq",
@@ -483,7 +484,9 @@ impl CompletionQueue {
                 hint: "",
             });
         }
-        for wc in &wcs[..got as usize] {
+        // SAFETY: the first `got` entries were written by ibv_poll_cq.
+        let wcs: &[ibv_wc] = unsafe { std::slice::from_raw_parts(wcs.as_ptr().cast(), got as usize) };
+        for wc in wcs {
             if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
                 // SAFETY: ibv_wc_status_str returns a static string for any status.
                 let s = unsafe { CStr::from_ptr(ibv_wc_status_str(wc.status)) }

@@ -68,6 +68,8 @@ struct Peer {
     free_send: Vec<usize>,
     sent: u64,
     consumed: u64,
+    /// The consumed count last written to the peer.
+    reported: u64,
     credit_outstanding: bool,
     credit_dirty: bool,
     /// Fragments received and not yet claimed by a posted receive: (slot, bytes, message length).
@@ -155,6 +157,7 @@ impl VerbsMesh {
             return Ok(());
         }
         peer.credit_src.as_mut_slice()[..8].copy_from_slice(&peer.consumed.to_le_bytes());
+        peer.reported = peer.consumed;
         let (addr, rkey) = peer.remote_credit;
         let r = peer.qp.post(
             SendOp::Write {
@@ -499,7 +502,14 @@ impl Transport for VerbsMesh {
                         q.pop_front();
                     }
                 }
-                if consumed_any {
+                // Credits go back lazily, once half the slots are consumed: a ping-pong then costs no
+                // extra packet per message. No deadlock: a sender blocked on credits has `slots`
+                // fragments unreported, so the receiver has over half of them to consume, and
+                // consuming them crosses the threshold.
+                let due = self.peers[p]
+                    .as_ref()
+                    .is_some_and(|x| x.consumed - x.reported >= (self.slots as u64 / 2).max(1));
+                if consumed_any && due {
                     self.post_credit(p)?;
                 }
             }
@@ -531,7 +541,8 @@ impl Transport for VerbsMesh {
                 });
             }
             idle_spins += 1;
-            if idle_spins > 1000 {
+            // Busy-poll like perftest; yield only when idle for long (more ranks than cores).
+            if idle_spins > 50_000 {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -779,6 +790,7 @@ pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result
                 free_send: (0..slots).rev().collect(),
                 sent: 0,
                 consumed: 0,
+                reported: 0,
                 credit_outstanding: false,
                 credit_dirty: false,
                 arrived: VecDeque::new(),
