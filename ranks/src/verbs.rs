@@ -84,42 +84,12 @@ pub struct PortInfo {
 #[derive(Clone)]
 pub struct Context(Arc<Ctx>);
 
-/// The names of the RDMA devices libibverbs sees.
-pub fn device_names() -> Result<Vec<String>, VerbsError> {
-    let mut n = 0i32;
-    // SAFETY: ibv_get_device_list writes the count to `n` and returns a NULL-terminated array (or
-    // NULL with errno set), which we free below.
-    let list = unsafe { ibv_get_device_list(&mut n) };
-    if list.is_null() {
-        let e = errno();
-        return Err(if e.raw_os_error() == Some(libc::ENOSYS) {
-            VerbsError::NoKernelRdma
-        } else {
-            VerbsError::Verb {
-                verb: "ibv_get_device_list",
-                device: "-".into(),
-                source: e,
-                hint: "",
-            }
-        });
-    }
-    let mut names = Vec::new();
-    for i in 0..n.max(0) as usize {
-        // SAFETY: i < n, so the entry is a valid ibv_device pointer, and its name is a C string
-        // owned by the list.
-        let name = unsafe { CStr::from_ptr(ibv_get_device_name(*list.add(i))) };
-        names.push(name.to_string_lossy().into_owned());
-    }
-    // SAFETY: `list` came from ibv_get_device_list and is freed once.
-    unsafe { ibv_free_device_list(list) };
-    Ok(names)
-}
-
 impl Context {
     /// Open `name`, or the first device.
     pub fn open(name: Option<&str>) -> Result<Context, VerbsError> {
         let mut n = 0i32;
-        // SAFETY: as in device_names.
+        // SAFETY: ibv_get_device_list writes the count to `n` and returns a NULL-terminated array (or
+        // NULL with errno set), which is freed below once.
         let list = unsafe { ibv_get_device_list(&mut n) };
         if list.is_null() {
             let e = errno();
@@ -515,42 +485,10 @@ impl CompletionQueue {
     pub fn wait(&self, n: usize, deadline: Instant, what: &str) -> Result<Vec<Completion>, VerbsError> {
         let start = Instant::now();
         let mut out = Vec::with_capacity(n);
-        // SAFETY: plain data.
-        let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
         while out.len() < n {
-            // SAFETY: valid CQ and an array of 16 entries.
-            let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), 16, wcs.as_mut_ptr()) };
-            if got < 0 {
-                return Err(VerbsError::Verb {
-                    verb: "ibv_poll_cq",
-                    device: self.ctx.name.clone(),
-                    source: errno(),
-                    hint: "",
-                });
-            }
-            for wc in &wcs[..got as usize] {
-                if wc.status != ibv_wc_status::IBV_WC_SUCCESS {
-                    // SAFETY: ibv_wc_status_str returns a static string for any status.
-                    let s = unsafe { CStr::from_ptr(ibv_wc_status_str(wc.status)) }
-                        .to_string_lossy()
-                        .into_owned();
-                    return Err(VerbsError::Completion {
-                        device: self.ctx.name.clone(),
-                        wr_id: wc.wr_id,
-                        status: s,
-                        hint: status_hint(wc.status),
-                    });
-                }
-                let has_imm = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
-                // SAFETY: the immediate is valid when IBV_WC_WITH_IMM is set.
-                let imm = has_imm.then(|| u32::from_be(unsafe { wc.imm_data_invalidated_rkey_union.imm_data }));
-                out.push(Completion {
-                    wr_id: wc.wr_id,
-                    byte_len: wc.byte_len,
-                    imm,
-                });
-            }
-            if got == 0 {
+            let before = out.len();
+            self.poll(n - out.len(), &mut out)?;
+            if out.len() == before {
                 if Instant::now() >= deadline {
                     return Err(VerbsError::Timeout {
                         device: self.ctx.name.clone(),

@@ -62,7 +62,7 @@ impl Collective for Reduce {
             return Ok(());
         }
         if n >= 2 {
-            let mut scratch = vec![0u8; sl.first().map_or(0, |r| r.len())];
+            let mut scratch = ring::take_scratch(sl.first().map_or(0, |r| r.len()));
             for k in 0..=sl.len() {
                 let deadline = Instant::now() + ctx.step_timeout;
                 let send = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| pos > 0).cloned();
@@ -82,6 +82,7 @@ impl Collective for Reduce {
                     kernels::reduce_into(ctx.dtype, ctx.op, &mut buf[rr], &scratch[..tmp_len])?;
                 }
             }
+            ring::put_scratch(scratch);
         }
         if pos == 0 {
             kernels::finalize(ctx.dtype, ctx.op, buf, n)?;

@@ -30,6 +30,26 @@ pub fn slices(r: Range<usize>, elt: usize) -> Vec<Range<usize>> {
     v
 }
 
+thread_local! {
+    /// Receive scratch reused across calls: allocating (and zero-filling) a fresh slice-sized buffer
+    /// for every operation costs a memset of up to 1 MiB each time.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A scratch buffer of at least `len` bytes (contents unspecified); give it back with [`put_scratch`].
+pub fn take_scratch(len: usize) -> Vec<u8> {
+    let mut v = SCRATCH.with(|s| std::mem::take(&mut *s.borrow_mut()));
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    v
+}
+
+/// Return a buffer from [`take_scratch`] for the next call.
+pub fn put_scratch(v: Vec<u8>) {
+    SCRATCH.with(|s| *s.borrow_mut() = v);
+}
+
 /// `(&buf[a], &mut buf[b])` for disjoint ranges.
 pub fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [u8]) {
     assert!(
@@ -64,14 +84,13 @@ pub fn reduce_scatter(
         return Ok(());
     }
     let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-    let mut scratch = vec![
-        0u8;
+    let mut scratch = take_scratch(
         (0..n)
             .map(|c| bounds(c).len())
             .max()
             .unwrap_or(0)
-            .min((SLICE / elt).max(1) * elt)
-    ];
+            .min((SLICE / elt).max(1) * elt),
+    );
     for s in 0..n - 1 {
         let sends = slices(bounds((r + 2 * n - s - 1) % n), elt);
         let recvs = slices(bounds((r + 2 * n - s - 2) % n), elt);
@@ -107,6 +126,7 @@ pub fn reduce_scatter(
             }
         }
     }
+    put_scratch(scratch);
     Ok(())
 }
 
