@@ -183,6 +183,23 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
             );
         }
     }
+    // GPUs (from the PCI tree) and how close each is to each RDMA NIC, as nvidia-smi topo -m says it.
+    for g in ranks::pci::gpu_nic_affinity(&a.dev.sysfs_root, &devs) {
+        let nics: Vec<String> = g.nics.iter().map(|(n, aff)| format!("{n} {}", aff.as_str())).collect();
+        let numa = g.gpu.numa.map_or("?".to_string(), |n| n.to_string());
+        println!(
+            "# GPU {} (NUMA {numa}): {}",
+            g.gpu.addr,
+            if nics.is_empty() {
+                "no RDMA NIC with a PCI address".into()
+            } else {
+                nics.join(", ")
+            }
+        );
+        if let Some(w) = g.warning() {
+            println!("# warning: {w}");
+        }
+    }
     match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
         Ok(c) => {
             println!("# selected: {}", c.describe());

@@ -4,6 +4,7 @@
 pub mod devices;
 pub mod mesh;
 pub mod netif;
+pub mod pci;
 mod sys;
 pub mod tcp;
 pub mod transport;

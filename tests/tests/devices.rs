@@ -61,3 +61,27 @@ fn machine_without_rdma_gets_advice_not_a_panic() {
         r.stderr
     );
 }
+
+#[test]
+fn gpu_node_reports_gpu_nic_affinity() {
+    let r = meshrun(&["devices", "--sysfs-root", &fixture("gpu-2socket")], LIMIT);
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains("# GPU 0000:18:00.0 (NUMA 0): mlx5_0 PIX, mlx5_1 SYS"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("# GPU 0000:1c:00.0 (NUMA 0): mlx5_0 PHB, mlx5_1 SYS"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("# GPU 0000:9a:00.0 (NUMA 1): mlx5_1 PHB, mlx5_0 SYS"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.stdout.contains("warning"), "{}", r.stdout);
+    // The BMC VGA device (vendor 0x1a03) is not an NVIDIA GPU.
+    assert!(!r.stdout.contains("0000:03:00.0"), "{}", r.stdout);
+}

@@ -1,0 +1,243 @@
+//! PCI topology from sysfs: where GPUs and RDMA NICs sit, and how close each GPU is to each NIC,
+//! in the terms `nvidia-smi topo -m` uses. Read under the same configurable root as `devices`.
+//!
+//! - PIX: below one PCIe switch (they share a bridge under the root port)
+//! - PXB: same root port, through several bridges
+//! - PHB: same root complex (host bridge), different root ports
+//! - NODE: different root complexes of one NUMA node
+//! - SYS: different NUMA nodes (traffic crosses the socket interconnect)
+
+use std::path::Path;
+
+use crate::devices::RdmaDevice;
+
+/// How far apart two PCI devices are, closest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Affinity {
+    Pix,
+    Pxb,
+    Phb,
+    Node,
+    Sys,
+}
+
+impl Affinity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Affinity::Pix => "PIX",
+            Affinity::Pxb => "PXB",
+            Affinity::Phb => "PHB",
+            Affinity::Node => "NODE",
+            Affinity::Sys => "SYS",
+        }
+    }
+}
+
+/// A PCI device and its place in the tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PciDevice {
+    pub addr: String,
+    /// Path components below `devices/`, root complex first (`pci0000:16`, `0000:16:02.0`, ...).
+    pub path: Vec<String>,
+    pub numa: Option<i32>,
+}
+
+fn read(p: &Path) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+/// The device at `addr`, from `root/bus/pci/devices/ADDR`.
+pub fn device(root: &Path, addr: &str) -> Option<PciDevice> {
+    let link = root.join("bus/pci/devices").join(addr);
+    let target = std::fs::read_link(&link).ok()?;
+    let comps: Vec<String> = target
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let start = comps.iter().position(|c| c == "devices")? + 1;
+    let path: Vec<String> = comps[start..].to_vec();
+    let numa = read(&link.join("numa_node"))
+        .and_then(|s| s.parse::<i32>().ok())
+        .filter(|&n| n >= 0);
+    Some(PciDevice {
+        addr: addr.to_string(),
+        path,
+        numa,
+    })
+}
+
+/// NVIDIA GPUs (vendor 0x10de, class 3D or VGA controller), sorted by address.
+pub fn gpus(root: &Path) -> Vec<PciDevice> {
+    let Ok(rd) = std::fs::read_dir(root.join("bus/pci/devices")) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PciDevice> = rd
+        .flatten()
+        .filter_map(|e| {
+            let addr = e.file_name().to_string_lossy().into_owned();
+            let vendor = read(&e.path().join("vendor"))?;
+            let class = read(&e.path().join("class"))?;
+            (vendor == "0x10de" && (class.starts_with("0x0302") || class.starts_with("0x0300"))).then_some(addr)
+        })
+        .filter_map(|addr| device(root, &addr))
+        .collect();
+    v.sort_by(|a, b| a.addr.cmp(&b.addr));
+    v
+}
+
+/// How close `a` and `b` are.
+pub fn affinity(a: &PciDevice, b: &PciDevice) -> Affinity {
+    if a.path.first() != b.path.first() {
+        return match (a.numa, b.numa) {
+            (Some(x), Some(y)) if x == y => Affinity::Node,
+            _ => Affinity::Sys,
+        };
+    }
+    // Shared components: the root complex, then root port, then bridges below it.
+    let common = a.path.iter().zip(&b.path).take_while(|(x, y)| x == y).count();
+    match common {
+        0 | 1 => Affinity::Phb,
+        2 => Affinity::Pxb,
+        _ => Affinity::Pix,
+    }
+}
+
+/// One GPU's view of the NICs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GpuNics {
+    pub gpu: PciDevice,
+    /// (NIC name, affinity), closest first.
+    pub nics: Vec<(String, Affinity)>,
+}
+
+impl GpuNics {
+    /// A warning when the closest NIC is across NUMA nodes or root complexes.
+    pub fn warning(&self) -> Option<String> {
+        let (nic, aff) = self.nics.first()?;
+        (*aff >= Affinity::Node).then(|| {
+            format!(
+                "GPU {} has no RDMA NIC on its own {} (closest: {nic}, {}); GPUDirect traffic will cross {}",
+                self.gpu.addr,
+                if *aff == Affinity::Sys {
+                    "NUMA node"
+                } else {
+                    "PCIe root complex"
+                },
+                aff.as_str(),
+                if *aff == Affinity::Sys {
+                    "the socket interconnect"
+                } else {
+                    "host bridges"
+                }
+            )
+        })
+    }
+}
+
+/// Every GPU with the RDMA NICs ordered by closeness.
+pub fn gpu_nic_affinity(root: &Path, nics: &[RdmaDevice]) -> Vec<GpuNics> {
+    let nic_devs: Vec<(String, PciDevice)> = nics
+        .iter()
+        .filter_map(|n| {
+            n.pci
+                .as_deref()
+                .and_then(|a| device(root, a))
+                .map(|d| (n.name.clone(), d))
+        })
+        .collect();
+    gpus(root)
+        .into_iter()
+        .map(|gpu| {
+            let mut v: Vec<(String, Affinity)> = nic_devs
+                .iter()
+                .map(|(name, d)| (name.clone(), affinity(&gpu, d)))
+                .collect();
+            v.sort_by(|a, b| a.1.cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
+            GpuNics { gpu, nics: v }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/gpu-2socket")
+    }
+
+    #[test]
+    fn finds_nvidia_gpus_only() {
+        let g = gpus(&root());
+        assert_eq!(
+            g.iter().map(|d| d.addr.as_str()).collect::<Vec<_>>(),
+            vec!["0000:18:00.0", "0000:1c:00.0", "0000:9a:00.0"]
+        );
+        assert_eq!(g[2].numa, Some(1));
+        assert_eq!(g[0].path[0], "pci0000:16");
+    }
+
+    #[test]
+    fn affinity_classes_by_hand() {
+        let r = root();
+        let d = |a: &str| device(&r, a).unwrap();
+        // GPU0 and mlx5_0 share the switch's upstream bridge 0000:17:00.0.
+        assert_eq!(affinity(&d("0000:18:00.0"), &d("0000:19:00.0")), Affinity::Pix);
+        // GPU1 is on another root port of the same root complex.
+        assert_eq!(affinity(&d("0000:1c:00.0"), &d("0000:19:00.0")), Affinity::Phb);
+        // Socket 0 GPU to socket 1 NIC.
+        assert_eq!(affinity(&d("0000:18:00.0"), &d("0000:98:00.0")), Affinity::Sys);
+        // Same root port, different branches.
+        let a = PciDevice {
+            addr: "a".into(),
+            path: vec!["pci0000:00".into(), "0000:00:01.0".into(), "x".into()],
+            numa: Some(0),
+        };
+        let b = PciDevice {
+            addr: "b".into(),
+            path: vec!["pci0000:00".into(), "0000:00:01.0".into(), "y".into()],
+            numa: Some(0),
+        };
+        assert_eq!(affinity(&a, &b), Affinity::Pxb);
+        // Different root complexes of one NUMA node.
+        let c = PciDevice {
+            addr: "c".into(),
+            path: vec!["pci0000:40".into(), "z".into()],
+            numa: Some(0),
+        };
+        assert_eq!(affinity(&a, &c), Affinity::Node);
+    }
+
+    #[test]
+    fn each_gpu_gets_its_closest_nic_and_warnings() {
+        let nics = crate::devices::discover(&root()).unwrap();
+        let v = gpu_nic_affinity(&root(), &nics);
+        assert_eq!(v.len(), 3);
+        assert_eq!(
+            v[0].nics,
+            vec![
+                ("mlx5_0".to_string(), Affinity::Pix),
+                ("mlx5_1".to_string(), Affinity::Sys)
+            ]
+        );
+        assert_eq!(v[1].nics[0], ("mlx5_0".to_string(), Affinity::Phb));
+        assert_eq!(v[2].nics[0], ("mlx5_1".to_string(), Affinity::Phb));
+        assert!(v.iter().all(|g| g.warning().is_none()));
+        // Without the socket-1 NIC, GPU2's closest NIC is across the socket interconnect.
+        let only0: Vec<_> = nics.into_iter().filter(|n| n.name == "mlx5_0").collect();
+        let v = gpu_nic_affinity(&root(), &only0);
+        let w = v[2].warning().unwrap();
+        assert!(
+            w.starts_with("GPU 0000:9a:00.0 has no RDMA NIC on its own NUMA node (closest: mlx5_0, SYS)"),
+            "{w}"
+        );
+    }
+
+    #[test]
+    fn machines_without_gpus_or_pci_links() {
+        let r = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mlx5-ib");
+        assert!(gpus(&r).is_empty());
+        assert!(device(&r, "0000:3b:00.0").is_none());
+    }
+}
