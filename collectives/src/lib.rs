@@ -20,6 +20,21 @@ use ranks::{Op, Transport, TransportError};
 /// Exit status for "the test ran and found a problem" (wrong data, slow or failed links).
 pub const EXIT_FOUND_PROBLEM: i32 = 1;
 
+/// Gather every rank's records at rank 0 (as JSON), indexed by rank; None on other ranks.
+pub fn gather_json<T: serde::Serialize + serde::de::DeserializeOwned>(
+    world: &ranks::World,
+    mine: &[T],
+    step: &str,
+) -> Option<Vec<Vec<T>>> {
+    let bytes = serde_json::to_vec(mine).unwrap_or_default();
+    let all = world.gather_bytes(&bytes, step)?;
+    Some(
+        all.iter()
+            .map(|b| serde_json::from_slice(b).unwrap_or_default())
+            .collect(),
+    )
+}
+
 /// Send `send` to `peer` while receiving `recv` from it, bounded by `deadline`.
 pub fn swap(
     t: &mut dyn Transport,

@@ -93,13 +93,7 @@ pub fn run(
 
 /// Gather every rank's results at rank 0. Returns, on rank 0, the results indexed by rank.
 pub fn gather(world: &World, mine: &[PeerCheck]) -> Option<Vec<Vec<PeerCheck>>> {
-    let bytes = serde_json::to_vec(mine).unwrap_or_default();
-    let all = world.gather_bytes(&bytes, "gathering mesh-check results")?;
-    Some(
-        all.iter()
-            .map(|b| serde_json::from_slice(b).unwrap_or_default())
-            .collect(),
-    )
+    crate::gather_json(world, mine, "gathering mesh-check results")
 }
 
 /// The report rank 0 prints, and whether every pair passed.

@@ -7,7 +7,6 @@ use collectives::coll;
 use collectives::coll::harness::{self, Baseline, CollConfig, Step, TimeAverage};
 use collectives::coll::report::{self, DeviceInfo};
 use collectives::dtype::{DataType, RedOp};
-use collectives::fault::Fault;
 use collectives::output;
 use ranks::World;
 
@@ -120,13 +119,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             return EXIT_USAGE;
         }
     };
-    let fault = match Fault::from_env() {
-        Ok(f) => f,
-        Err(e) => {
-            eprintln!("meshrun: {e}");
-            return EXIT_USAGE;
-        }
-    };
+    let fault = crate::fault_or_exit();
     let args: Vec<String> = std::env::args().collect();
     run_rank(&a.rank, |world, t| {
         let mut problem = None;

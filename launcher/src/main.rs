@@ -119,7 +119,8 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-fn fault_or_exit() -> Option<Fault> {
+/// The test-only fault from MESHRUN_FAULT; a malformed value ends the process with status 2.
+pub(crate) fn fault_or_exit() -> Option<Fault> {
     match Fault::from_env() {
         Ok(f) => f,
         Err(e) => {

@@ -112,7 +112,8 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
     }
     run_rank(&a.rank.clone(), |world, t| {
         let caps = t.capabilities();
-        let mut problem = config(&a, t.name(), caps.write, caps.read).err();
+        let cfg = config(&a, t.name(), caps.write, caps.read);
+        let mut problem = cfg.as_ref().err().cloned();
         if problem.is_none() {
             if let Some((x, y)) = a.pair {
                 if x.max(y) >= world.size() {
@@ -126,7 +127,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
-        let cfg = config(&a, t.name(), caps.write, caps.read).map_err(RankFailure::Usage)?;
+        let cfg = cfg.map_err(RankFailure::Usage)?;
         let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(

@@ -101,10 +101,10 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
     };
     match args.transport {
         TransportChoice::Tcp => tcp(),
-        TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args), timeouts)
+        TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args))
             .map(|m| Box::new(m) as Box<dyn Transport>)
             .map_err(|e| (e.to_string(), EXIT_USAGE)),
-        TransportChoice::Auto => match verbs_mesh::connect(world, &verbs_options(args), timeouts) {
+        TransportChoice::Auto => match verbs_mesh::connect(world, &verbs_options(args)) {
             Ok(m) => Ok(Box::new(m)),
             Err(e) => {
                 if world.rank() == 0 {

@@ -371,11 +371,10 @@ impl TcpMesh {
     fn progress_send(&mut self, peer: usize, q: &mut Queue, ops: &mut [Op<'_>]) -> Result<bool, TransportError> {
         let mut moved = false;
         while q.pending() {
-            let headers: Vec<[u8; 8]> = q.ops[q.head..]
-                .iter()
-                .take(MAX_IOV / 2)
-                .map(|&i| (ops[i].len() as u64).to_le_bytes())
-                .collect();
+            let mut headers = [[0u8; 8]; MAX_IOV / 2];
+            for (h, &i) in headers.iter_mut().zip(&q.ops[q.head..]) {
+                *h = (ops[i].len() as u64).to_le_bytes();
+            }
             let written = {
                 let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
                 for (k, &i) in q.ops[q.head..].iter().take(MAX_IOV / 2).enumerate() {

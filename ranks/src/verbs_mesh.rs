@@ -15,7 +15,7 @@ use crate::verbs::{
     Access, Completion, CompletionQueue, Context, Endpoint, MemoryRegion, ProtectionDomain, QueuePair, Rts, SendOp,
     VerbsError, ENDPOINT_BYTES,
 };
-use crate::{Timeouts, World};
+use crate::World;
 
 /// Bytes per staging slot (and so per fragment on the wire).
 pub const SLOT: usize = 256 * 1024;
@@ -685,7 +685,8 @@ const DESC_LEN: usize = 120;
 
 /// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges
 /// even when its own setup failed, so one failure ends the job everywhere instead of hanging it.
-pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result<VerbsMesh, VerbsMeshError> {
+/// Its waits are MPI steps, each bounded by the MPI watchdog.
+pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMeshError> {
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
     let slots = (STAGING_BUDGET / (2 * SLOT * n.saturating_sub(1).max(1))).clamp(2, 16);
     let local = setup_local(world, opts, slots);
@@ -816,7 +817,6 @@ pub fn connect(world: &World, opts: &VerbsOptions, timeouts: Timeouts) -> Result
             failed: "some".into(),
         });
     }
-    let _ = timeouts;
     Ok(VerbsMesh {
         pd,
         rank,

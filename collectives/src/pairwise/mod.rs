@@ -235,12 +235,7 @@ pub struct PairwiseOutcome {
 }
 
 fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Option<Vec<Measurement>> {
-    let bytes = serde_json::to_vec(mine).unwrap_or_default();
-    let all = world.gather_bytes(&bytes, step)?;
-    let mut out: Vec<Measurement> = all
-        .iter()
-        .flat_map(|b| serde_json::from_slice::<Vec<Measurement>>(b).unwrap_or_default())
-        .collect();
+    let mut out: Vec<Measurement> = crate::gather_json(world, mine, step)?.into_iter().flatten().collect();
     out.sort_by_key(|m| (m.bytes, m.src, m.dst));
     Some(out)
 }
