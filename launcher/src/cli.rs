@@ -103,6 +103,18 @@ pub struct CollArgs {
     /// Overwrite an existing JSON file
     #[arg(long)]
     pub force: bool,
+    /// Run on GPU buffers. As nccl-tests' -g it takes the GPUs per rank, and meshrun drives one
+    /// (`-g` alone means `-g 1`); start one rank per GPU instead of -g 8.
+    #[arg(short = 'g', long = "gpu", value_name = "N", num_args = 0..=1, default_missing_value = "1")]
+    pub gpu: Option<u32>,
+    /// GPU of each local rank (comma-separated CUDA ordinals; one id for all), default: local rank
+    /// modulo the GPUs visible (CUDA_VISIBLE_DEVICES applies)
+    #[arg(long = "gpu-ids", value_name = "LIST")]
+    pub gpu_ids: Option<String>,
+    /// With -g: copy GPU data through pinned host buffers around every transfer (needed on TCP
+    /// and on nodes without GPUDirect RDMA); reductions still run on the GPU
+    #[arg(long = "gpu-staging")]
+    pub gpu_staging: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -299,6 +311,10 @@ pub struct PairwiseArgs {
     /// GID index, as perftest's -x (same as --gid-index)
     #[arg(short = 'x', value_name = "N")]
     pub x: Option<u32>,
+    /// Put the RDMA windows in GPU memory (GPUDirect RDMA), as perftest's --use_cuda: the GPU's
+    /// CUDA ordinal, or none for local rank modulo the GPUs visible. For --op write and read.
+    #[arg(long = "use-cuda", alias = "use_cuda", value_name = "GPU", num_args = 0..=1, default_missing_value = "auto")]
+    pub use_cuda: Option<String>,
 }
 
 pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {

@@ -7,8 +7,9 @@ use collectives::coll;
 use collectives::coll::harness::{self, Baseline, CollConfig, Step, TimeAverage};
 use collectives::coll::report::{self, DeviceInfo};
 use collectives::dtype::{DataType, RedOp};
+use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
-use ranks::World;
+use ranks::{Transport, World};
 
 use crate::cli::{BaselineArg, CollArgs};
 use crate::rank::{run_rank, RankFailure, EXIT_USAGE};
@@ -85,23 +86,88 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
     })
 }
 
-fn devices(world: &World, transport: &str) -> Vec<DeviceInfo> {
-    let mine = format!("{}\n{}", std::process::id(), world.host());
+/// What `-g`, `--gpu-ids` and `--gpu-staging` ask for, checked before any rank starts work.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuRequest {
+    pub ids: Option<Vec<usize>>,
+    pub path: DataPath,
+}
+
+/// Check the GPU flags; None without -g.
+pub fn gpu_request(a: &CollArgs) -> Result<Option<GpuRequest>, String> {
+    let Some(n) = a.gpu else {
+        if a.gpu_ids.is_some() || a.gpu_staging {
+            return Err("--gpu-ids and --gpu-staging apply to GPU buffers: add -g".into());
+        }
+        return Ok(None);
+    };
+    if n != 1 {
+        return Err(format!(
+            "-g {n}: meshrun drives one GPU per rank; start one rank per GPU (meshrun launch --ppn GPUS_PER_NODE) and pass -g 1"
+        ));
+    }
+    if a.baseline.is_some() {
+        return Err("--baseline mpi runs the MPI library on host buffers; drop -g or --baseline".into());
+    }
+    let ids = a.gpu_ids.as_deref().map(gpu::parse_ids).transpose()?;
+    Ok(Some(GpuRequest {
+        ids,
+        path: DataPath::Staged,
+    }))
+}
+
+/// Open this rank's GPU for `req` over transport `t`, or say why it cannot be used.
+fn open_gpu(world: &World, t: &dyn Transport, a: &CollArgs, req: &GpuRequest) -> Result<Box<dyn Gpu>, String> {
+    if !a.gpu_staging {
+        return Err(if t.name() == "tcp" {
+            "-g over the TCP transport needs --gpu-staging: sockets cannot read GPU memory, so data is copied \
+             through pinned host buffers"
+                .to_string()
+        } else {
+            format!(
+                "-g over {} without --gpu-staging would need the NIC to read GPU memory directly (GPUDirect \
+                 RDMA), which meshrun's collectives do not do yet; add --gpu-staging",
+                t.name()
+            )
+        });
+    }
+    gpu::open(req.ids.as_deref(), world.local_rank(), world.host()).map_err(|e| e.to_string())
+}
+
+fn devices(world: &World, transport: &str, gpu: Option<&dyn Gpu>, path: Option<DataPath>) -> Vec<DeviceInfo> {
+    let mine = match gpu {
+        Some(g) => serde_json::json!({"pid": std::process::id(), "host": world.host(), "gpu": g.info()}),
+        None => serde_json::json!({"pid": std::process::id(), "host": world.host()}),
+    };
     let all = world
-        .gather_bytes(mine.as_bytes(), "gathering device lines")
+        .gather_bytes(mine.to_string().as_bytes(), "gathering device lines")
         .unwrap_or_default();
     all.iter()
         .enumerate()
         .map(|(rank, b)| {
-            let s = String::from_utf8_lossy(b);
-            let (pid, host) = s.split_once('\n').unwrap_or(("0", "?"));
-            DeviceInfo {
-                rank,
-                pid: pid.parse().unwrap_or(0),
-                host: host.to_string(),
-                device: -1,
-                bus_id: "host".into(),
-                name: format!("host memory over {transport}"),
+            let v: serde_json::Value = serde_json::from_slice(b).unwrap_or_default();
+            let pid = v["pid"].as_u64().unwrap_or(0) as u32;
+            let host = v["host"].as_str().unwrap_or("?").to_string();
+            match serde_json::from_value::<GpuInfo>(v["gpu"].clone()) {
+                Ok(g) => DeviceInfo {
+                    rank,
+                    pid,
+                    host,
+                    device: g.ordinal as i32,
+                    bus_id: g.short_bus_id().to_string(),
+                    name: match path {
+                        Some(p) => format!("{} ({} over {transport})", g.name, p.describe()),
+                        None => g.name.clone(),
+                    },
+                },
+                Err(_) => DeviceInfo {
+                    rank,
+                    pid,
+                    host,
+                    device: -1,
+                    bus_id: "host".into(),
+                    name: format!("host memory over {transport}"),
+                },
             }
         })
         .collect()
@@ -114,6 +180,13 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
     };
     let cfg = match config(&a) {
         Ok(c) => c,
+        Err(e) => {
+            eprintln!("meshrun {name}: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    let gpu_req = match gpu_request(&a) {
+        Ok(g) => g,
         Err(e) => {
             eprintln!("meshrun {name}: {e}");
             return EXIT_USAGE;
@@ -134,8 +207,23 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
+        let mut gpu: Option<Box<dyn Gpu>> = None;
+        if let Some(req) = &gpu_req {
+            match open_gpu(world, t, &a, req) {
+                Ok(g) => {
+                    if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &g.info().pci_bus_id) {
+                        crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
+                    }
+                    gpu = Some(g)
+                }
+                Err(e) => crate::rank::say(&format!("rank {} ({}): {e}", world.rank(), world.host())),
+            }
+            if !world.all_ok(gpu.is_some(), "opening GPUs") {
+                return Ok(EXIT_USAGE);
+            }
+        }
         let start = report::now_string();
-        let devs = devices(world, t.name());
+        let devs = devices(world, t.name(), gpu.as_deref(), gpu_req.as_ref().map(|r| r.path));
         let root = world.rank() == 0;
         let mut out = std::io::stdout();
         if root {
@@ -156,7 +244,16 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
                 let _ = o.flush();
             }
         };
-        let rows = harness::run(world, t, coll, &cfg, fault, print_row).map_err(coll_failure)?;
+        let rows = harness::run(
+            world,
+            t,
+            coll,
+            &cfg,
+            fault,
+            gpu.as_mut().map(|g| &mut **g as &mut dyn Gpu),
+            print_row,
+        )
+        .map_err(coll_failure)?;
         if root {
             let _ = out.write_all(report::footer(&rows).as_bytes());
         }
@@ -215,5 +312,6 @@ fn coll_failure(e: coll::CollError) -> RankFailure {
     match e {
         coll::CollError::Transport(t) => RankFailure::Transport(t),
         coll::CollError::Layout(l) => RankFailure::Usage(l.to_string()),
+        coll::CollError::Gpu(g) => RankFailure::Transport(ranks::TransportError::Setup(g.to_string())),
     }
 }

@@ -36,15 +36,19 @@ fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) ->
         Some(OpArg::Write) => OpName::Write,
         Some(OpArg::Read) => OpName::Read,
         Some(OpArg::Send) => OpName::Send,
-        // perftest's ib_write_bw where one-sided writes exist; latency, -b and -D use send.
+        // perftest's ib_write_bw where one-sided writes exist; otherwise (latency, -b, -D) send
+        // unless --op says write or read.
         None if can_write && test == TestKind::Bw && !a.bidirectional && a.duration.is_none() => OpName::Write,
         None => OpName::Send,
     };
-    if op != OpName::Send && (test == TestKind::Lat || a.bidirectional || a.duration.is_some()) {
+    if op != OpName::Send && a.duration.is_some() {
         return Err(format!(
-            "--op {} measures one-sided bandwidth with -n; latency, -b and -D are measured with --op send",
+            "--op {} counts operations: use -n ITERS (-D SECONDS is for --op send)",
             op.as_str()
         ));
+    }
+    if a.use_cuda.is_some() && test == TestKind::Lat {
+        return Err("--use-cuda measures bandwidth: latency ping-pong polls host memory with the CPU".into());
     }
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
@@ -79,6 +83,56 @@ fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) ->
         retest: !a.no_retest,
         op_timeout: Duration::from_secs_f64(a.rank.timeout),
     })
+}
+
+/// `--use-cuda`: move the one-sided windows into this rank's GPU, registered for GPUDirect RDMA,
+/// and print (rank 0) which GPU and registration path every rank uses.
+fn use_cuda(
+    world: &ranks::World,
+    t: &mut dyn ranks::Transport,
+    a: &PairwiseArgs,
+    sel: &str,
+    op: OpName,
+) -> Result<(), String> {
+    if !t.capabilities().write {
+        return Err(format!(
+            "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs --transport verbs",
+            t.name()
+        ));
+    }
+    if op == OpName::Send {
+        return Err(
+            "--use-cuda tests GPU memory with one-sided RDMA: use --op write or --op read (send goes \
+                    through host staging slots)"
+                .into(),
+        );
+    }
+    let ids = match sel {
+        "auto" => None,
+        s => Some(collectives::gpu::parse_ids(s).map_err(|e| e.replace("--gpu-ids", "--use-cuda"))?),
+    };
+    let window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
+        .map_err(|e| e.to_string())?;
+    let info = window.info().clone();
+    let path = t.use_window_memory(Box::new(window)).map_err(|e| e.to_string())?;
+    if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &info.pci_bus_id) {
+        crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
+    }
+    let line = format!(
+        "# GPU memory: rank {} ({}): GPU {} {} [{}], {}",
+        world.rank(),
+        world.host(),
+        info.ordinal,
+        info.name,
+        info.pci_bus_id,
+        path.describe()
+    );
+    if let Some(all) = world.gather_bytes(line.as_bytes(), "gathering GPU lines") {
+        for l in all {
+            println!("{}", String::from_utf8_lossy(&l));
+        }
+    }
+    Ok(())
 }
 
 fn outputs(a: &PairwiseArgs) -> Vec<PathBuf> {
@@ -128,6 +182,15 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
         let cfg = cfg.map_err(RankFailure::Usage)?;
+        if let Some(sel) = &a.use_cuda {
+            let problem = use_cuda(world, t, &a, sel, cfg.op).err();
+            if let Some(p) = &problem {
+                crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
+            }
+            if !world.all_ok(problem.is_none(), "setting up GPU memory") {
+                return Ok(crate::rank::EXIT_USAGE);
+            }
+        }
         let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(

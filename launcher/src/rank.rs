@@ -58,6 +58,24 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     }
 }
 
+/// Print `meshrun: MSG` on stderr in one write, so lines of ranks sharing a terminal do not interleave.
+pub fn say(msg: &str) {
+    use std::io::Write;
+    let _ = std::io::stderr().write_all(format!("meshrun: {msg}\n").as_bytes());
+}
+
+/// A warning when this rank's GPU (`bus_id` as CUDA reports it) and its RDMA NIC sit on different
+/// NUMA nodes or PCIe root complexes (from sysfs under --sysfs-root); None over TCP.
+pub fn affinity_warning(args: &RankArgs, t: &dyn Transport, bus_id: &str) -> Option<String> {
+    if t.name() != "verbs" {
+        return None;
+    }
+    let details = t.details();
+    let nic = details.iter().find(|(k, _)| k == "Device").map(|(_, v)| v.clone())?;
+    let nics = ranks::devices::discover(&args.sysfs_root).ok()?;
+    ranks::pci::rank_warning(&args.sysfs_root, bus_id, &nic, &nics)
+}
+
 /// Leave without finalising MPI.
 pub fn leave_now(code: i32) -> ! {
     use std::io::Write;

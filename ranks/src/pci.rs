@@ -158,6 +158,48 @@ pub fn gpu_nic_affinity(root: &Path, nics: &[RdmaDevice]) -> Vec<GpuNics> {
         .collect()
 }
 
+/// The warning for one rank that uses GPU `gpu_addr` (`0000:18:00.0`, as CUDA reports it) with
+/// RDMA device `nic`: when they sit on different NUMA nodes or PCIe root complexes, naming the
+/// closer NIC when there is one. None when close enough, or when sysfs does not show both.
+pub fn rank_warning(root: &Path, gpu_addr: &str, nic: &str, nics: &[RdmaDevice]) -> Option<String> {
+    let gpu = device(root, &gpu_addr.to_ascii_lowercase())?;
+    let pci_of = |name: &str| {
+        nics.iter()
+            .find(|n| n.name == name)
+            .and_then(|n| n.pci.as_deref())
+            .and_then(|a| device(root, a))
+    };
+    let aff = affinity(&gpu, &pci_of(nic)?);
+    if aff < Affinity::Node {
+        return None;
+    }
+    let better = nics
+        .iter()
+        .filter(|n| n.name != nic)
+        .filter_map(|n| pci_of(&n.name).map(|d| (n.name.clone(), affinity(&gpu, &d))))
+        .filter(|(_, a)| *a < aff)
+        .min_by(|x, y| x.1.cmp(&y.1).then_with(|| x.0.cmp(&y.0)));
+    let advice = match better {
+        Some((name, a)) => format!("; {name} is closer ({}): pick it with --devices or -d", a.as_str()),
+        None => String::new(),
+    };
+    Some(format!(
+        "GPU {} and RDMA device {nic} are on different {} ({}): GPUDirect traffic crosses {}{advice}",
+        gpu.addr,
+        if aff == Affinity::Sys {
+            "NUMA nodes"
+        } else {
+            "PCIe root complexes"
+        },
+        aff.as_str(),
+        if aff == Affinity::Sys {
+            "the socket interconnect"
+        } else {
+            "host bridges"
+        },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -232,6 +274,24 @@ mod tests {
             w.starts_with("GPU 0000:9a:00.0 has no RDMA NIC on its own NUMA node (closest: mlx5_0, SYS)"),
             "{w}"
         );
+    }
+
+    #[test]
+    fn rank_warnings_name_the_gpu_the_nic_and_a_closer_nic() {
+        let nics = crate::devices::discover(&root()).unwrap();
+        // GPU0 with its own switch's NIC: nothing to say.
+        assert_eq!(rank_warning(&root(), "0000:18:00.0", "mlx5_0", &nics), None);
+        // Same root complex, other root port: close enough.
+        assert_eq!(rank_warning(&root(), "0000:1C:00.0", "mlx5_0", &nics), None);
+        let w = rank_warning(&root(), "0000:18:00.0", "mlx5_1", &nics).unwrap();
+        assert_eq!(
+            w,
+            "GPU 0000:18:00.0 and RDMA device mlx5_1 are on different NUMA nodes (SYS): GPUDirect traffic \
+             crosses the socket interconnect; mlx5_0 is closer (PIX): pick it with --devices or -d"
+        );
+        // Unknown GPU address or NIC: no claim.
+        assert_eq!(rank_warning(&root(), "0000:77:00.0", "mlx5_0", &nics), None);
+        assert_eq!(rank_warning(&root(), "0000:18:00.0", "rxe0", &nics), None);
     }
 
     #[test]

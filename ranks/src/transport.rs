@@ -114,12 +114,21 @@ pub enum OneSidedRole {
     Initiator { op: OneSidedOp, count: u64, window: usize },
     /// Expose a window of `bytes` and wait until the initiator is done.
     Target,
+    /// Both at once (perftest's -b): each side exposes a window and posts `count` operations into
+    /// the other's; each returns its own completions.
+    Both { op: OneSidedOp, count: u64, window: usize },
+    /// RDMA write ping-pong, as ib_write_lat: the leader writes `bytes` into the peer's window, the
+    /// peer sees the last byte change and writes back; `count` round trips. The leader returns
+    /// each round trip's seconds in `round_trips`.
+    PingPong { count: u64, leader: bool },
 }
 
 /// What the initiator saw: completion times in seconds since the first post.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OneSidedResult {
     pub completions: Vec<f64>,
+    /// Ping-pong round trips, seconds (leader only).
+    pub round_trips: Vec<f64>,
 }
 
 /// An all-to-all set of connections of one rank to every other rank of the job.
@@ -149,6 +158,19 @@ pub trait Transport {
         let _ = (peer, bytes, role, deadline);
         Err(TransportError::Setup(format!(
             "the {} transport has no one-sided operations",
+            self.name()
+        )))
+    }
+
+    /// Make one-sided windows live in `mem` (GPU memory for `--use-cuda`) instead of host memory.
+    /// Registers a probe window at once, so an unusable path fails here, and says which path works.
+    fn use_window_memory(
+        &mut self,
+        mem: Box<dyn crate::verbs::WindowMemory>,
+    ) -> Result<crate::verbs::ForeignPath, TransportError> {
+        let _ = mem;
+        Err(TransportError::Setup(format!(
+            "the {} transport cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)",
             self.name()
         )))
     }

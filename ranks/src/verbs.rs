@@ -41,6 +41,9 @@ pub enum VerbsError {
         waited: Duration,
         what: String,
     },
+    /// Memory from outside this layer (GPU memory) could not be registered; says why and what to do.
+    #[error("{0}")]
+    Window(String),
 }
 
 /// `IBV_LINK_LAYER_ETHERNET` (a #define in verbs.h, so not in the bindings).
@@ -294,6 +297,92 @@ impl ProtectionDomain {
         })
     }
 
+    /// Register `len` bytes of a dma-buf (from the GPU driver) at `offset`, seen by work
+    /// requests at virtual address `iova`.
+    ///
+    /// # Safety
+    /// `fd` must be a dma-buf of at least `offset + len` bytes whose memory stays allocated for
+    /// the life of the returned region.
+    pub unsafe fn register_dmabuf(
+        &self,
+        fd: i32,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the dma-buf (see above). The kernel takes its own
+        // reference on the dma-buf, so the fd may be closed after this call.
+        let raw = unsafe { ibv_reg_dmabuf_mr(self.0.raw.as_ptr(), offset, len, iova, fd, access.flags()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = errno();
+            let hint = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EPROTONOSUPPORT) => {
+                    " (this NIC driver or kernel cannot import dma-bufs: needs Linux 5.12+ and an RDMA driver with \
+                     dma-buf support, such as mlx5; or load nvidia-peermem)"
+                }
+                Some(libc::ENOMEM) | Some(libc::EPERM) => {
+                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
+                }
+                _ => "",
+            };
+            VerbsError::Verb {
+                verb: "ibv_reg_dmabuf_mr",
+                device: self.device(),
+                source: e,
+                hint,
+            }
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr: iova,
+            len,
+            path: ForeignPath::DmaBuf,
+            _pd: self.0.clone(),
+        })
+    }
+
+    /// Register `len` bytes of GPU memory at device address `addr` with plain `ibv_reg_mr`, which
+    /// works only where the nvidia-peermem module lets the RDMA core pin GPU pages.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be device memory that stays allocated for the life of the region.
+    pub unsafe fn register_device_memory(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the range (see above). The CPU never dereferences it.
+        let raw = unsafe { ibv_reg_mr(self.0.raw.as_ptr(), addr as *mut std::ffi::c_void, len, access.flags()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = errno();
+            let hint = match e.raw_os_error() {
+                Some(libc::EFAULT) | Some(libc::EINVAL) => {
+                    " (the RDMA core cannot pin GPU memory: load the nvidia-peermem module (modprobe nvidia-peermem), \
+                     or use a GPU driver and kernel with dma-buf)"
+                }
+                Some(libc::ENOMEM) | Some(libc::EPERM) => {
+                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
+                }
+                _ => "",
+            };
+            VerbsError::Verb {
+                verb: "ibv_reg_mr (GPU memory)",
+                device: self.device(),
+                source: e,
+                hint,
+            }
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr,
+            len,
+            path: ForeignPath::PeerMem,
+            _pd: self.0.clone(),
+        })
+    }
+
     /// A reliable-connected queue pair, in the RESET state.
     pub fn create_rc_qp(
         &self,
@@ -389,6 +478,13 @@ impl MemoryRegion {
         // volatile read because the memory changes outside Rust's view (DMA by the NIC).
         unsafe { std::ptr::read_volatile(p) }
     }
+    /// Read a byte the NIC may write at any time (the last byte of a ping-pong message).
+    pub fn read_u8_volatile(&self, offset: usize) -> u8 {
+        assert!(offset < self.len, "byte outside the region");
+        let p = self.buf.raw[self.buf.off + offset..].as_ptr();
+        // SAFETY: in bounds; volatile because the NIC writes this memory outside Rust's view.
+        unsafe { std::ptr::read_volatile(p) }
+    }
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         let (o, l) = (self.buf.off, self.buf.len.min(self.len));
         &mut self.buf.raw[o..o + l]
@@ -398,6 +494,98 @@ impl MemoryRegion {
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
         // SAFETY: registered by us, deregistered once, before `buf` is freed.
+        unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
+    }
+}
+
+/// A registered range a work request can point into: host memory this layer owns
+/// ([`MemoryRegion`]) or memory it does not ([`ForeignRegion`], e.g. GPU memory).
+pub trait Registered {
+    fn addr(&self) -> u64;
+    /// Bytes registered.
+    fn region_len(&self) -> usize;
+    fn lkey(&self) -> u32;
+    fn rkey(&self) -> u32;
+}
+
+impl Registered for MemoryRegion {
+    fn addr(&self) -> u64 {
+        MemoryRegion::addr(self)
+    }
+    fn region_len(&self) -> usize {
+        self.len
+    }
+    fn lkey(&self) -> u32 {
+        MemoryRegion::lkey(self)
+    }
+    fn rkey(&self) -> u32 {
+        MemoryRegion::rkey(self)
+    }
+}
+
+/// Memory outside this layer (GPU memory) that one-sided windows use instead of host buffers.
+pub trait WindowMemory: Send {
+    /// Register at least `len` bytes of this memory with `pd`, trying the best path first.
+    fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// How GPU memory was registered with the NIC (GPUDirect RDMA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignPath {
+    /// `ibv_reg_dmabuf_mr` on a dma-buf file descriptor exported by the GPU driver.
+    DmaBuf,
+    /// `ibv_reg_mr` on the device address, resolved by the nvidia-peermem kernel module.
+    PeerMem,
+}
+
+impl ForeignPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForeignPath::DmaBuf => "GPUDirect RDMA via dma-buf (ibv_reg_dmabuf_mr)",
+            ForeignPath::PeerMem => "GPUDirect RDMA via nvidia-peermem (ibv_reg_mr on device memory)",
+        }
+    }
+}
+
+/// A memory region over memory this layer does not own (GPU memory). The owner keeps the memory
+/// allocated for the region's life (see the safety contracts of the constructors).
+pub struct ForeignRegion {
+    raw: NonNull<ibv_mr>,
+    addr: u64,
+    len: usize,
+    path: ForeignPath,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: an MR handle over memory owned elsewhere; verbs on it are thread-safe.
+unsafe impl Send for ForeignRegion {}
+
+impl ForeignRegion {
+    pub fn path(&self) -> ForeignPath {
+        self.path
+    }
+}
+
+impl Registered for ForeignRegion {
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+    fn region_len(&self) -> usize {
+        self.len
+    }
+    fn lkey(&self) -> u32 {
+        // SAFETY: valid MR for the region's life.
+        unsafe { self.raw.as_ref().lkey }
+    }
+    fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { self.raw.as_ref().rkey }
+    }
+}
+
+impl Drop for ForeignRegion {
+    fn drop(&mut self) {
+        // SAFETY: registered by us and deregistered once; the owner frees the memory only after.
         unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
     }
 }
@@ -745,8 +933,18 @@ pub enum SendOp {
 
 impl QueuePair<Rts> {
     /// Post one work request on `len` bytes at `offset` of `mr`.
-    pub fn post(&self, op: SendOp, mr: &MemoryRegion, offset: usize, len: usize, wr_id: u64) -> Result<(), VerbsError> {
-        assert!(offset + len <= mr.len(), "work request outside the memory region");
+    pub fn post(
+        &self,
+        op: SendOp,
+        mr: &dyn Registered,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        assert!(
+            offset + len <= mr.region_len(),
+            "work request outside the memory region"
+        );
         let mut sge = ibv_sge {
             addr: mr.addr() + offset as u64,
             length: len as u32,

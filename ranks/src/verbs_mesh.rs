@@ -12,8 +12,8 @@ use std::time::Instant;
 use crate::devices::{self, Choice, GidSummary};
 use crate::transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, MemoryRegion, ProtectionDomain, QueuePair, Rts, SendOp,
-    VerbsError, ENDPOINT_BYTES,
+    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, MemoryRegion, ProtectionDomain,
+    QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
 };
 use crate::World;
 
@@ -91,6 +91,39 @@ pub struct VerbsMesh {
     slots: usize,
     choice: Choice,
     mtu: u32,
+    /// Where one-sided windows live when not in host memory (`--use-cuda`).
+    window_mem: Option<Box<dyn WindowMemory>>,
+}
+
+/// A window's address and rkey as 12 bytes for the peer.
+fn key_of(r: &dyn Registered) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..8].copy_from_slice(&r.addr().to_le_bytes());
+    key[8..].copy_from_slice(&r.rkey().to_le_bytes());
+    key
+}
+
+fn unkey(key: &[u8; 12]) -> (u64, u32) {
+    let mut a = [0u8; 8];
+    let mut k = [0u8; 4];
+    a.copy_from_slice(&key[..8]);
+    k.copy_from_slice(&key[8..]);
+    (u64::from_le_bytes(a), u32::from_le_bytes(k))
+}
+
+/// A one-sided window: host memory (filled with a pattern) or foreign (GPU) memory.
+enum Window {
+    Host(MemoryRegion),
+    Foreign(ForeignRegion),
+}
+
+impl Window {
+    fn reg(&self) -> &dyn Registered {
+        match self {
+            Window::Host(m) => m,
+            Window::Foreign(f) => f,
+        }
+    }
 }
 
 impl VerbsMesh {
@@ -225,23 +258,68 @@ impl Transport for VerbsMesh {
             });
         }
         let pd = self.pd.clone();
-        let reg = |len: usize, access: Access| pd.register(len, access);
+        let mut foreign = self.window_mem.take();
+        let mut reg = |len: usize, access: Access| -> Result<Window, VerbsError> {
+            match foreign.as_mut() {
+                Some(m) => m.register(&pd, len, access).map(Window::Foreign),
+                None => pd.register(len, access).map(Window::Host),
+            }
+        };
+        let result = self.one_sided_in(peer, bytes, role, deadline, &mut reg);
+        self.window_mem = foreign;
+        result
+    }
+
+    fn details(&self) -> Vec<(String, String)> {
+        self.details_list()
+    }
+
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_ops(ops, deadline)
+    }
+
+    fn use_window_memory(&mut self, mut mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
+        let probe = mem
+            .register(
+                &self.pd,
+                2 << 20,
+                Access {
+                    local_write: true,
+                    remote_write: true,
+                    remote_read: true,
+                },
+            )
+            .map_err(|e| TransportError::Setup(e.to_string()))?;
+        let path = probe.path();
+        drop(probe);
+        self.window_mem = Some(mem);
+        Ok(path)
+    }
+}
+
+impl VerbsMesh {
+    fn one_sided_in(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        let remote = Access {
+            local_write: true,
+            remote_write: true,
+            remote_read: true,
+        };
+        let local_only = Access {
+            local_write: true,
+            ..Access::default()
+        };
         match role {
             OneSidedRole::Target => {
-                // The window the initiator writes into or reads from, with only that access.
-                let mr = reg(
-                    bytes,
-                    Access {
-                        local_write: true,
-                        remote_write: true,
-                        remote_read: true,
-                    },
-                )
-                .map_err(|e| self.verbs_err(e))?;
-                let mut key = [0u8; 12];
-                key[..8].copy_from_slice(&mr.addr().to_le_bytes());
-                key[8..].copy_from_slice(&mr.rkey().to_le_bytes());
-                self.exchange(&mut [Op::send(peer, &key)], deadline)?;
+                // The window the initiator writes into or reads from.
+                let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
+                self.exchange(&mut [Op::send(peer, &key_of(mr.reg()))], deadline)?;
                 let mut done = [0u8; 8];
                 self.exchange(&mut [Op::recv(peer, &mut done)], deadline)?;
                 Ok(OneSidedResult::default())
@@ -249,77 +327,244 @@ impl Transport for VerbsMesh {
             OneSidedRole::Initiator { op, count, window } => {
                 let mut key = [0u8; 12];
                 self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
-                let addr = u64::from_le_bytes(key[..8].try_into().unwrap_or([0; 8]));
-                let rkey = u32::from_le_bytes(key[8..].try_into().unwrap_or([0; 4]));
-                let mut local = reg(
-                    bytes,
-                    Access {
-                        local_write: true,
-                        ..Access::default()
-                    },
-                )
-                .map_err(|e| self.verbs_err(e))?;
-                for (i, x) in local.as_mut_slice().iter_mut().enumerate() {
-                    *x = i as u8;
-                }
-                let sop = match op {
-                    OneSidedOp::Write => SendOp::Write {
-                        remote_addr: addr,
-                        rkey,
-                    },
-                    OneSidedOp::Read => SendOp::Read {
-                        remote_addr: addr,
-                        rkey,
-                    },
-                };
-                // Leave room in the send queue for credit writes.
-                let window = window.clamp(1, self.slots);
-                let (mut posted, mut done) = (0u64, 0u64);
-                let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
-                let mut comps: Vec<Completion> = Vec::with_capacity(32);
-                let t0 = Instant::now();
-                // The deadline bounds how long we wait without any completion, not the whole run.
-                let idle_limit = deadline.saturating_duration_since(t0);
-                let mut last_progress = t0;
-                while done < count {
-                    while posted < count && posted - done < window as u64 {
-                        let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
-                        qp.post(sop, &local, 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
-                            .map_err(|e| self.verbs_err(e))?;
-                        posted += 1;
-                    }
-                    comps.clear();
-                    self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-                    if comps.is_empty() && last_progress.elapsed() >= idle_limit {
-                        return Err(TransportError::Timeout {
-                            rank: self.rank,
-                            host: self.hosts[self.rank].clone(),
-                            peer,
-                            peer_host: self.hosts[peer].clone(),
-                            waited: t0.elapsed(),
-                            what: format!("RDMA {op:?} completions ({done} of {count})"),
-                        });
-                    }
-                    if !comps.is_empty() {
-                        last_progress = Instant::now();
-                    }
-                    for c in comps.drain(..) {
-                        let (p, kind, slot) = decode(c.wr_id);
-                        if kind == KIND_ONESIDED {
-                            done += 1;
-                            completions.push(t0.elapsed().as_secs_f64());
-                        } else {
-                            self.background_completion(p, kind, slot, c)?;
-                        }
-                    }
-                }
+                let local = self.source(reg, bytes, local_only)?;
+                let completions = self.post_loop(peer, op, &key, &local, bytes, count, window, deadline)?;
                 self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
-                Ok(OneSidedResult { completions })
+                Ok(OneSidedResult {
+                    completions,
+                    ..Default::default()
+                })
             }
+            OneSidedRole::Both { op, count, window } => {
+                let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
+                let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
+                let local = self.source(reg, bytes, local_only)?;
+                let completions = self.post_loop(peer, op, &theirs, &local, bytes, count, window, deadline)?;
+                // Neither side leaves while the other may still write into or read its window.
+                self.swap(peer, [0u8; 12], deadline)?;
+                drop(mine);
+                Ok(OneSidedResult {
+                    completions,
+                    ..Default::default()
+                })
+            }
+            OneSidedRole::PingPong { count, leader } => self.ping_pong(peer, bytes.max(1), count, leader, deadline),
         }
     }
 
-    fn details(&self) -> Vec<(String, String)> {
+    /// The initiator's source buffer: host memory gets perftest's byte pattern.
+    fn source(
+        &self,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+        bytes: usize,
+        access: Access,
+    ) -> Result<Window, TransportError> {
+        let mut local = reg(bytes, access).map_err(|e| self.verbs_err(e))?;
+        if let Window::Host(local) = &mut local {
+            for (i, x) in local.as_mut_slice().iter_mut().enumerate() {
+                *x = i as u8;
+            }
+        }
+        Ok(local)
+    }
+
+    /// Send `mine` to `peer` while receiving its 12 bytes.
+    fn swap(&mut self, peer: usize, mine: [u8; 12], deadline: Instant) -> Result<[u8; 12], TransportError> {
+        let mut theirs = [0u8; 12];
+        self.exchange(&mut [Op::send(peer, &mine), Op::recv(peer, &mut theirs)], deadline)?;
+        Ok(theirs)
+    }
+
+    /// Post `count` one-sided operations of `bytes` into the window `key` names, at most `window`
+    /// in flight; completion times in seconds since the first post.
+    #[allow(clippy::too_many_arguments)]
+    fn post_loop(
+        &mut self,
+        peer: usize,
+        op: OneSidedOp,
+        key: &[u8; 12],
+        local: &Window,
+        bytes: usize,
+        count: u64,
+        window: usize,
+        deadline: Instant,
+    ) -> Result<Vec<f64>, TransportError> {
+        let (remote_addr, rkey) = unkey(key);
+        let sop = match op {
+            OneSidedOp::Write => SendOp::Write { remote_addr, rkey },
+            OneSidedOp::Read => SendOp::Read { remote_addr, rkey },
+        };
+        // Leave room in the send queue for credit writes.
+        let window = window.clamp(1, self.slots);
+        let (mut posted, mut done) = (0u64, 0u64);
+        let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let t0 = Instant::now();
+        // The deadline bounds how long we wait without any completion, not the whole run.
+        let idle_limit = deadline.saturating_duration_since(t0);
+        let mut last_progress = t0;
+        while done < count {
+            while posted < count && posted - done < window as u64 {
+                let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
+                qp.post(sop, local.reg(), 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
+                    .map_err(|e| self.verbs_err(e))?;
+                posted += 1;
+            }
+            comps.clear();
+            self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+            if comps.is_empty() && last_progress.elapsed() >= idle_limit {
+                return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
+            }
+            if !comps.is_empty() {
+                last_progress = Instant::now();
+            }
+            for c in comps.drain(..) {
+                let (p, kind, slot) = decode(c.wr_id);
+                if kind == KIND_ONESIDED {
+                    done += 1;
+                    completions.push(t0.elapsed().as_secs_f64());
+                } else {
+                    self.background_completion(p, kind, slot, c)?;
+                }
+            }
+        }
+        Ok(completions)
+    }
+
+    fn stalled(&self, peer: usize, since: Instant, what: String) -> TransportError {
+        TransportError::Timeout {
+            rank: self.rank,
+            host: self.hosts[self.rank].clone(),
+            peer,
+            peer_host: self.hosts[peer].clone(),
+            waited: since.elapsed(),
+            what,
+        }
+    }
+
+    /// RDMA write ping-pong (ib_write_lat): the message's last byte carries the iteration's
+    /// value (1..=255, never the initial 0), and the receiver spins on it with volatile reads.
+    /// RC delivers a write's bytes in order on every RDMA NIC perftest supports, so the last byte
+    /// arriving means the message has. Windows are host memory: the CPU polls them.
+    fn ping_pong(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        count: u64,
+        leader: bool,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError> {
+        let win = self
+            .pd
+            .register(
+                bytes,
+                Access {
+                    local_write: true,
+                    remote_write: true,
+                    remote_read: false,
+                },
+            )
+            .map_err(|e| self.verbs_err(e))?;
+        let (remote_addr, rkey) = unkey(&self.swap(peer, key_of(&win), deadline)?);
+        let mut src = self
+            .pd
+            .register(
+                bytes,
+                Access {
+                    local_write: true,
+                    ..Access::default()
+                },
+            )
+            .map_err(|e| self.verbs_err(e))?;
+        let last = bytes - 1;
+        let step = deadline.saturating_duration_since(Instant::now());
+        let mut outstanding = 0u64;
+        let mut round_trips = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        for i in 0..count {
+            let v = (i % 255 + 1) as u8;
+            let t0 = Instant::now();
+            if !leader {
+                self.wait_byte(peer, &win, last, v, step, &mut outstanding, &mut comps, i)?;
+            }
+            src.as_mut_slice()[last] = v;
+            let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
+            qp.post(
+                SendOp::Write { remote_addr, rkey },
+                &src,
+                0,
+                bytes,
+                wr_id(peer, KIND_ONESIDED, 0),
+            )
+            .map_err(|e| self.verbs_err(e))?;
+            outstanding += 1;
+            if leader {
+                self.wait_byte(peer, &win, last, v, step, &mut outstanding, &mut comps, i)?;
+                round_trips.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        // Reap our last writes' completions before the region goes away.
+        let t0 = Instant::now();
+        while outstanding > 0 {
+            comps.clear();
+            self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+            for c in comps.drain(..) {
+                let (p, kind, slot) = decode(c.wr_id);
+                if kind == KIND_ONESIDED {
+                    outstanding -= 1;
+                } else {
+                    self.background_completion(p, kind, slot, c)?;
+                }
+            }
+            if outstanding > 0 && t0.elapsed() >= step {
+                return Err(self.stalled(peer, t0, "the last ping-pong write's completion".into()));
+            }
+        }
+        self.swap(peer, [0u8; 12], deadline)?;
+        Ok(OneSidedResult {
+            round_trips,
+            ..Default::default()
+        })
+    }
+
+    /// Spin until byte `at` of `win` is `v`, reaping completions meanwhile; at most `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_byte(
+        &mut self,
+        peer: usize,
+        win: &MemoryRegion,
+        at: usize,
+        v: u8,
+        limit: std::time::Duration,
+        outstanding: &mut u64,
+        comps: &mut Vec<Completion>,
+        iteration: u64,
+    ) -> Result<(), TransportError> {
+        let t0 = Instant::now();
+        let mut spins = 0u32;
+        while win.read_u8_volatile(at) != v {
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                comps.clear();
+                self.cq.poll(32, comps).map_err(|e| self.verbs_err(e))?;
+                for c in comps.drain(..) {
+                    let (p, kind, slot) = decode(c.wr_id);
+                    if kind == KIND_ONESIDED {
+                        *outstanding = outstanding.saturating_sub(1);
+                    } else {
+                        self.background_completion(p, kind, slot, c)?;
+                    }
+                }
+                if t0.elapsed() >= limit {
+                    return Err(self.stalled(peer, t0, format!("the RDMA write ping-pong (iteration {iteration})")));
+                }
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    fn details_list(&self) -> Vec<(String, String)> {
         let c = &self.choice;
         let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
         vec![
@@ -352,7 +597,7 @@ impl Transport for VerbsMesh {
         ]
     }
 
-    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+    fn exchange_ops(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
         let start = Instant::now();
         let n = self.size;
         let mut sends: Vec<VecDeque<usize>> = vec![VecDeque::new(); n];
@@ -828,5 +1073,6 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         slots,
         choice,
         mtu,
+        window_mem: None,
     })
 }

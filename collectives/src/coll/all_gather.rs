@@ -52,6 +52,9 @@ impl Collective for AllGather {
         };
         ring::all_gather(t, ctx, buf, &|c| c * block..(c + 1) * block)
     }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
+    }
     fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,

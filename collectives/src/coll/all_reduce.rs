@@ -3,7 +3,9 @@
 
 use ranks::Transport;
 
+use super::staged::{self, DevBufs, Staged};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct AllReduce;
@@ -58,6 +60,30 @@ impl Collective for AllReduce {
         };
         reduce::finalize(ctx.dtype, ctx.op, &mut buf[bounds(ctx.rank)], n)?;
         ring::all_gather(t, ctx, buf, &bounds)
+    }
+    /// The ring on device memory: reductions on the GPU, transfers staged through host memory.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+        let (count, n, elt) = (ctx.counts.recv, ctx.nranks, ctx.elt());
+        let bounds = |c: usize| ring::chunk(count, n, c, elt);
+        let buf = match bufs {
+            DevBufs::OutOfPlace { send, recv } if n == 1 => {
+                staged::copy_via_host(st, At::new(recv, 0), At::new(send, 0), count * elt)?;
+                recv
+            }
+            DevBufs::OutOfPlace { send, recv } => {
+                staged::ring_reduce_scatter(t, ctx, st, Some(send), recv, &bounds)?;
+                recv
+            }
+            DevBufs::InPlace { buf } => {
+                staged::ring_reduce_scatter(t, ctx, st, None, buf, &bounds)?;
+                buf
+            }
+        };
+        st.gpu.finalize(ctx.dtype, ctx.op, buf, bounds(ctx.rank), n)?;
+        staged::ring_all_gather(t, ctx, st, buf, &bounds)
+    }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
     }
     fn run_mpi(
         &self,

@@ -73,6 +73,9 @@ impl Collective for AllToAll {
             }
         }
     }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
+    }
     fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,

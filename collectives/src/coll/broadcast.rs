@@ -75,6 +75,9 @@ impl Collective for Broadcast {
         }
         Ok(())
     }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
+    }
     fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,

@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 use ranks::{Transport, World};
 use serde::Serialize;
 
+use super::staged::{DevBufs, Staged};
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
 use crate::fault::Fault;
+use crate::gpu::{At, Gpu};
 use crate::reduce;
 
 /// How sizes grow from `-b` to `-e`.
@@ -232,6 +234,14 @@ impl Run<'_> {
     /// Fresh data, one run, compare with the expected result bit for bit; wrong elements summed
     /// over ranks.
     fn verify(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<u64, CollError> {
+        let (mut send, mut recv) = self.verify_buffers(ctx, in_place)?;
+        self.world.barrier("before validation");
+        self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+        self.check(ctx, in_place, recv.as_slice())
+    }
+
+    /// Fresh buffers for a validation run, with the test-only fault applied.
+    fn verify_buffers(&self, ctx: &Ctx, in_place: bool) -> Result<(HostBuffer, HostBuffer), CollError> {
         let (mut send, mut recv) = self.buffers(ctx, in_place)?;
         if Fault::corrupts(self.fault, ctx.rank, 0) {
             let b = if in_place {
@@ -243,18 +253,119 @@ impl Run<'_> {
                 *x ^= 0x5A;
             }
         }
-        self.world.barrier("before validation");
-        self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+        Ok((send, recv))
+    }
+
+    /// Compare this rank's result (the receive buffer after a run) with the expected one; wrong
+    /// elements summed over ranks.
+    fn check(&self, ctx: &Ctx, in_place: bool, recv: &[u8]) -> Result<u64, CollError> {
         let (c, elt) = (ctx.counts, ctx.elt());
         let mut want = vec![0u8; c.recv * elt];
         let wrong = if self.coll.expected(ctx, &mut want)? {
             let off = if in_place { c.recv_inplace_offset * elt } else { 0 };
-            reduce::count_wrong(ctx.dtype, &recv.as_slice()[off..off + c.recv * elt], &want)
+            reduce::count_wrong(ctx.dtype, &recv[off..off + c.recv * elt], &want)
         } else {
             0
         };
         Ok(sum_over_ranks(self.world, wrong))
     }
+
+    /// One placement on GPU buffers (`-g --gpu-staging`): the same data, timing and validation as
+    /// the host path, with the buffers in device memory and [`Collective::run_gpu`] running.
+    fn placement_gpu(
+        &self,
+        t: &mut dyn Transport,
+        ctx: &Ctx,
+        in_place: bool,
+        gpu: &mut dyn Gpu,
+    ) -> Result<Placement, CollError> {
+        let (c, elt) = (ctx.counts, ctx.elt());
+        let (send_h, recv_h) = self.buffers(ctx, in_place)?;
+        let dev = if in_place {
+            DevBufs::InPlace {
+                buf: gpu.alloc(recv_h.len())?,
+            }
+        } else {
+            DevBufs::OutOfPlace {
+                send: gpu.alloc(send_h.len())?,
+                recv: gpu.alloc(recv_h.len())?,
+            }
+        };
+        let mut st = Staged::new(gpu, c.send.max(c.recv) * elt)?;
+        let result = self.placement_gpu_on(t, ctx, in_place, &mut st, dev, &send_h, &recv_h);
+        match dev {
+            DevBufs::InPlace { buf } => st.gpu.free(buf),
+            DevBufs::OutOfPlace { send, recv } => {
+                st.gpu.free(send);
+                st.gpu.free(recv);
+            }
+        }
+        st.release();
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn placement_gpu_on(
+        &self,
+        t: &mut dyn Transport,
+        ctx: &Ctx,
+        in_place: bool,
+        st: &mut Staged,
+        dev: DevBufs,
+        send_h: &HostBuffer,
+        recv_h: &HostBuffer,
+    ) -> Result<Placement, CollError> {
+        load(st, dev, send_h, recv_h)?;
+        self.world.barrier("before warm-up");
+        for _ in 0..self.cfg.warmup {
+            self.coll.run_gpu(t, ctx, st, dev)?;
+        }
+        self.world.barrier("before timing");
+        let t0 = Instant::now();
+        let n_ops = self.cfg.iters * self.cfg.agg;
+        for _ in 0..n_ops {
+            self.coll.run_gpu(t, ctx, st, dev)?;
+        }
+        let secs = reduce_time(
+            self.world,
+            t0.elapsed().as_secs_f64() / n_ops.max(1) as f64,
+            self.cfg.average,
+        );
+        let bytes = (ctx.counts.send.max(ctx.counts.recv) * ctx.elt()) as u64;
+        let alg = algbw(bytes, secs);
+        let wrong = if self.cfg.check {
+            let (send_v, mut recv_v) = self.verify_buffers(ctx, in_place)?;
+            load(st, dev, &send_v, &recv_v)?;
+            self.world.barrier("before validation");
+            self.coll.run_gpu(t, ctx, st, dev)?;
+            let result = match dev {
+                DevBufs::InPlace { buf } => buf,
+                DevBufs::OutOfPlace { recv, .. } => recv,
+            };
+            st.gpu.download(At::new(result, 0), recv_v.as_mut_slice())?;
+            Some(self.check(ctx, in_place, recv_v.as_slice())?)
+        } else {
+            None
+        };
+        Ok(Placement {
+            time_us: secs * 1e6,
+            algbw: alg,
+            busbw: alg * self.coll.bus_factor(ctx.nranks),
+            wrong,
+        })
+    }
+}
+
+/// Put host-initialised buffers into device memory.
+fn load(st: &mut Staged, dev: DevBufs, send: &HostBuffer, recv: &HostBuffer) -> Result<(), CollError> {
+    match dev {
+        DevBufs::InPlace { buf } => st.gpu.upload(At::new(buf, 0), recv.as_slice())?,
+        DevBufs::OutOfPlace { send: s, recv: r } => {
+            st.gpu.upload(At::new(s, 0), send.as_slice())?;
+            st.gpu.upload(At::new(r, 0), recv.as_slice())?;
+        }
+    }
+    Ok(())
 }
 
 /// Run every size, type and operation of `cfg`; `row` gets each row as it completes (on rank 0).
@@ -265,6 +376,7 @@ pub fn run(
     coll: &dyn Collective,
     cfg: &CollConfig,
     fault: Option<Fault>,
+    mut gpu: Option<&mut dyn Gpu>,
     mut row: impl FnMut(&Row),
 ) -> Result<Vec<Row>, CollError> {
     let run = Run {
@@ -275,8 +387,16 @@ pub fn run(
     };
     let mut rows = Vec::new();
     for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
-        let out = run.placement(t, &ctx, Impl::Mesh, false)?;
-        let inp = run.placement(t, &ctx, Impl::Mesh, true)?;
+        let (out, inp) = match gpu.as_deref_mut() {
+            Some(g) => (
+                run.placement_gpu(t, &ctx, false, g)?,
+                run.placement_gpu(t, &ctx, true, g)?,
+            ),
+            None => (
+                run.placement(t, &ctx, Impl::Mesh, false)?,
+                run.placement(t, &ctx, Impl::Mesh, true)?,
+            ),
+        };
         let r = make_row(coll, cfg, dtype, op, size, &ctx, out, Some(inp));
         row(&r);
         rows.push(r);

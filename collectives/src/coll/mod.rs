@@ -15,6 +15,7 @@ pub mod reduce_scatter;
 pub mod report;
 pub mod ring;
 pub mod sendrecv;
+pub mod staged;
 
 use std::time::Duration;
 
@@ -69,6 +70,8 @@ pub enum CollError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Layout(#[from] LayoutError),
+    #[error(transparent)]
+    Gpu(#[from] crate::gpu::GpuError),
 }
 
 /// What each collective's file provides.
@@ -89,6 +92,19 @@ pub trait Collective: Sync {
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError>;
     /// Run the collective once.
     fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError>;
+    /// Run once on GPU buffers with `--gpu-staging`. By default the whole buffers are staged
+    /// through host memory around the host algorithm; collectives that reduce on the GPU override it.
+    fn run_gpu(
+        &self,
+        t: &mut dyn Transport,
+        ctx: &Ctx,
+        st: &mut staged::Staged,
+        bufs: staged::DevBufs,
+    ) -> Result<(), CollError> {
+        staged::whole(self.as_dyn(), t, ctx, st, bufs)
+    }
+    /// `self` as a trait object (for the default [`Collective::run_gpu`]).
+    fn as_dyn(&self) -> &dyn Collective;
     /// Run the MPI library's own collective on the same buffers (out of place), for `--baseline mpi`.
     fn run_mpi(
         &self,

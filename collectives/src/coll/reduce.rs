@@ -89,6 +89,9 @@ impl Collective for Reduce {
         }
         Ok(())
     }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
+    }
     fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,

@@ -3,7 +3,9 @@
 
 use ranks::Transport;
 
+use super::staged::{self, DevBufs, Staged};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct ReduceScatter;
@@ -56,6 +58,28 @@ impl Collective for ReduceScatter {
             }
         }
         Ok(())
+    }
+    /// The ring on device memory: reductions on the GPU, transfers staged through host memory.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+        let block = ctx.counts.param * ctx.elt();
+        let mine = ctx.rank * block..(ctx.rank + 1) * block;
+        let bounds = |c: usize| c * block..(c + 1) * block;
+        match bufs {
+            DevBufs::OutOfPlace { send, recv } => {
+                let work = st.work(ctx.counts.send * ctx.elt())?;
+                staged::ring_reduce_scatter(t, ctx, st, Some(send), work, &bounds)?;
+                st.gpu.finalize(ctx.dtype, ctx.op, work, mine.clone(), ctx.nranks)?;
+                staged::copy_via_host(st, At::new(recv, 0), At::new(work, mine.start), block)?;
+            }
+            DevBufs::InPlace { buf } => {
+                staged::ring_reduce_scatter(t, ctx, st, None, buf, &bounds)?;
+                st.gpu.finalize(ctx.dtype, ctx.op, buf, mine, ctx.nranks)?;
+            }
+        }
+        Ok(())
+    }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
     }
     fn run_mpi(
         &self,

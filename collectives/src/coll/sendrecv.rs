@@ -56,6 +56,9 @@ impl Collective for SendRecv {
         }
         Ok(())
     }
+    fn as_dyn(&self) -> &dyn Collective {
+        self
+    }
     fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,

@@ -314,3 +314,134 @@ pub fn bw_one_sided(
         msg_rate_mpps: mpps(iters as f64, secs),
     }))
 }
+
+/// With one operation in flight at a time, the gaps between completion times (seconds since the
+/// first post) are the operations' round trips, in microseconds.
+pub fn gaps_us(completions: &[f64]) -> Vec<f64> {
+    let mut prev = 0.0;
+    completions
+        .iter()
+        .map(|&c| {
+            let d = (c - prev) * 1e6;
+            prev = c;
+            d
+        })
+        .collect()
+}
+
+/// One-sided latency. `write`: ping-pong of RDMA writes (ib_write_lat; half the round trip).
+/// `read`: the lower rank reads from the higher one's window, one read at a time, and each
+/// sample is one read's round trip (ib_read_lat). The lower rank returns the statistics.
+pub fn latency_one_sided(
+    t: &mut dyn Transport,
+    peer: usize,
+    spec: &MeasureSpec,
+    op: OneSidedOp,
+) -> Result<Option<(u64, LatencyStats)>, TransportError> {
+    let Amount::Iterations(iters) = spec.amount else {
+        return Err(TransportError::Setup(
+            "-D (duration) is for bandwidth tests; use -n with --test lat".into(),
+        ));
+    };
+    let leader = t.rank() < peer;
+    let deadline = || Instant::now() + spec.op_timeout;
+    let samples: Vec<f64> = match op {
+        OneSidedOp::Write => {
+            if spec.warmup > 0 {
+                t.one_sided(
+                    peer,
+                    spec.bytes,
+                    OneSidedRole::PingPong {
+                        count: spec.warmup,
+                        leader,
+                    },
+                    deadline(),
+                )?;
+            }
+            let r = t.one_sided(
+                peer,
+                spec.bytes,
+                OneSidedRole::PingPong { count: iters, leader },
+                deadline(),
+            )?;
+            r.round_trips.iter().map(|s| s * 1e6 / 2.0).collect()
+        }
+        OneSidedOp::Read => {
+            let mut last = Vec::new();
+            for count in [spec.warmup, iters] {
+                if count == 0 {
+                    continue;
+                }
+                let role = if leader {
+                    OneSidedRole::Initiator { op, count, window: 1 }
+                } else {
+                    OneSidedRole::Target
+                };
+                last = t.one_sided(peer, spec.bytes, role, deadline())?.completions;
+            }
+            gaps_us(&last)
+        }
+    };
+    if !leader {
+        return Ok(None);
+    }
+    Ok(LatencyStats::from_samples(&samples).map(|s| (iters, s)))
+}
+
+/// One-sided bandwidth both ways at once (`-b` with write or read): each side exposes a window
+/// and posts into the other's. As for send, the lower rank's result counts both directions, over
+/// the slower side's time.
+pub fn bw_one_sided_bidir(
+    t: &mut dyn Transport,
+    peer: usize,
+    spec: &MeasureSpec,
+    op: OneSidedOp,
+) -> Result<Option<BwResult>, TransportError> {
+    let Amount::Iterations(iters) = spec.amount else {
+        return Err(TransportError::Setup(
+            "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
+        ));
+    };
+    let deadline = || Instant::now() + spec.op_timeout;
+    let both = |count| OneSidedRole::Both {
+        op,
+        count,
+        window: spec.window,
+    };
+    if spec.warmup > 0 {
+        t.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
+    }
+    let r = t.one_sided(peer, spec.bytes, both(iters), deadline())?;
+    let mine = r.completions.last().copied().unwrap_or(0.0);
+    let mut theirs = [0u8; 8];
+    crate::swap(t, peer, &mine.to_le_bytes(), &mut theirs, deadline())?;
+    if t.rank() > peer {
+        return Ok(None);
+    }
+    let secs = mine.max(f64::from_le_bytes(theirs));
+    let avg = gbps(2.0 * spec.bytes as f64 * iters as f64, secs);
+    Ok(Some(BwResult {
+        bytes: spec.bytes as u64,
+        iterations: iters,
+        peak_gbps: avg,
+        avg_gbps: avg,
+        msg_rate_mpps: mpps(2.0 * iters as f64, secs),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn read_latency_is_the_gap_between_completions() {
+        // Reads completing at 2.5, 4.0 and 7.0 us after the first post took 2.5, 1.5 and 3.0 us.
+        let g = gaps_us(&[2.5e-6, 4.0e-6, 7.0e-6]);
+        let want = [2.5, 1.5, 3.0];
+        assert_eq!(g.len(), 3);
+        for (a, b) in g.iter().zip(want) {
+            assert!((a - b).abs() < 1e-9, "{g:?}");
+        }
+        assert!(gaps_us(&[]).is_empty());
+    }
+}

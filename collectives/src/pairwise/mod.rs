@@ -164,10 +164,26 @@ fn measure_pair(
         iterations,
         retest,
     };
+    let one_sided = match cfg.op {
+        OpName::Write => Some(ranks::OneSidedOp::Write),
+        OpName::Read => Some(ranks::OneSidedOp::Read),
+        OpName::Send => None,
+    };
     match cfg.test {
         TestKind::Lat => {
-            if let Some((iters, l)) = measure::latency(t, peer, &spec)? {
+            let l = match one_sided {
+                Some(op) => measure::latency_one_sided(t, peer, &spec, op)?,
+                None => measure::latency(t, peer, &spec)?,
+            };
+            if let Some((iters, l)) = l {
                 out.push(rec(lo, hi, None, Some(l), iters));
+            }
+        }
+        TestKind::Bw if cfg.bidirectional && one_sided.is_some() => {
+            if let Some(op) = one_sided {
+                if let Some(r) = measure::bw_one_sided_bidir(t, peer, &spec, op)? {
+                    out.push(rec(lo, hi, Some(r), None, r.iterations));
+                }
             }
         }
         TestKind::Bw if cfg.bidirectional => {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{matrix, score_to_value, unit};
-use crate::pairwise::{PairwiseOutcome, Selection, TestKind};
+use crate::pairwise::{OpName, PairwiseOutcome, Selection, TestKind};
 use crate::stats::median;
 
 const RULE: &str = "---------------------------------------------------------------------------------------";
@@ -47,7 +47,9 @@ pub fn render(o: &PairwiseOutcome) -> String {
         Selection::IntraNode => "intra-node".into(),
     };
     w(&mut s, "Pairs", sel, "Rounds", o.rounds.to_string());
-    let dir = if c.test == TestKind::Lat {
+    let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
+        "one read in flight"
+    } else if c.test == TestKind::Lat {
         "ping-pong"
     } else if c.bidirectional {
         "bidirectional"
@@ -103,6 +105,7 @@ pub fn render(o: &PairwiseOutcome) -> String {
     let what = match c.test {
         TestKind::Bw if c.bidirectional => "Bidirectional bandwidth [Gb/sec] (both directions summed)",
         TestKind::Bw => "Average bandwidth [Gb/sec], row = source, column = destination",
+        TestKind::Lat if c.op == OpName::Read => "Typical latency [usec] (one RDMA read's round trip)",
         TestKind::Lat => "Typical latency [usec] (half round trip)",
     };
     let _ = writeln!(s, "# {what}, at {} bytes", c.matrix_size());

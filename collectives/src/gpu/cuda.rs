@@ -1,0 +1,545 @@
+//! Real GPU memory through `cudarc` (CUDA driver API, loaded at run time). Every CUDA failure
+//! becomes a [`GpuError::Call`] naming the GPU, the driver call and, where one is known, the fix.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUdevice_attribute, CUresult};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig};
+use cudarc::driver::{PinnedHostSlice, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+
+use super::kernels;
+use super::{pick_ordinal, At, BufId, Gpu, GpuError, GpuInfo, Staging};
+use crate::dtype::{DataType, RedOp};
+
+/// Advice for driver errors a user can act on.
+pub fn hint(e: &DriverError) -> &'static str {
+    match e.0 {
+        CUresult::CUDA_ERROR_NO_DEVICE => "; the driver sees no GPU: check nvidia-smi and CUDA_VISIBLE_DEVICES",
+        CUresult::CUDA_ERROR_INVALID_DEVICE => "; no such GPU: check --gpu-ids against nvidia-smi -L",
+        CUresult::CUDA_ERROR_UNSUPPORTED_PTX_VERSION => {
+            "; the driver cannot JIT PTX ISA 8.0 (CUDA 12.0): update the NVIDIA driver to 525 or newer"
+        }
+        CUresult::CUDA_ERROR_OUT_OF_MEMORY => "; GPU memory is full: use a smaller -e, or fewer ranks per GPU",
+        CUresult::CUDA_ERROR_NOT_INITIALIZED | CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            "; the kernel module and libcuda differ in version: reload the nvidia module or reboot"
+        }
+        CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE => {
+            "; the GPU is in exclusive-process mode and taken: nvidia-smi -c DEFAULT, or one rank per GPU"
+        }
+        _ => "",
+    }
+}
+
+pub struct CudaGpu {
+    info: GpuInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    module: Arc<CudaModule>,
+    funcs: HashMap<String, CudaFunction>,
+    /// Live buffers and their device addresses.
+    bufs: Vec<Option<(CudaSlice<u8>, u64)>>,
+}
+
+impl CudaGpu {
+    /// Load the driver, pick and open this rank's GPU, load the reduction kernels.
+    pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<CudaGpu, GpuError> {
+        // SAFETY: only tries to dlopen libcuda by its usual names; no CUDA call is made. cudarc
+        // panics on the first call when the library is missing, so this gate comes first.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(GpuError::NoDriver { host: host.to_string() });
+        }
+        let early = |call: &'static str, e: DriverError| GpuError::Call {
+            ordinal: 0,
+            name: format!("(any GPU on {host})"),
+            call,
+            error: e.to_string(),
+            hint: hint(&e).to_string(),
+        };
+        cudarc::driver::result::init().map_err(|e| early("cuInit", e))?;
+        let count = CudaContext::device_count().map_err(|e| early("cuDeviceGetCount", e))?;
+        let ordinal = pick_ordinal(ids, local_rank, count.max(0) as usize, host)?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| GpuError::Call {
+            ordinal,
+            name: "?".into(),
+            call: "cuDevicePrimaryCtxRetain",
+            error: e.to_string(),
+            hint: hint(&e).to_string(),
+        })?;
+        let mut info = GpuInfo {
+            ordinal,
+            name: String::new(),
+            pci_bus_id: String::new(),
+            stand_in: false,
+        };
+        let fail = |info: &GpuInfo, call: &'static str, e: DriverError| GpuError::Call {
+            ordinal: info.ordinal,
+            name: info.name.clone(),
+            call,
+            error: e.to_string(),
+            hint: hint(&e).to_string(),
+        };
+        info.name = ctx.name().map_err(|e| fail(&info, "cuDeviceGetName", e))?;
+        let attr = |a| ctx.attribute(a);
+        let (dom, bus, dev) = (
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID),
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID),
+            attr(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID),
+        );
+        let (dom, bus, dev) = match (dom, bus, dev) {
+            (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+            (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
+                return Err(fail(&info, "cuDeviceGetAttribute(PCI)", e))
+            }
+        };
+        info.pci_bus_id = format!("{dom:04x}:{bus:02x}:{dev:02x}.0");
+        let stream = ctx.new_stream().map_err(|e| fail(&info, "cuStreamCreate", e))?;
+        let module = ctx
+            .load_module(Ptx::from_src(kernels::PTX))
+            .map_err(|e| fail(&info, "cuModuleLoadData (reduction kernels)", e))?;
+        Ok(CudaGpu {
+            info,
+            ctx,
+            stream,
+            module,
+            funcs: HashMap::new(),
+            bufs: Vec::new(),
+        })
+    }
+
+    fn fail(&self, call: &'static str, e: DriverError) -> GpuError {
+        GpuError::Call {
+            ordinal: self.info.ordinal,
+            name: self.info.name.clone(),
+            call,
+            error: e.to_string(),
+            hint: hint(&e).to_string(),
+        }
+    }
+
+    /// The device address of `at`, after checking that `len` bytes from it are inside the buffer.
+    fn addr(&self, at: At, len: usize, what: &'static str) -> Result<u64, GpuError> {
+        let b = self.bufs.get(at.buf).and_then(|b| b.as_ref());
+        let r = at.off..at.off.saturating_add(len);
+        match b {
+            Some((s, base)) if r.end <= s.len() => Ok(base + at.off as u64),
+            _ => Err(GpuError::OutOfBounds {
+                buf: at.buf,
+                what,
+                range: r,
+                len: b.map_or(0, |(s, _)| s.len()),
+            }),
+        }
+    }
+
+    fn func(&mut self, name: &str) -> Result<CudaFunction, GpuError> {
+        if let Some(f) = self.funcs.get(name) {
+            return Ok(f.clone());
+        }
+        let f = self
+            .module
+            .load_function(name)
+            .map_err(|e| self.fail("cuModuleGetFunction", e))?;
+        self.funcs.insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    fn sync(&self, after: &'static str) -> Result<(), GpuError> {
+        self.stream.synchronize().map_err(|e| self.fail(after, e))
+    }
+
+    /// The device address and length of a buffer, for registering it with an RDMA NIC.
+    pub fn device_range(&self, buf: BufId) -> Option<(u64, usize)> {
+        self.bufs.get(buf)?.as_ref().map(|(s, a)| (*a, s.len()))
+    }
+
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+}
+
+/// Pinned host memory from `cuMemHostAlloc`.
+struct Pinned {
+    mem: PinnedHostSlice<u8>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Staging for Pinned {
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` is the start of the `len`-byte pinned allocation owned by `self.mem`, which
+        // lives as long as `self`; every copy into or out of it is synchronised before returning.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let _ = &self.mem;
+        // SAFETY: as in `bytes`, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Gpu for CudaGpu {
+    fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, len: usize) -> Result<BufId, GpuError> {
+        let s = self
+            .stream
+            .alloc_zeros::<u8>(len.max(1))
+            .map_err(|e| self.fail("cuMemAlloc", e))?;
+        let addr = {
+            let (p, _sync) = cudarc::driver::DevicePtr::device_ptr(&s, &self.stream);
+            p
+        };
+        self.sync("cuMemsetD8")?;
+        self.bufs.push(Some((s, addr)));
+        Ok(self.bufs.len() - 1)
+    }
+
+    fn free(&mut self, buf: BufId) {
+        if let Some(b) = self.bufs.get_mut(buf) {
+            *b = None;
+        }
+    }
+
+    fn host_staging(&mut self, len: usize) -> Result<Box<dyn Staging>, GpuError> {
+        // SAFETY: the pinned allocation is uninitialised bytes, which u8 permits; it is zeroed below
+        // before any read.
+        let mut mem = unsafe { self.ctx.alloc_pinned::<u8>(len.max(1)) }.map_err(|e| self.fail("cuMemHostAlloc", e))?;
+        let ptr = mem.as_mut_ptr().map_err(|e| self.fail("cuMemHostAlloc", e))?;
+        let mut p = Pinned { mem, ptr, len };
+        p.bytes_mut().fill(0);
+        Ok(Box::new(p))
+    }
+
+    fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError> {
+        self.addr(dst, src.len(), "upload past the end")?;
+        if let Some(Some((s, _))) = self.bufs.get_mut(dst.buf) {
+            let mut view = s.slice_mut(dst.off..dst.off + src.len());
+            self.stream.memcpy_htod(src, &mut view).map_err(|e| GpuError::Call {
+                ordinal: self.info.ordinal,
+                name: self.info.name.clone(),
+                call: "cuMemcpyHtoDAsync",
+                error: e.to_string(),
+                hint: hint(&e).to_string(),
+            })?;
+        }
+        self.sync("cuMemcpyHtoDAsync")
+    }
+
+    fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError> {
+        self.addr(src, dst.len(), "download past the end")?;
+        if let Some(Some((s, _))) = self.bufs.get(src.buf) {
+            let view = s.slice(src.off..src.off + dst.len());
+            self.stream
+                .memcpy_dtoh(&view, dst)
+                .map_err(|e| self.fail("cuMemcpyDtoHAsync", e))?;
+        }
+        self.sync("cuMemcpyDtoHAsync")
+    }
+
+    fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        let n = (bytes / dt.size()) as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let (d, x, y) = (
+            self.addr(dst, bytes, "reduce result past the end")?,
+            self.addr(a, bytes, "reduce operand past the end")?,
+            self.addr(b, bytes, "reduce operand past the end")?,
+        );
+        let f = self.func(&kernels::reduce_name(dt, op))?;
+        let cfg = LaunchConfig {
+            grid_dim: (kernels::blocks(n as usize), 1, 1),
+            block_dim: (kernels::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.stream.launch_builder(&f);
+        l.arg(&d).arg(&x).arg(&y).arg(&n);
+        // SAFETY: the kernel `meshrun_<op>_<type>(T *dst, const T *a, const T *b, u64 n)` reads n
+        // elements at a and b and writes n at dst (dst may equal a: each element is read before it is
+        // written by the same thread); all three ranges were checked above against live allocations,
+        // and the four arguments match its signature (three device pointers, one u64).
+        unsafe { l.launch(cfg) }.map_err(|e| self.fail("cuLaunchKernel (reduce)", e))?;
+        self.sync("reduction kernel")
+    }
+
+    fn finalize(
+        &mut self,
+        dt: DataType,
+        op: RedOp,
+        buf: BufId,
+        range: Range<usize>,
+        nranks: usize,
+    ) -> Result<(), GpuError> {
+        let n = (range.len() / dt.size()) as u64;
+        if op != RedOp::Avg || n == 0 {
+            return Ok(());
+        }
+        let p = self.addr(At::new(buf, range.start), range.len(), "finalize past the end")?;
+        let f = self.func(&kernels::div_name(dt))?;
+        let cfg = LaunchConfig {
+            grid_dim: (kernels::blocks(n as usize), 1, 1),
+            block_dim: (kernels::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let nr = nranks as u64;
+        let mut l = self.stream.launch_builder(&f);
+        l.arg(&p).arg(&n).arg(&nr);
+        // SAFETY: `meshrun_div_<type>(T *buf, u64 n, u64 nranks)` rewrites n elements at buf, a range
+        // checked above against a live allocation; the arguments match its signature.
+        unsafe { l.launch(cfg) }.map_err(|e| self.fail("cuLaunchKernel (avg divide)", e))?;
+        self.sync("avg divide kernel")
+    }
+}
+
+/// GPU memory for one-sided RDMA windows (`pairwise --use-cuda`): registered with the NIC by
+/// dma-buf when the driver exports one, else by plain `ibv_reg_mr` (nvidia-peermem).
+pub struct GpuWindow {
+    info: GpuInfo,
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// Every buffer ever allocated, kept until the window is dropped: a region registered on an
+    /// older, smaller buffer must never see it freed.
+    bufs: Vec<(CudaSlice<u8>, u64, usize)>,
+    dmabuf: Result<(), String>,
+}
+
+// SAFETY: the window is used by one thread at a time (it moves into the transport); CUDA contexts
+// and streams may be used from any thread once bound, which cudarc does on every call.
+unsafe impl Send for GpuWindow {}
+
+/// Windows are allocated in whole 2 MiB pages, the granularity dma-buf export needs.
+const WINDOW_ALIGN: usize = 2 << 20;
+
+impl GpuWindow {
+    pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<GpuWindow, GpuError> {
+        let g = CudaGpu::open(ids, local_rank, host)?;
+        let supported = g
+            .ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
+            .unwrap_or(0);
+        let dmabuf = if supported == 1 {
+            Ok(())
+        } else {
+            Err(format!(
+                "GPU {} ({}) cannot export dma-bufs (driver older than R515, or the proprietary kernel module \
+                 without dma-buf support)",
+                g.info.ordinal, g.info.name
+            ))
+        };
+        Ok(GpuWindow {
+            info: g.info.clone(),
+            ctx: g.ctx.clone(),
+            stream: g.stream.clone(),
+            bufs: Vec::new(),
+            dmabuf,
+        })
+    }
+
+    pub fn info(&self) -> &GpuInfo {
+        &self.info
+    }
+
+    /// The newest buffer, grown to hold `len` bytes.
+    fn buffer(&mut self, len: usize) -> Result<(u64, usize), String> {
+        if let Some((_, addr, l)) = self.bufs.last() {
+            if *l >= len {
+                return Ok((*addr, *l));
+            }
+        }
+        let size = len.max(1).div_ceil(WINDOW_ALIGN) * WINDOW_ALIGN;
+        let s = self.stream.alloc_zeros::<u8>(size).map_err(|e| {
+            format!(
+                "GPU {} ({}): cuMemAlloc of {size} bytes failed: {e}{}",
+                self.info.ordinal,
+                self.info.name,
+                hint(&e)
+            )
+        })?;
+        let addr = {
+            let (p, _sync) = cudarc::driver::DevicePtr::device_ptr(&s, &self.stream);
+            p
+        };
+        self.stream
+            .synchronize()
+            .map_err(|e| format!("GPU {}: cuMemsetD8: {e}", self.info.ordinal))?;
+        self.bufs.push((s, addr, size));
+        Ok((addr, size))
+    }
+
+    /// A dma-buf file descriptor for `size` bytes at `addr`.
+    fn export(&self, addr: u64, size: usize) -> Result<std::os::fd::OwnedFd, String> {
+        self.ctx
+            .bind_to_thread()
+            .map_err(|e| format!("GPU {}: cuCtxSetCurrent: {e}", self.info.ordinal))?;
+        let mut fd: i32 = -1;
+        // SAFETY: `fd` is a valid place for the int the call writes; addr..addr+size is a live
+        // allocation of this context, both aligned to 2 MiB; the symbol exists because the device
+        // reported CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (drivers without it may lack the symbol).
+        let r = unsafe {
+            cudarc::driver::sys::cuMemGetHandleForAddressRange(
+                (&mut fd as *mut i32).cast(),
+                addr,
+                size,
+                cudarc::driver::sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                0,
+            )
+        };
+        if r != CUresult::CUDA_SUCCESS || fd < 0 {
+            return Err(format!(
+                "GPU {}: cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: {r:?}",
+                self.info.ordinal
+            ));
+        }
+        // SAFETY: the driver just returned this descriptor to us; nothing else owns it.
+        Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    }
+}
+
+impl ranks::verbs::WindowMemory for GpuWindow {
+    fn register(
+        &mut self,
+        pd: &ranks::verbs::ProtectionDomain,
+        len: usize,
+        access: ranks::verbs::Access,
+    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
+        use std::os::fd::AsRawFd;
+        let window = ranks::verbs::VerbsError::Window;
+        let (addr, size) = self.buffer(len).map_err(window)?;
+        let mut why = Vec::new();
+        match &self.dmabuf {
+            Ok(()) => match self.export(addr, size) {
+                Ok(fd) => {
+                    // SAFETY: `fd` is a dma-buf of `size` >= len bytes; its memory is one of
+                    // `self.bufs`, which are kept until this window (which outlives the transport's
+                    // regions) is dropped.
+                    match unsafe { pd.register_dmabuf(fd.as_raw_fd(), 0, len, addr, access) } {
+                        Ok(r) => return Ok(r),
+                        Err(e) => why.push(e.to_string()),
+                    }
+                }
+                Err(e) => why.push(e),
+            },
+            Err(e) => why.push(e.clone()),
+        }
+        // SAFETY: addr..addr+len lies in one of `self.bufs`, kept as above.
+        match unsafe { pd.register_device_memory(addr, len, access) } {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                why.push(e.to_string());
+                Err(window(format!(
+                    "GPU {} ({}) memory cannot be registered for GPUDirect RDMA: {}",
+                    self.info.ordinal,
+                    self.info.name,
+                    why.join("; then ")
+                )))
+            }
+        }
+    }
+}
+
+/// These run only where a GPU is: `scripts/gpu-check.sh` runs them with `--ignored`.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reduce;
+
+    /// Operands that exercise wrapping (integers) and rounding (16-bit floats), without NaN.
+    fn operands(dt: DataType, n: usize, seed: u64) -> Vec<u8> {
+        let mut v = vec![0u8; n * dt.size()];
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        match dt {
+            DataType::Half | DataType::Float | DataType::Double | DataType::Bfloat16 => {
+                // Values in [-40, 40) with 1/1024 steps: sums and products round in half and bfloat16.
+                reduce::fill(dt, &mut v, |_| 0).unwrap();
+                crate::with_type!(dt, T => {
+                    let s: &mut [T] = bytemuck::cast_slice_mut(&mut v);
+                    for e in s.iter_mut() {
+                        let f = ((next() % 81920) as f64 - 40960.0) / 1024.0;
+                        *e = <T as FromF64>::from_f64(f);
+                    }
+                });
+            }
+            _ => v.iter_mut().for_each(|b| *b = next() as u8),
+        }
+        v
+    }
+
+    trait FromF64 {
+        fn from_f64(f: f64) -> Self;
+    }
+    macro_rules! from_f64 {
+        ($($t:ty => $e:expr),*) => { $(impl FromF64 for $t { fn from_f64(f: f64) -> Self { ($e)(f) } })* };
+    }
+    from_f64!(
+        i8 => |f: f64| f as i8, u8 => |f: f64| f as u8, i32 => |f: f64| f as i32, u32 => |f: f64| f as u32,
+        i64 => |f: f64| f as i64, u64 => |f: f64| f as u64, f32 => |f: f64| f as f32, f64 => |f: f64| f,
+        half::f16 => half::f16::from_f64, half::bf16 => half::bf16::from_f64
+    );
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU and driver; scripts/gpu-check.sh runs it on a GPU machine"]
+    fn device_kernels_equal_the_cpu_for_every_type_and_op() {
+        let mut g = CudaGpu::open(None, 0, "gpu-check").unwrap_or_else(|e| panic!("{e}"));
+        println!("GPU {}: {} [{}]", g.info.ordinal, g.info.name, g.info.pci_bus_id);
+        // An odd count (not a multiple of the block) and more than one block per thread.
+        let n = 1_234_567;
+        let mut checked = 0;
+        for dt in DataType::ALL {
+            for op in RedOp::ALL {
+                let (a, b) = (operands(dt, n, 1), operands(dt, n, 2));
+                let mut want = vec![0u8; a.len()];
+                reduce::reduce_from(dt, op, &mut want, &a, &b).unwrap();
+                reduce::finalize(dt, op, &mut want, 3).unwrap();
+                let (da, db) = (g.alloc(a.len()).unwrap(), g.alloc(b.len()).unwrap());
+                g.upload(At::new(da, 0), &a).unwrap();
+                g.upload(At::new(db, 0), &b).unwrap();
+                // In place, as the ring does: a = a op b.
+                g.reduce(dt, op, At::new(da, 0), At::new(da, 0), At::new(db, 0), a.len())
+                    .unwrap();
+                g.finalize(dt, op, da, 0..a.len(), 3).unwrap();
+                let mut got = vec![0u8; a.len()];
+                g.download(At::new(da, 0), &mut got).unwrap();
+                let wrong = reduce::count_wrong(dt, &got, &want);
+                assert_eq!(wrong, 0, "{} {}: {wrong} of {n} elements differ", dt.name(), op.name());
+                g.free(da);
+                g.free(db);
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 50);
+        println!("reduction kernels: 10 types x 5 ops x {n} elements equal the CPU bit for bit");
+    }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU and driver; scripts/gpu-check.sh runs it on a GPU machine"]
+    fn device_errors_name_the_gpu_and_the_bounds() {
+        let mut g = CudaGpu::open(None, 0, "gpu-check").unwrap_or_else(|e| panic!("{e}"));
+        let b = g.alloc(64).unwrap();
+        let e = g.upload(At::new(b, 60), &[0u8; 8]).unwrap_err().to_string();
+        assert!(e.contains("upload past the end") && e.contains("60..68"), "{e}");
+        let e = CudaGpu::open(Some(&[999]), 0, "gpu-check").err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains("GPU 999 does not exist")),
+            "{e:?}"
+        );
+        // Pinned staging round trip.
+        let mut s = g.host_staging(1 << 20).unwrap();
+        s.bytes_mut().iter_mut().enumerate().for_each(|(i, x)| *x = i as u8);
+        let d = g.alloc(1 << 20).unwrap();
+        g.upload(At::new(d, 0), s.bytes()).unwrap();
+        let mut back = vec![0u8; 1 << 20];
+        g.download(At::new(d, 0), &mut back).unwrap();
+        assert_eq!(back, s.bytes());
+    }
+}
