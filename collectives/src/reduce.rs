@@ -17,7 +17,11 @@ pub struct LayoutError {
 
 /// What one element type needs for the reductions and the test data.
 pub trait Elem: bytemuck::Pod + PartialEq {
-    fn op(op: RedOp) -> fn(Self, Self) -> Self;
+    fn op_sum(a: Self, b: Self) -> Self;
+    fn op_prod(a: Self, b: Self) -> Self;
+    fn op_min(a: Self, b: Self) -> Self;
+    fn op_max(a: Self, b: Self) -> Self;
+
     /// Divide by the number of ranks (the last step of `avg`).
     fn div_n(self, n: usize) -> Self;
     /// A small integer as this type (exact for the values the tests use).
@@ -27,13 +31,21 @@ pub trait Elem: bytemuck::Pod + PartialEq {
 macro_rules! int_elem {
     ($t:ty) => {
         impl Elem for $t {
-            fn op(op: RedOp) -> fn(Self, Self) -> Self {
-                match op {
-                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| a.wrapping_add(b),
-                    RedOp::Prod => |a: $t, b: $t| a.wrapping_mul(b),
-                    RedOp::Min => |a: $t, b: $t| a.min(b),
-                    RedOp::Max => |a: $t, b: $t| a.max(b),
-                }
+            #[inline(always)]
+            fn op_sum(a: $t, b: $t) -> $t {
+                a.wrapping_add(b)
+            }
+            #[inline(always)]
+            fn op_prod(a: $t, b: $t) -> $t {
+                a.wrapping_mul(b)
+            }
+            #[inline(always)]
+            fn op_min(a: $t, b: $t) -> $t {
+                a.min(b)
+            }
+            #[inline(always)]
+            fn op_max(a: $t, b: $t) -> $t {
+                a.max(b)
             }
             fn div_n(self, n: usize) -> Self {
                 self / (n as $t)
@@ -54,13 +66,21 @@ int_elem!(u64);
 macro_rules! float_elem {
     ($t:ty) => {
         impl Elem for $t {
-            fn op(op: RedOp) -> fn(Self, Self) -> Self {
-                match op {
-                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| a + b,
-                    RedOp::Prod => |a: $t, b: $t| a * b,
-                    RedOp::Min => |a: $t, b: $t| a.min(b),
-                    RedOp::Max => |a: $t, b: $t| a.max(b),
-                }
+            #[inline(always)]
+            fn op_sum(a: $t, b: $t) -> $t {
+                a + b
+            }
+            #[inline(always)]
+            fn op_prod(a: $t, b: $t) -> $t {
+                a * b
+            }
+            #[inline(always)]
+            fn op_min(a: $t, b: $t) -> $t {
+                a.min(b)
+            }
+            #[inline(always)]
+            fn op_max(a: $t, b: $t) -> $t {
+                a.max(b)
             }
             fn div_n(self, n: usize) -> Self {
                 self / (n as $t)
@@ -77,13 +97,21 @@ float_elem!(f64);
 macro_rules! half_elem {
     ($t:ty) => {
         impl Elem for $t {
-            fn op(op: RedOp) -> fn(Self, Self) -> Self {
-                match op {
-                    RedOp::Sum | RedOp::Avg => |a: $t, b: $t| <$t>::from_f32(a.to_f32() + b.to_f32()),
-                    RedOp::Prod => |a: $t, b: $t| <$t>::from_f32(a.to_f32() * b.to_f32()),
-                    RedOp::Min => |a: $t, b: $t| <$t>::from_f32(a.to_f32().min(b.to_f32())),
-                    RedOp::Max => |a: $t, b: $t| <$t>::from_f32(a.to_f32().max(b.to_f32())),
-                }
+            #[inline(always)]
+            fn op_sum(a: $t, b: $t) -> $t {
+                <$t>::from_f32(a.to_f32() + b.to_f32())
+            }
+            #[inline(always)]
+            fn op_prod(a: $t, b: $t) -> $t {
+                <$t>::from_f32(a.to_f32() * b.to_f32())
+            }
+            #[inline(always)]
+            fn op_min(a: $t, b: $t) -> $t {
+                <$t>::from_f32(a.to_f32().min(b.to_f32()))
+            }
+            #[inline(always)]
+            fn op_max(a: $t, b: $t) -> $t {
+                <$t>::from_f32(a.to_f32().max(b.to_f32()))
             }
             fn div_n(self, n: usize) -> Self {
                 <$t>::from_f32(self.to_f32() / n as f32)
@@ -114,11 +142,37 @@ fn typed_mut<T: Elem>(buf: &mut [u8], dt: DataType) -> Result<&mut [T], LayoutEr
     })
 }
 
-fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
-    let f = T::op(op);
+/// Apply `f` element-wise. `F` is a concrete function type (one per type and op), so the loop is
+/// monomorphised with `f` inlined and vectorised; a function pointer here would cost a call per
+/// element.
+#[inline(always)]
+fn zip2<T: Copy, F: Fn(T, T) -> T>(acc: &mut [T], src: &[T], f: F) {
     for (a, b) in acc.iter_mut().zip(src) {
         *a = f(*a, *b);
     }
+}
+
+#[inline(always)]
+fn zip3<T: Copy, F: Fn(T, T) -> T>(dst: &mut [T], a: &[T], b: &[T], f: F) {
+    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
+        *d = f(*x, *y);
+    }
+}
+
+/// Run `$zip` with the operation as a closure the compiler can inline.
+macro_rules! by_op {
+    ($T:ty, $op:expr, $zip:ident($($arg:expr),*)) => {
+        match $op {
+            RedOp::Sum | RedOp::Avg => $zip($($arg),*, |x: $T, y: $T| <$T as Elem>::op_sum(x, y)),
+            RedOp::Prod => $zip($($arg),*, |x: $T, y: $T| <$T as Elem>::op_prod(x, y)),
+            RedOp::Min => $zip($($arg),*, |x: $T, y: $T| <$T as Elem>::op_min(x, y)),
+            RedOp::Max => $zip($($arg),*, |x: $T, y: $T| <$T as Elem>::op_max(x, y)),
+        }
+    };
+}
+
+fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
+    by_op!(T, op, zip2(acc, src))
 }
 
 /// Run `$body` with `$T` bound to the Rust type of `$dt`.
@@ -171,10 +225,7 @@ macro_rules! with_type {
 }
 
 fn reduce3_t<T: Elem>(op: RedOp, dst: &mut [T], a: &[T], b: &[T]) {
-    let f = T::op(op);
-    for ((d, x), y) in dst.iter_mut().zip(a).zip(b) {
-        *d = f(*x, *y);
-    }
+    by_op!(T, op, zip3(dst, a, b))
 }
 
 /// `dst[i] = a[i] op b[i]`: a reduction that also moves the data, so out-of-place collectives
