@@ -19,6 +19,8 @@ use crate::World;
 
 /// Bytes per staging slot (and so per fragment on the wire).
 pub const SLOT: usize = 256 * 1024;
+/// Inline data asked for at queue-pair creation: perftest's default for its latency tests.
+pub const MAX_INLINE: u32 = 220;
 /// Staging memory per rank for all its peers together, which sets the slots per peer (2 to 16).
 const STAGING_BUDGET: usize = 128 << 20;
 
@@ -91,6 +93,8 @@ pub struct VerbsMesh {
     slots: usize,
     choice: Choice,
     mtu: u32,
+    /// Inline bytes per work request (as perftest's latency tests: small messages skip a DMA read).
+    max_inline: u32,
     /// Where one-sided windows live when not in host memory (`--use-cuda`).
     window_mem: Option<Box<dyn WindowMemory>>,
 }
@@ -585,7 +589,7 @@ impl VerbsMesh {
                 "GID index".into(),
                 if ethernet { c.gid.index.to_string() } else { "-".into() },
             ),
-            ("Max inline data".into(), "0[B]".into()),
+            ("Max inline data".into(), format!("{}[B]", self.max_inline)),
             (
                 "Staging".into(),
                 format!(
@@ -863,7 +867,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
         // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
         // peer may touch is limited by each memory region's own access.
         let qp = pd
-            .create_rc_qp(&cq, &cq, depth)
+            .create_rc_qp(&cq, &cq, depth, MAX_INLINE)
             .and_then(|q| {
                 q.into_init(
                     choice.port,
@@ -1000,6 +1004,8 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         qps,
         ..
     } = local;
+    // What every queue pair was granted (all are created alike; a device may grant less than asked).
+    let max_inline = qps.iter().flatten().map(|(qp, ..)| qp.max_inline()).min().unwrap_or(0);
     let setup_err = |msg: String| VerbsMeshError::Setup {
         rank,
         host: host.clone(),
@@ -1073,6 +1079,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         slots,
         choice,
         mtu,
+        max_inline,
         window_mem: None,
     })
 }

@@ -45,7 +45,7 @@ fn connected_pair(ctx: &Context, port: u8, gid_index: u8, len: usize) -> (Side, 
     for psn in [0x1000u32, 0x2000] {
         let cq = ctx.create_cq(64).expect("cq");
         let qp = pd
-            .create_rc_qp(&cq, &cq, 32)
+            .create_rc_qp(&cq, &cq, 32, 0)
             .expect("qp")
             .into_init(port, access)
             .expect("init");
