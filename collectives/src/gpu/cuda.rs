@@ -33,6 +33,17 @@ pub fn hint(e: &DriverError) -> &'static str {
     }
 }
 
+/// A failed driver call on the GPU `info` describes.
+fn call_error(info: &GpuInfo, call: &'static str, e: DriverError) -> GpuError {
+    GpuError::Call {
+        ordinal: info.ordinal,
+        name: info.name.clone(),
+        call,
+        error: e.to_string(),
+        hint: hint(&e).to_string(),
+    }
+}
+
 pub struct CudaGpu {
     info: GpuInfo,
     ctx: Arc<CudaContext>,
@@ -61,26 +72,14 @@ impl CudaGpu {
         cudarc::driver::result::init().map_err(|e| early("cuInit", e))?;
         let count = CudaContext::device_count().map_err(|e| early("cuDeviceGetCount", e))?;
         let ordinal = pick_ordinal(ids, local_rank, count.max(0) as usize, host)?;
-        let ctx = CudaContext::new(ordinal).map_err(|e| GpuError::Call {
-            ordinal,
-            name: "?".into(),
-            call: "cuDevicePrimaryCtxRetain",
-            error: e.to_string(),
-            hint: hint(&e).to_string(),
-        })?;
         let mut info = GpuInfo {
             ordinal,
-            name: String::new(),
+            name: "?".into(),
             pci_bus_id: String::new(),
             stand_in: false,
         };
-        let fail = |info: &GpuInfo, call: &'static str, e: DriverError| GpuError::Call {
-            ordinal: info.ordinal,
-            name: info.name.clone(),
-            call,
-            error: e.to_string(),
-            hint: hint(&e).to_string(),
-        };
+        let ctx = CudaContext::new(ordinal).map_err(|e| call_error(&info, "cuDevicePrimaryCtxRetain", e))?;
+        let fail = call_error;
         info.name = ctx.name().map_err(|e| fail(&info, "cuDeviceGetName", e))?;
         let attr = |a| ctx.attribute(a);
         let (dom, bus, dev) = (
@@ -110,13 +109,7 @@ impl CudaGpu {
     }
 
     fn fail(&self, call: &'static str, e: DriverError) -> GpuError {
-        GpuError::Call {
-            ordinal: self.info.ordinal,
-            name: self.info.name.clone(),
-            call,
-            error: e.to_string(),
-            hint: hint(&e).to_string(),
-        }
+        call_error(&self.info, call, e)
     }
 
     /// The device address of `at`, after checking that `len` bytes from it are inside the buffer.
@@ -219,13 +212,9 @@ impl Gpu for CudaGpu {
         self.addr(dst, src.len(), "upload past the end")?;
         if let Some(Some((s, _))) = self.bufs.get_mut(dst.buf) {
             let mut view = s.slice_mut(dst.off..dst.off + src.len());
-            self.stream.memcpy_htod(src, &mut view).map_err(|e| GpuError::Call {
-                ordinal: self.info.ordinal,
-                name: self.info.name.clone(),
-                call: "cuMemcpyHtoDAsync",
-                error: e.to_string(),
-                hint: hint(&e).to_string(),
-            })?;
+            self.stream
+                .memcpy_htod(src, &mut view)
+                .map_err(|e| call_error(&self.info, "cuMemcpyHtoDAsync", e))?;
         }
         self.sync("cuMemcpyHtoDAsync")
     }
