@@ -103,7 +103,7 @@ fn use_cuda(
     if op == OpName::Send {
         return Err(
             "--use-cuda tests GPU memory with one-sided RDMA: use --op write or --op read (send goes \
-                    through host staging slots)"
+                    through host inbox slots)"
                 .into(),
         );
     }

@@ -1,9 +1,11 @@
 //! The mesh over RDMA verbs: one RC queue pair per peer, all completions on one polled CQ, and the
-//! two-sided operations of [`Transport`] carried as SEND-with-immediate through registered staging
-//! slots. Flow control by credits: a receiver RDMA-writes the count of receives it has consumed
-//! (and posted again) into the sender's memory, so a sender never overruns posted receives and no
-//! credit update consumes a receive. The immediate carries the message length, so mismatched sends
-//! and receives are caught as they are on TCP.
+//! two-sided operations of [`Transport`] carried as RDMA WRITE-with-immediate into a ring of slots
+//! the receiver advertised (its "inbox"), as NCCL's IB transport does: fragment k of the stream to
+//! a peer lands in inbox slot k mod slots, and its immediate (the message length) raises a
+//! completion on the receiver, which copies the slot out in order. Flow control by credits: the
+//! receiver RDMA-writes the count of fragments it has consumed into a word at the end of the
+//! sender's inbox, so a sender never overwrites a slot that is still unread and no credit update
+//! consumes a receive. The immediate lets mismatched sends and receives be caught as on TCP.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -61,12 +63,16 @@ fn decode(wr: u64) -> (usize, u64, usize) {
 struct Peer {
     qp: QueuePair<Rts>,
     send_mr: MemoryRegion,
-    recv_mr: MemoryRegion,
-    /// Where the peer writes how many of our fragments it has consumed.
-    credit_mr: MemoryRegion,
+    /// Where the peer writes our incoming fragments (`slots` slots), then the word where it writes
+    /// how many of our fragments it has consumed.
+    inbox: MemoryRegion,
     /// Source of our own consumed count, written into the peer's credit word.
     credit_src: MemoryRegion,
+    /// The peer's inbox (address, rkey); its credit word sits after its slots.
+    remote_inbox: (u64, u32),
     remote_credit: (u64, u32),
+    /// Fragments that have arrived from the peer so far (fragment k is in slot k mod slots).
+    arrivals: u64,
     free_send: Vec<usize>,
     sent: u64,
     consumed: u64,
@@ -166,13 +172,9 @@ impl VerbsMesh {
 
     /// A completion of the two-sided machinery seen outside `exchange`: a message that arrived
     /// early, or a credit write done. (Sends complete inside the exchange that posted them.)
-    fn background_completion(&mut self, p: usize, kind: u64, slot: usize, c: Completion) -> Result<(), TransportError> {
+    fn background_completion(&mut self, p: usize, kind: u64, c: Completion) -> Result<(), TransportError> {
         match kind {
-            KIND_RECV => {
-                if let Some(peer) = self.peers[p].as_mut() {
-                    peer.arrived.push_back((slot, c.byte_len, c.imm.unwrap_or(u32::MAX)));
-                }
-            }
+            KIND_RECV => self.arrival(p, &c),
             KIND_CREDIT => {
                 let dirty = self.peers[p].as_mut().map(|peer| {
                     peer.credit_outstanding = false;
@@ -185,6 +187,17 @@ impl VerbsMesh {
             _ => {}
         }
         Ok(())
+    }
+
+    /// A fragment landed in our inbox (its WRITE-with-immediate consumed a posted receive): note
+    /// which slot holds it and the message length its immediate carries.
+    fn arrival(&mut self, p: usize, c: &Completion) {
+        let slots = self.slots as u64;
+        if let Some(peer) = self.peers[p].as_mut() {
+            let slot = (peer.arrivals % slots) as usize;
+            peer.arrivals += 1;
+            peer.arrived.push_back((slot, c.byte_len, c.imm.unwrap_or(u32::MAX)));
+        }
     }
 
     fn post_credit(&mut self, p: usize) -> Result<(), TransportError> {
@@ -414,25 +427,37 @@ impl VerbsMesh {
                     .map_err(|e| self.verbs_err(e))?;
                 posted += 1;
             }
-            comps.clear();
-            self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-            if comps.is_empty() && last_progress.elapsed() >= idle_limit {
+            let (mine, any) = self.reap(&mut comps)?;
+            if !any && last_progress.elapsed() >= idle_limit {
                 return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
             }
-            if !comps.is_empty() {
+            if any {
                 last_progress = Instant::now();
             }
-            for c in comps.drain(..) {
-                let (p, kind, slot) = decode(c.wr_id);
-                if kind == KIND_ONESIDED {
-                    done += 1;
-                    completions.push(t0.elapsed().as_secs_f64());
-                } else {
-                    self.background_completion(p, kind, slot, c)?;
-                }
-            }
+            let at = t0.elapsed().as_secs_f64();
+            done += mine;
+            completions.extend(std::iter::repeat_n(at, mine as usize));
         }
         Ok(completions)
+    }
+
+    /// Poll the completion queue once: completions of the mesh's own traffic (sends, receives,
+    /// credits) go to their handlers; returns how many one-sided completions arrived, and whether
+    /// any completion did.
+    fn reap(&mut self, comps: &mut Vec<Completion>) -> Result<(u64, bool), TransportError> {
+        comps.clear();
+        self.cq.poll(32, comps).map_err(|e| self.verbs_err(e))?;
+        let any = !comps.is_empty();
+        let mut mine = 0;
+        for c in comps.drain(..) {
+            let (p, kind, _) = decode(c.wr_id);
+            if kind == KIND_ONESIDED {
+                mine += 1;
+            } else {
+                self.background_completion(p, kind, c)?;
+            }
+        }
+        Ok((mine, any))
     }
 
     fn stalled(&self, peer: usize, since: Instant, what: String) -> TransportError {
@@ -510,16 +535,7 @@ impl VerbsMesh {
         // Reap our last writes' completions before the region goes away.
         let t0 = Instant::now();
         while outstanding > 0 {
-            comps.clear();
-            self.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-            for c in comps.drain(..) {
-                let (p, kind, slot) = decode(c.wr_id);
-                if kind == KIND_ONESIDED {
-                    outstanding -= 1;
-                } else {
-                    self.background_completion(p, kind, slot, c)?;
-                }
-            }
+            outstanding = outstanding.saturating_sub(self.reap(&mut comps)?.0);
             if outstanding > 0 && t0.elapsed() >= step {
                 return Err(self.stalled(peer, t0, "the last ping-pong write's completion".into()));
             }
@@ -549,16 +565,7 @@ impl VerbsMesh {
         while win.read_u8_volatile(at) != v {
             spins += 1;
             if spins.is_multiple_of(64) {
-                comps.clear();
-                self.cq.poll(32, comps).map_err(|e| self.verbs_err(e))?;
-                for c in comps.drain(..) {
-                    let (p, kind, slot) = decode(c.wr_id);
-                    if kind == KIND_ONESIDED {
-                        *outstanding = outstanding.saturating_sub(1);
-                    } else {
-                        self.background_completion(p, kind, slot, c)?;
-                    }
-                }
+                *outstanding = outstanding.saturating_sub(self.reap(comps)?.0);
                 if t0.elapsed() >= limit {
                     return Err(self.stalled(peer, t0, format!("the RDMA write ping-pong (iteration {iteration})")));
                 }
@@ -593,7 +600,7 @@ impl VerbsMesh {
             (
                 "Staging".into(),
                 format!(
-                    "{} slots of {} KiB per peer, credits by RDMA write",
+                    "{} inbox slots of {} KiB per peer, RDMA write with immediate, credits by RDMA write",
                     self.slots,
                     SLOT / 1024
                 ),
@@ -638,7 +645,7 @@ impl VerbsMesh {
             for (p, q) in sends.iter_mut().enumerate() {
                 let Some(peer) = self.peers[p].as_mut() else { continue };
                 while let Some(&i) = q.front() {
-                    let peer_consumed = peer.credit_mr.read_u64_volatile(0);
+                    let peer_consumed = peer.inbox.read_u64_volatile(self.slots * SLOT);
                     if peer.sent >= peer_consumed + self.slots as u64 || peer.free_send.is_empty() {
                         break;
                     }
@@ -649,8 +656,16 @@ impl VerbsMesh {
                     let chunk = &buf[(f * SLOT).min(buf.len())..((f + 1) * SLOT).min(buf.len())];
                     let slot = peer.free_send.pop().expect("checked non-empty");
                     peer.send_mr.as_mut_slice()[slot * SLOT..slot * SLOT + chunk.len()].copy_from_slice(chunk);
+                    // Fragment number `sent` goes to the peer's inbox slot `sent mod slots`, free
+                    // because the credit check above saw the fragment `slots` before it consumed.
+                    let (inbox, rkey) = peer.remote_inbox;
+                    let remote_addr = inbox + (peer.sent % self.slots as u64) * SLOT as u64;
                     let r = peer.qp.post(
-                        SendOp::SendImm(buf.len() as u32),
+                        SendOp::WriteImm {
+                            remote_addr,
+                            rkey,
+                            imm: buf.len() as u32,
+                        },
                         &peer.send_mr,
                         slot * SLOT,
                         chunk.len(),
@@ -692,10 +707,7 @@ impl VerbsMesh {
                             }
                         }
                     }
-                    KIND_RECV => {
-                        let peer = self.peers[p].as_mut().expect("connected peer");
-                        peer.arrived.push_back((slot, c.byte_len, c.imm.unwrap_or(u32::MAX)));
-                    }
+                    KIND_RECV => self.arrival(p, &c),
                     _ => {
                         let dirty = {
                             let peer = self.peers[p].as_mut().expect("connected peer");
@@ -730,16 +742,22 @@ impl VerbsMesh {
                         unreachable!("receive queue holds receives")
                     };
                     let s = &mut st[i];
-                    let len = len as usize;
+                    // This fragment's length follows from the message's: whole slots, then the rest.
+                    let expect = (want - s.progress).min(SLOT);
+                    if len as usize != expect {
+                        return Err(TransportError::Setup(format!(
+                            "rank {}: a {len}-byte fragment from rank {p} where {expect} bytes were due",
+                            self.rank
+                        )));
+                    }
+                    let len = expect;
                     buf[s.progress..s.progress + len]
-                        .copy_from_slice(&peer.recv_mr.as_slice()[slot * SLOT..slot * SLOT + len]);
+                        .copy_from_slice(&peer.inbox.as_slice()[slot * SLOT..slot * SLOT + len]);
                     s.progress += len;
                     s.frags_claimed += 1;
                     peer.arrived.pop_front();
-                    if let Err(e) = peer
-                        .qp
-                        .post_recv(&peer.recv_mr, slot * SLOT, SLOT, wr_id(p, KIND_RECV, slot))
-                    {
+                    // A receive with no buffer: it only absorbs the next WRITE-with-immediate.
+                    if let Err(e) = peer.qp.post_recv_no_buffer(wr_id(p, KIND_RECV, 0)) {
                         return Err(self.verbs_err(e));
                     }
                     peer.consumed += 1;
@@ -801,14 +819,8 @@ impl VerbsMesh {
     }
 }
 
-/// A peer's queue pair (in INIT, receives posted) and regions: send, receive, credit word, credit source.
-type PendingPeer = (
-    QueuePair<crate::verbs::Init>,
-    MemoryRegion,
-    MemoryRegion,
-    MemoryRegion,
-    MemoryRegion,
-);
+/// A peer's queue pair (in INIT, receives posted) and regions: send slots, inbox, credit source.
+type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion);
 
 /// What one rank set up locally, before connecting.
 struct Local {
@@ -882,18 +894,10 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
         let send_mr = pd
             .register(slots * SLOT, Access::default())
             .map_err(|e| e.to_string())?;
-        let recv_mr = pd
+        // The inbox: slots the peer writes fragments into, then its credit word (8 bytes).
+        let inbox = pd
             .register(
-                slots * SLOT,
-                Access {
-                    local_write: true,
-                    ..Access::default()
-                },
-            )
-            .map_err(|e| e.to_string())?;
-        let credit_mr = pd
-            .register(
-                8,
+                slots * SLOT + 8,
                 Access {
                     remote_write: true,
                     ..Access::default()
@@ -901,8 +905,8 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             )
             .map_err(|e| e.to_string())?;
         let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
-        for s in 0..slots {
-            qp.post_recv(&recv_mr, s * SLOT, SLOT, wr_id(p, KIND_RECV, s))
+        for _ in 0..slots {
+            qp.post_recv_no_buffer(wr_id(p, KIND_RECV, 0))
                 .map_err(|e| e.to_string())?;
         }
         let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
@@ -912,10 +916,10 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             lid: info.lid,
             gid,
             mtu: info.mtu_enum,
-            addr: credit_mr.addr(),
-            rkey: credit_mr.rkey(),
+            addr: inbox.addr(),
+            rkey: inbox.rkey(),
         });
-        qps.push(Some((qp, send_mr, recv_mr, credit_mr, credit_src)));
+        qps.push(Some((qp, send_mr, inbox, credit_src)));
     }
     Ok(Local {
         ctx,
@@ -1015,7 +1019,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     let mut peers = Vec::with_capacity(n);
     let mut first_err = None;
     for (p, q) in qps.into_iter().enumerate() {
-        let Some((qp, send_mr, recv_mr, credit_mr, credit_src)) = q else {
+        let Some((qp, send_mr, inbox, credit_src)) = q else {
             peers.push(None);
             continue;
         };
@@ -1035,10 +1039,11 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
             Ok(qp) => peers.push(Some(Peer {
                 qp,
                 send_mr,
-                recv_mr,
-                credit_mr,
+                inbox,
                 credit_src,
-                remote_credit: (remote.addr, remote.rkey),
+                remote_inbox: (remote.addr, remote.rkey),
+                remote_credit: (remote.addr + (slots * SLOT) as u64, remote.rkey),
+                arrivals: 0,
                 free_send: (0..slots).rev().collect(),
                 sent: 0,
                 consumed: 0,
