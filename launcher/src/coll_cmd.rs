@@ -244,7 +244,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
                 let _ = o.flush();
             }
         };
-        let rows = harness::run(
+        let sweep = harness::run(
             world,
             t,
             coll,
@@ -254,25 +254,25 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             print_row,
         )
         .map_err(coll_failure)?;
+        let rows = sweep.rows;
         if root {
             let _ = out.write_all(report::footer(&rows).as_bytes());
         }
         let mut baseline_rows = None;
-        if cfg.baseline == Some(Baseline::Mpi) {
+        if let Some((b, notes)) = sweep.baseline {
             if root {
                 let lib = mpi::environment::library_version().unwrap_or_default();
                 let lib = lib.replace('\0', "");
                 let lib = lib.lines().next().unwrap_or("unknown MPI").trim().to_string();
                 let _ = writeln!(
                     out,
-                    "# Baseline: the MPI library's own {} ({lib}) in the same harness, out-of-place only",
+                    "# Baseline: the MPI library's own {} ({lib}) in the same harness, out-of-place only, each size run right after meshrun's",
                     coll.name()
                 );
                 let _ = out.write_all(report::table_header().as_bytes());
-                let _ = out.flush();
-            }
-            let (b, notes) = harness::run_baseline(world, t, coll, &cfg, print_row).map_err(coll_failure)?;
-            if root {
+                for r in &b {
+                    let _ = out.write_all(report::row_line(r).as_bytes());
+                }
                 for n in notes {
                     let _ = writeln!(out, "# {n}");
                 }

@@ -368,8 +368,19 @@ fn load(st: &mut Staged, dev: DevBufs, send: &HostBuffer, recv: &HostBuffer) -> 
     Ok(())
 }
 
-/// Run every size, type and operation of `cfg`; `row` gets each row as it completes (on rank 0).
-/// Returns the rows (on every rank) and, with a baseline, the baseline's rows.
+/// What one sweep produced.
+#[derive(Debug, Clone, Default)]
+pub struct Sweep {
+    /// meshrun's rows.
+    pub rows: Vec<Row>,
+    /// With `--baseline mpi`: the MPI library's rows, and notes on cases it cannot run.
+    pub baseline: Option<(Vec<Row>, Vec<String>)>,
+}
+
+/// Run every size, type and operation of `cfg`; `row` gets each of meshrun's rows as it completes
+/// (on rank 0). With a baseline, each case runs through the MPI library right after meshrun's run
+/// of it (out of place only), so both see the machine in the same state: on a shared machine
+/// whose speed drifts, two sweeps run one after the other compare different moments.
 pub fn run(
     world: &World,
     t: &mut dyn Transport,
@@ -378,14 +389,23 @@ pub fn run(
     fault: Option<Fault>,
     mut gpu: Option<&mut dyn Gpu>,
     mut row: impl FnMut(&Row),
-) -> Result<Vec<Row>, CollError> {
+) -> Result<Sweep, CollError> {
     let run = Run {
         world,
         coll,
         cfg,
         fault,
     };
-    let mut rows = Vec::new();
+    let baseline_run = Run {
+        world,
+        coll,
+        cfg,
+        fault: None,
+    };
+    let mut sweep = Sweep {
+        baseline: cfg.baseline.map(|_| (Vec::new(), Vec::new())),
+        ..Sweep::default()
+    };
     for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
         let (out, inp) = match gpu.as_deref_mut() {
             Some(g) => (
@@ -399,42 +419,20 @@ pub fn run(
         };
         let r = make_row(coll, cfg, dtype, op, size, &ctx, out, Some(inp));
         row(&r);
-        rows.push(r);
-    }
-    Ok(rows)
-}
-
-/// The same cases through the MPI library's collectives (out of place only). Types MPI lacks are
-/// skipped and named in the returned notes.
-pub fn run_baseline(
-    world: &World,
-    t: &mut dyn Transport,
-    coll: &dyn Collective,
-    cfg: &CollConfig,
-    mut row: impl FnMut(&Row),
-) -> Result<(Vec<Row>, Vec<String>), CollError> {
-    let run = Run {
-        world,
-        coll,
-        cfg,
-        fault: None,
-    };
-    let mut rows = Vec::new();
-    let mut notes = Vec::new();
-    for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
-        if matches!(dtype, DataType::Half | DataType::Bfloat16) {
-            let note = format!("MPI has no {} type: no baseline for it", dtype.name());
-            if !notes.contains(&note) {
-                notes.push(note);
+        sweep.rows.push(r);
+        if let Some((rows, notes)) = sweep.baseline.as_mut() {
+            if matches!(dtype, DataType::Half | DataType::Bfloat16) {
+                let note = format!("MPI has no {} type: no baseline for it", dtype.name());
+                if !notes.contains(&note) {
+                    notes.push(note);
+                }
+                continue;
             }
-            continue;
+            let out = baseline_run.placement(t, &ctx, Impl::Mpi, false)?;
+            rows.push(make_row(coll, cfg, dtype, op, size, &ctx, out, None));
         }
-        let out = run.placement(t, &ctx, Impl::Mpi, false)?;
-        let r = make_row(coll, cfg, dtype, op, size, &ctx, out, None);
-        row(&r);
-        rows.push(r);
     }
-    Ok((rows, notes))
+    Ok(sweep)
 }
 
 #[allow(clippy::too_many_arguments)]
