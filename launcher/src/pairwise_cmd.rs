@@ -182,6 +182,8 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
         let cfg = cfg.map_err(RankFailure::Usage)?;
+        // `--op send` measures the SEND opcode (ib_send_bw), not the default RDMA write.
+        t.use_send_opcode(cfg.op == OpName::Send);
         if let Some(sel) = &a.use_cuda {
             let problem = use_cuda(world, t, &a, sel, cfg.op).err();
             if let Some(p) = &problem {

@@ -175,6 +175,14 @@ pub trait Transport {
         )))
     }
 
+    /// Carry two-sided messages with the verbs SEND opcode (what perftest's ib_send_bw measures)
+    /// instead of the transport's default (RDMA WRITE-with-immediate on verbs). Returns whether the
+    /// transport has such a choice.
+    fn use_send_opcode(&mut self, on: bool) -> bool {
+        let _ = on;
+        false
+    }
+
     /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
     /// once `deadline` has passed, naming the peer that stalled.
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError>;

@@ -842,30 +842,6 @@ impl<S> QueuePair<S> {
     }
 
     /// Post a receive of `len` bytes at `offset` of `mr`.
-    /// A receive without a buffer: it only absorbs one incoming RDMA WRITE-with-immediate (whose
-    /// data lands where the writer put it) and reports its immediate.
-    pub fn post_recv_no_buffer(&self, wr_id: u64) -> Result<(), VerbsError>
-    where
-        S: CanRecv,
-    {
-        // SAFETY: plain data; no scatter list (num_sge 0).
-        let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = wr_id;
-        wr.num_sge = 0;
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: valid QP; the request names no memory.
-        let rc = unsafe { ibv_post_recv(self.raw.as_ptr(), &mut wr, &mut bad) };
-        if rc != 0 {
-            return Err(VerbsError::Verb {
-                verb: "ibv_post_recv",
-                device: self.device(),
-                source: std::io::Error::from_raw_os_error(rc.abs()),
-                hint: " (receive queue full?)",
-            });
-        }
-        Ok(())
-    }
-
     pub fn post_recv(&self, mr: &MemoryRegion, offset: usize, len: usize, wr_id: u64) -> Result<(), VerbsError>
     where
         S: CanRecv,

@@ -6,6 +6,9 @@
 //! receiver RDMA-writes the count of fragments it has consumed into a word at the end of the
 //! sender's inbox, so a sender never overwrites a slot that is still unread and no credit update
 //! consumes a receive. The immediate lets mismatched sends and receives be caught as on TCP.
+//! Pairwise `--op send` switches the same machinery to SEND-with-immediate (what ib_send_bw
+//! measures): receives are posted on the inbox slots in slot order, so fragment k still lands in
+//! slot k mod slots.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -99,6 +102,9 @@ pub struct VerbsMesh {
     slots: usize,
     choice: Choice,
     mtu: u32,
+    /// Two-sided messages as SEND-with-immediate (pairwise --op send, as ib_send_bw) instead of
+    /// RDMA WRITE-with-immediate (the default, and what collectives use).
+    use_send: bool,
     /// Inline bytes per work request (as perftest's latency tests: small messages skip a DMA read).
     max_inline: u32,
     /// Where one-sided windows live when not in host memory (`--use-cuda`).
@@ -293,6 +299,11 @@ impl Transport for VerbsMesh {
 
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
         self.exchange_ops(ops, deadline)
+    }
+
+    fn use_send_opcode(&mut self, on: bool) -> bool {
+        self.use_send = on;
+        true
     }
 
     fn use_window_memory(&mut self, mut mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
@@ -600,9 +611,10 @@ impl VerbsMesh {
             (
                 "Staging".into(),
                 format!(
-                    "{} inbox slots of {} KiB per peer, RDMA write with immediate, credits by RDMA write",
+                    "{} inbox slots of {} KiB per peer, {} with immediate, credits by RDMA write",
                     self.slots,
-                    SLOT / 1024
+                    SLOT / 1024,
+                    if self.use_send { "SEND" } else { "RDMA write" }
                 ),
             ),
         ]
@@ -660,17 +672,18 @@ impl VerbsMesh {
                     // because the credit check above saw the fragment `slots` before it consumed.
                     let (inbox, rkey) = peer.remote_inbox;
                     let remote_addr = inbox + (peer.sent % self.slots as u64) * SLOT as u64;
-                    let r = peer.qp.post(
+                    let how = if self.use_send {
+                        SendOp::SendImm(buf.len() as u32)
+                    } else {
                         SendOp::WriteImm {
                             remote_addr,
                             rkey,
                             imm: buf.len() as u32,
-                        },
-                        &peer.send_mr,
-                        slot * SLOT,
-                        chunk.len(),
-                        wr_id(p, KIND_SEND, slot),
-                    );
+                        }
+                    };
+                    let r = peer
+                        .qp
+                        .post(how, &peer.send_mr, slot * SLOT, chunk.len(), wr_id(p, KIND_SEND, slot));
                     if let Err(e) = r {
                         return Err(self.verbs_err(e));
                     }
@@ -756,8 +769,12 @@ impl VerbsMesh {
                     s.progress += len;
                     s.frags_claimed += 1;
                     peer.arrived.pop_front();
-                    // A receive with no buffer: it only absorbs the next WRITE-with-immediate.
-                    if let Err(e) = peer.qp.post_recv_no_buffer(wr_id(p, KIND_RECV, 0)) {
+                    // Post the slot again: receives are posted in slot order, so fragment k of
+                    // a SEND lands in slot k mod slots too (a WRITE only takes the immediate).
+                    if let Err(e) = peer
+                        .qp
+                        .post_recv(&peer.inbox, slot * SLOT, SLOT, wr_id(p, KIND_RECV, slot))
+                    {
                         return Err(self.verbs_err(e));
                     }
                     peer.consumed += 1;
@@ -905,8 +922,8 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             )
             .map_err(|e| e.to_string())?;
         let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
-        for _ in 0..slots {
-            qp.post_recv_no_buffer(wr_id(p, KIND_RECV, 0))
+        for s in 0..slots {
+            qp.post_recv(&inbox, s * SLOT, SLOT, wr_id(p, KIND_RECV, s))
                 .map_err(|e| e.to_string())?;
         }
         let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
@@ -1085,6 +1102,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         choice,
         mtu,
         max_inline,
+        use_send: false,
         window_mem: None,
     })
 }
