@@ -29,11 +29,11 @@ fn check_verified(what: &str, r: &Run, want_rows: usize) {
     assert!(r.stdout.contains("# Out of bounds values : 0 OK"), "{}", r.stdout);
 }
 
-/// The ring all-reduce and reduce-scatter reduce on the device: every type and op, 2 and 3 ranks
-/// (uneven chunks), both placements, sizes across the 1 MiB slice.
+/// all_reduce, reduce_scatter (rings) and reduce (chain) reduce on the device: every type and op,
+/// 2 and 3 ranks (uneven chunks), both placements, sizes across the 1 MiB slice.
 #[test]
-fn staged_ring_reduces_on_the_device_for_every_type_and_op() {
-    for name in ["all_reduce", "reduce_scatter"] {
+fn staged_reductions_run_on_the_device_for_every_type_and_op() {
+    for name in ["all_reduce", "reduce_scatter", "reduce"] {
         for n in [2, 3] {
             let r = mpirun(
                 n,
@@ -70,31 +70,37 @@ fn staged_ring_reduces_on_the_device_for_every_type_and_op() {
             }
         }
     }
-    let r = mpirun(
-        3,
-        &[
-            "all_reduce_perf",
-            "-g",
-            "1",
-            "--gpu-staging",
-            "-b",
-            "3M",
-            "-e",
-            "3M",
-            "-n",
-            "1",
-            "-w",
-            "0",
-        ],
-        &[STANDIN],
-        LIMIT,
-    );
-    check_verified("all_reduce 3 MiB", &r, 1);
+    // Several slices per chunk (ring) and per chain step (reduce), with a root other than 0.
+    for name in ["all_reduce_perf", "reduce_perf"] {
+        let r = mpirun(
+            3,
+            &[
+                name,
+                "-g",
+                "1",
+                "--gpu-staging",
+                "-b",
+                "3M",
+                "-e",
+                "3M",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "-r",
+                "2",
+            ],
+            &[STANDIN],
+            LIMIT,
+        );
+        check_verified(&format!("{name} 3 MiB"), &r, 1);
+    }
 }
 
-/// Collectives that move data stage whole buffers; results are verified the same way.
+/// Collectives that move data stage whole buffers; results are verified the same way. The reduce
+/// chain again, with root 1.
 #[test]
-fn staged_data_movers_and_reduce() {
+fn staged_data_movers_and_reduce_root() {
     for name in ["all_gather", "broadcast", "reduce", "alltoall", "sendrecv"] {
         let r = mpirun(
             3,

@@ -1,12 +1,14 @@
 //! reduce: a pipelined chain towards the root: the rank farthest from the root sends its data,
 //! each rank on the way receives slice k, reduces its own into it and passes it on. busbw factor 1.
-//! Only the root's result is defined.
+//! Only the root's result is defined. On GPU buffers the chain reduces on the device.
 
 use std::time::Instant;
 
 use ranks::{Op, Transport};
 
+use super::staged::{self, DevBufs, Staged};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self as kernels, LayoutError};
 
 pub struct Reduce;
@@ -86,6 +88,72 @@ impl Collective for Reduce {
         }
         if pos == 0 {
             kernels::finalize(ctx.dtype, ctx.op, buf, n)?;
+        }
+        Ok(())
+    }
+    /// The same chain on device memory: each slice is staged through pinned host buffers and
+    /// reduced on the GPU; out of place, this rank's data is read from `send` without a copy.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+        let (src, buf) = match bufs {
+            DevBufs::OutOfPlace { send, recv } => (send, recv),
+            DevBufs::InPlace { buf } => (buf, buf),
+        };
+        let n = ctx.nranks;
+        let len = ctx.counts.recv * ctx.elt();
+        let pos = (ctx.rank + n - ctx.root) % n;
+        let (toward, from) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
+        let sl = ring::slices(0..len, ctx.elt());
+        if n == 1 {
+            if src != buf {
+                staged::copy_via_host(st, At::new(buf, 0), At::new(src, 0), len)?;
+            }
+        } else if pos == n - 1 {
+            // The far end of the chain sends its own data.
+            for r in &sl {
+                st.gpu
+                    .download(At::new(src, r.start), &mut st.host_send.bytes_mut()[..r.len()])?;
+                t.exchange(
+                    &mut [Op::send(toward, &st.host_send.bytes()[..r.len()])],
+                    Instant::now() + ctx.step_timeout,
+                )?;
+            }
+            return Ok(());
+        } else {
+            for k in 0..=sl.len() {
+                let deadline = Instant::now() + ctx.step_timeout;
+                // Pass on the slice reduced in the last step (the root keeps it).
+                let send = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| pos > 0).cloned();
+                let recv = sl.get(k).cloned();
+                if let Some(sr) = &send {
+                    st.gpu
+                        .download(At::new(buf, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
+                }
+                {
+                    let mut ops = Vec::with_capacity(2);
+                    if let Some(sr) = &send {
+                        ops.push(Op::send(toward, &st.host_send.bytes()[..sr.len()]));
+                    }
+                    if let Some(rr) = &recv {
+                        ops.push(Op::recv(from, &mut st.host_recv.bytes_mut()[..rr.len()]));
+                    }
+                    t.exchange(&mut ops, deadline)?;
+                }
+                if let Some(rr) = recv {
+                    st.gpu
+                        .upload(At::new(st.dev_scratch, 0), &st.host_recv.bytes()[..rr.len()])?;
+                    st.gpu.reduce(
+                        ctx.dtype,
+                        ctx.op,
+                        At::new(buf, rr.start),
+                        At::new(src, rr.start),
+                        At::new(st.dev_scratch, 0),
+                        rr.len(),
+                    )?;
+                }
+            }
+        }
+        if pos == 0 {
+            st.gpu.finalize(ctx.dtype, ctx.op, buf, 0..len, n)?;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Collectives over GPU buffers with `--gpu-staging`: every transfer goes device -> pinned host
 //! buffer -> network -> pinned host buffer -> device, and every reduction runs on the GPU between
-//! device buffers. The ring algorithms ([`ring_reduce_scatter`], [`ring_all_gather`]) stage one
-//! slice at a time; collectives that only move data stage whole buffers ([`whole`]).
+//! device buffers. The ring algorithms ([`ring_reduce_scatter`], [`ring_all_gather`]) and the
+//! reduce chain stage one slice at a time; collectives that only move data stage whole buffers
+//! ([`whole`]).
 
 use std::ops::Range;
 use std::time::Instant;
@@ -71,8 +72,7 @@ impl<'g> Staged<'g> {
 }
 
 /// Whole-buffer staging for any collective: download the send data, run the host algorithm on
-/// the pinned buffers, upload the result. Used by the collectives that only move data (and
-/// `reduce`, whose chain reduces on the host).
+/// the pinned buffers, upload the result. Used by the collectives that only move data.
 pub fn whole(
     coll: &dyn Collective,
     t: &mut dyn Transport,
