@@ -211,16 +211,20 @@ pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Resul
         &mut [Op::send(peer, &[0u8; 8]), Op::recv(peer, &mut ack)],
         Instant::now() + spec.op_timeout,
     )?;
-    let secs = t0.elapsed().as_secs_f64();
-    let total = 2.0 * spec.bytes as f64 * iters as f64;
-    let avg = gbps(total, secs);
-    Ok(BwResult {
-        bytes: spec.bytes as u64,
+    Ok(duplex(spec.bytes, iters, t0.elapsed().as_secs_f64()))
+}
+
+/// Both directions at once: `iters` messages of `bytes` each way in `secs` (the slower side's
+/// time), counted together as perftest's duplex mode reports them.
+pub fn duplex(bytes: usize, iters: u64, secs: f64) -> BwResult {
+    let avg = gbps(2.0 * bytes as f64 * iters as f64, secs);
+    BwResult {
+        bytes: bytes as u64,
         iterations: iters,
         peak_gbps: avg,
         avg_gbps: avg,
         msg_rate_mpps: mpps(2.0 * iters as f64, secs),
-    })
+    }
 }
 
 /// Ping-pong latency. The lower rank of the pair times; returns its statistics (None on the other side).
@@ -418,15 +422,7 @@ pub fn bw_one_sided_bidir(
     if t.rank() > peer {
         return Ok(None);
     }
-    let secs = mine.max(f64::from_le_bytes(theirs));
-    let avg = gbps(2.0 * spec.bytes as f64 * iters as f64, secs);
-    Ok(Some(BwResult {
-        bytes: spec.bytes as u64,
-        iterations: iters,
-        peak_gbps: avg,
-        avg_gbps: avg,
-        msg_rate_mpps: mpps(2.0 * iters as f64, secs),
-    }))
+    Ok(Some(duplex(spec.bytes, iters, mine.max(f64::from_le_bytes(theirs)))))
 }
 
 #[cfg(test)]
@@ -443,5 +439,17 @@ mod tests {
             assert!((a - b).abs() < 1e-9, "{g:?}");
         }
         assert!(gaps_us(&[]).is_empty());
+    }
+
+    #[test]
+    fn duplex_counts_both_directions_by_hand() {
+        // 64 KiB x 1000 each way in 0.5 s: 2 x 65536 x 1000 x 8 bit / 0.5 s = 2.097152 Gb/s,
+        // 2000 messages / 0.5 s = 0.004 Mpps.
+        let r = duplex(65536, 1000, 0.5);
+        assert!((r.avg_gbps - 2.097152).abs() < 1e-12, "{}", r.avg_gbps);
+        assert_eq!(r.peak_gbps, r.avg_gbps);
+        assert!((r.msg_rate_mpps - 0.004).abs() < 1e-15);
+        assert_eq!((r.bytes, r.iterations), (65536, 1000));
+        assert_eq!(duplex(8, 10, 0.0).avg_gbps, 0.0);
     }
 }
