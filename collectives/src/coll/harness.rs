@@ -199,36 +199,46 @@ impl Run<'_> {
         }
     }
 
-    fn placement(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<Placement, CollError> {
-        let (mut send, mut recv) = self.buffers(ctx, in_place)?;
+    /// Warm-up and timed runs of `once`: the seconds per operation, combined across ranks.
+    fn timed(&self, mut once: impl FnMut() -> Result<(), CollError>) -> Result<f64, CollError> {
         self.world.barrier("before warm-up");
         for _ in 0..self.cfg.warmup {
-            self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+            once()?;
         }
         self.world.barrier("before timing");
         let t0 = Instant::now();
         let n_ops = self.cfg.iters * self.cfg.agg;
         for _ in 0..n_ops {
-            self.once(t, ctx, how, in_place, &mut send, &mut recv)?;
+            once()?;
         }
-        let secs = reduce_time(
+        Ok(reduce_time(
             self.world,
             t0.elapsed().as_secs_f64() / n_ops.max(1) as f64,
             self.cfg.average,
-        );
+        ))
+    }
+
+    /// One placement's figures from its time per operation and wrong-element count.
+    fn figures(&self, ctx: &Ctx, secs: f64, wrong: Option<u64>) -> Placement {
         let bytes = (ctx.counts.send.max(ctx.counts.recv) * ctx.elt()) as u64;
         let alg = algbw(bytes, secs);
+        Placement {
+            time_us: secs * 1e6,
+            algbw: alg,
+            busbw: alg * self.coll.bus_factor(ctx.nranks),
+            wrong,
+        }
+    }
+
+    fn placement(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<Placement, CollError> {
+        let (mut send, mut recv) = self.buffers(ctx, in_place)?;
+        let secs = self.timed(|| self.once(t, ctx, how, in_place, &mut send, &mut recv))?;
         let wrong = if self.cfg.check {
             Some(self.verify(t, ctx, how, in_place)?)
         } else {
             None
         };
-        Ok(Placement {
-            time_us: secs * 1e6,
-            algbw: alg,
-            busbw: alg * self.coll.bus_factor(ctx.nranks),
-            wrong,
-        })
+        Ok(self.figures(ctx, secs, wrong))
     }
 
     /// Fresh data, one run, compare with the expected result bit for bit; wrong elements summed
@@ -316,23 +326,7 @@ impl Run<'_> {
         recv_h: &HostBuffer,
     ) -> Result<Placement, CollError> {
         load(st, dev, send_h, recv_h)?;
-        self.world.barrier("before warm-up");
-        for _ in 0..self.cfg.warmup {
-            self.coll.run_gpu(t, ctx, st, dev)?;
-        }
-        self.world.barrier("before timing");
-        let t0 = Instant::now();
-        let n_ops = self.cfg.iters * self.cfg.agg;
-        for _ in 0..n_ops {
-            self.coll.run_gpu(t, ctx, st, dev)?;
-        }
-        let secs = reduce_time(
-            self.world,
-            t0.elapsed().as_secs_f64() / n_ops.max(1) as f64,
-            self.cfg.average,
-        );
-        let bytes = (ctx.counts.send.max(ctx.counts.recv) * ctx.elt()) as u64;
-        let alg = algbw(bytes, secs);
+        let secs = self.timed(|| self.coll.run_gpu(t, ctx, st, dev))?;
         let wrong = if self.cfg.check {
             let (send_v, mut recv_v) = self.verify_buffers(ctx, in_place)?;
             load(st, dev, &send_v, &recv_v)?;
@@ -347,12 +341,7 @@ impl Run<'_> {
         } else {
             None
         };
-        Ok(Placement {
-            time_us: secs * 1e6,
-            algbw: alg,
-            busbw: alg * self.coll.bus_factor(ctx.nranks),
-            wrong,
-        })
+        Ok(self.figures(ctx, secs, wrong))
     }
 }
 
