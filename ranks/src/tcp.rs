@@ -2,7 +2,14 @@
 //! progress loop (non-blocking sockets and `poll`) that drives every outstanding operation.
 //!
 //! Wire format: a 32-byte hello each way when a connection opens (magic, version, token, rank,
-//! size), then messages framed as an 8-byte little-endian length followed by the payload.
+//! size), then messages framed as an 8-byte little-endian length, zero padding, and the payload.
+//! The padding is empty for payloads under [`ALIGN_MIN`]; larger payloads are padded so that they
+//! start on a 64-byte boundary of the byte stream (counted from the first byte after the hello).
+//! Both ends compute the padding from their own count of the stream, so it is never sent as a
+//! field. Why: the kernel copies a payload into socket buffers, and out of them, at the stream's
+//! alignment; a stream whose payloads start 8 bytes past a cache line (an 8-byte header alone)
+//! copies 2-2.7x slower than an aligned one (1 MiB swapped both ways over loopback, plain C:
+//! 318 us aligned, 660-880 us at offset 8).
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -14,15 +21,30 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use crate::transport::{Op, OpKind, Transport, TransportError};
 
 const MAGIC: &[u8; 4] = b"MSHR";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HELLO_LEN: usize = 32;
 /// Size of an encoded endpoint in the MPI allgather.
 pub const ENDPOINT_LEN: usize = 20;
 /// Receives at least this large go straight into the user's buffer; smaller ones through a staging buffer.
 const DIRECT_READ_MIN: usize = 64 * 1024;
 const STAGING: usize = 256 * 1024;
-/// Most messages coalesced into one `writev`.
-const MAX_IOV: usize = 64;
+/// Most messages coalesced into one `writev` (three iovecs each: length, padding, payload).
+const MAX_BATCH: usize = 32;
+/// Payloads at least this large start on an [`ALIGN`]-byte boundary of the stream.
+pub const ALIGN_MIN: usize = 4096;
+/// Stream alignment of large payloads: a cache line.
+pub const ALIGN: usize = 64;
+const HEADER: usize = 8;
+const ZEROS: [u8; ALIGN] = [0; ALIGN];
+
+/// Padding between the length and a `len`-byte payload whose frame starts at stream offset `at`.
+fn pad_for(at: u64, len: usize) -> usize {
+    if len < ALIGN_MIN {
+        return 0;
+    }
+    let misalign = ((at + HEADER as u64) % ALIGN as u64) as usize;
+    (ALIGN - misalign) % ALIGN
+}
 
 /// A random token shared by all ranks of one job (rank 0 draws it and MPI broadcasts it).
 pub type JobToken = [u8; 16];
@@ -264,6 +286,8 @@ impl TcpListening {
                         rx: vec![0u8; STAGING].into_boxed_slice(),
                         rx_start: 0,
                         rx_end: 0,
+                        tx_off: 0,
+                        rx_off: 0,
                     }));
                 }
                 None => peers.push(None),
@@ -309,20 +333,25 @@ struct PeerConn {
     rx: Box<[u8]>,
     rx_start: usize,
     rx_end: usize,
+    /// Stream bytes framed for sending so far (after the hello); sets the next frame's padding.
+    tx_off: u64,
+    /// Stream bytes framed for receiving so far, the peer's `tx_off` for this direction.
+    rx_off: u64,
 }
 
 /// Per-batch progress of one peer's queue of sends or receives.
 #[derive(Default)]
 struct Queue {
     ops: Vec<usize>,
+    /// Padding of each op's frame, indexed like `ops`.
+    pads: Vec<usize>,
     head: usize,
-    /// Sends: bytes of header+payload of the head written. Receives: payload bytes of the head received.
+    /// Bytes of the head's frame (length, padding, payload) written or consumed.
     progress: usize,
-    /// Receives: the head's header has been consumed.
+    /// Receives: the head's length has been read and checked.
     have_header: bool,
-    /// Receives: header bytes of the head gathered so far.
-    hdr: [u8; 8],
-    hdr_got: usize,
+    /// Receives: the head's length field.
+    hdr: [u8; HEADER],
 }
 
 impl Queue {
@@ -371,22 +400,28 @@ impl TcpMesh {
     fn progress_send(&mut self, peer: usize, q: &mut Queue, ops: &mut [Op<'_>]) -> Result<bool, TransportError> {
         let mut moved = false;
         while q.pending() {
-            let mut headers = [[0u8; 8]; MAX_IOV / 2];
-            for (h, &i) in headers.iter_mut().zip(&q.ops[q.head..]) {
+            let batch = (q.ops.len() - q.head).min(MAX_BATCH);
+            let mut headers = [[0u8; HEADER]; MAX_BATCH];
+            for (h, &i) in headers.iter_mut().zip(&q.ops[q.head..q.head + batch]) {
                 *h = (ops[i].len() as u64).to_le_bytes();
             }
             let written = {
-                let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(MAX_IOV);
-                for (k, &i) in q.ops[q.head..].iter().take(MAX_IOV / 2).enumerate() {
+                let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(3 * batch);
+                let queued = q.ops[q.head..].iter().zip(&q.pads[q.head..]);
+                for (k, (header, (&i, &pad))) in headers.iter().zip(queued).take(batch).enumerate() {
                     let OpKind::Send(buf) = &ops[i].kind else {
                         unreachable!("send queue holds sends")
                     };
-                    let skip = if k == 0 { q.progress } else { 0 };
-                    if skip < 8 {
-                        iov.push(IoSlice::new(&headers[k][skip..]));
-                        iov.push(IoSlice::new(buf));
-                    } else {
-                        iov.push(IoSlice::new(&buf[skip - 8..]));
+                    let done = if k == 0 { q.progress } else { 0 };
+                    let frame = [&header[..], &ZEROS[..pad], buf];
+                    let mut skip = done;
+                    for part in frame {
+                        if skip >= part.len() {
+                            skip -= part.len();
+                            continue;
+                        }
+                        iov.push(IoSlice::new(&part[skip..]));
+                        skip = 0;
                     }
                 }
                 let Some(conn) = self.peers[peer].as_mut() else {
@@ -403,7 +438,7 @@ impl TcpMesh {
             moved = true;
             let mut left = written;
             while left > 0 && q.pending() {
-                let total = 8 + ops[q.ops[q.head]].len();
+                let total = HEADER + q.pads[q.head] + ops[q.ops[q.head]].len();
                 let take = left.min(total - q.progress);
                 q.progress += take;
                 left -= take;
@@ -413,7 +448,6 @@ impl TcpMesh {
                     q.progress = 0;
                 }
             }
-            // Zero-length tails complete once their header is out, handled by the loop above.
         }
         Ok(moved)
     }
@@ -422,108 +456,93 @@ impl TcpMesh {
     fn progress_recv(&mut self, peer: usize, q: &mut Queue, ops: &mut [Op<'_>]) -> Result<bool, TransportError> {
         let mut moved = false;
         while q.pending() {
-            let idx = q.ops[q.head];
-            let (rank, size_hint) = (self.rank, ops[idx].len());
-            let Some(conn) = self.peers[peer].as_mut() else {
-                return Err(TransportError::BadPeer {
-                    rank,
-                    peer,
-                    size: self.size,
-                });
-            };
-            if !q.have_header {
-                // Header bytes already staged first.
-                let take = (8 - q.hdr_got).min(conn.rx_end - conn.rx_start);
-                q.hdr[q.hdr_got..q.hdr_got + take].copy_from_slice(&conn.rx[conn.rx_start..conn.rx_start + take]);
-                q.hdr_got += take;
-                conn.rx_start += take;
-                if q.hdr_got < 8 {
-                    let r = if size_hint >= DIRECT_READ_MIN {
-                        // One readv: the rest of the header, and the payload straight into the
-                        // user's buffer (no staging copy for large messages).
-                        let OpKind::Recv(buf) = &mut ops[idx].kind else {
-                            unreachable!("receive queue holds receives")
-                        };
-                        let got = q.hdr_got;
-                        let mut iov = [IoSliceMut::new(&mut q.hdr[got..]), IoSliceMut::new(buf)];
-                        conn.stream.read_vectored(&mut iov).inspect(|&n| {
-                            let h = n.min(8 - got);
-                            q.hdr_got += h;
-                            q.progress = n - h;
-                        })
-                    } else {
-                        fill(conn)
-                    };
-                    match r {
-                        Ok(0) => return Err(self.closed(peer, format!("while receiving a {size_hint}-byte message"))),
-                        Ok(_) => {
-                            moved = true;
-                            if q.hdr_got < 8 {
-                                continue;
-                            }
-                        }
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(moved),
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(self.io(peer, "receiving", e)),
-                    }
-                }
-                let h = q.hdr;
-                q.hdr_got = 0;
-                let len = u64::from_le_bytes(h);
-                if len != size_hint as u64 {
+            let (idx, pad) = (q.ops[q.head], q.pads[q.head]);
+            let expected = ops[idx].len();
+            let frame = HEADER + pad + expected;
+            if !q.have_header && q.progress >= HEADER {
+                let len = u64::from_le_bytes(q.hdr);
+                if len != expected as u64 {
                     return Err(TransportError::LengthMismatch {
-                        rank,
-                        host: self.hosts[rank].clone(),
+                        rank: self.rank,
+                        host: self.hosts[self.rank].clone(),
                         peer,
                         peer_host: self.hosts[peer].clone(),
-                        expected: size_hint,
+                        expected,
                         got: len,
                     });
                 }
                 q.have_header = true;
-                moved = true;
             }
+            if q.progress == frame && q.have_header {
+                ops[idx].done_at = Some(Instant::now());
+                q.head += 1;
+                q.progress = 0;
+                q.have_header = false;
+                continue;
+            }
+            let Some(conn) = self.peers[peer].as_mut() else {
+                return Err(self.bad_peer(peer));
+            };
             let OpKind::Recv(buf) = &mut ops[idx].kind else {
                 unreachable!("receive queue holds receives")
             };
-            // Staged bytes first.
-            let avail = conn.rx_end - conn.rx_start;
-            let need = buf.len() - q.progress;
-            let take = avail.min(need);
-            if take > 0 {
-                buf[q.progress..q.progress + take].copy_from_slice(&conn.rx[conn.rx_start..conn.rx_start + take]);
+            // Bytes read ahead into the staging buffer first; the length alone until it is checked.
+            let staged = conn.rx_end - conn.rx_start;
+            if staged > 0 {
+                let limit = if q.have_header { frame } else { HEADER };
+                let take = staged.min(limit - q.progress);
+                scatter(
+                    &conn.rx[conn.rx_start..conn.rx_start + take],
+                    q.progress,
+                    &mut q.hdr,
+                    pad,
+                    buf,
+                );
                 conn.rx_start += take;
                 q.progress += take;
                 moved = true;
+                continue;
             }
-            let need = buf.len() - q.progress;
-            if need > 0 {
-                let r = if need >= DIRECT_READ_MIN {
-                    conn.stream.read(&mut buf[q.progress..])
-                } else {
-                    fill(conn).map(|_| 0)
-                };
-                match r {
-                    Ok(0) if need >= DIRECT_READ_MIN || conn.rx_end == conn.rx_start => {
-                        return Err(self.closed(
-                            peer,
-                            format!("after {} of {} bytes of a message", q.progress, size_hint),
-                        ))
-                    }
-                    Ok(n) => {
-                        q.progress += n;
-                        moved = true;
-                        continue;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(moved),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(self.io(peer, "receiving", e)),
+            let direct = expected >= DIRECT_READ_MIN;
+            let r = if direct {
+                // One readv straight into place: what is left of the length, the padding, and
+                // the payload in the user's buffer (no staging copy for large messages).
+                let mut padding = [0u8; ALIGN];
+                let at = q.progress;
+                let mut iov: Vec<IoSliceMut<'_>> = Vec::with_capacity(3);
+                if at < HEADER {
+                    iov.push(IoSliceMut::new(&mut q.hdr[at..]));
                 }
+                if at < HEADER + pad {
+                    iov.push(IoSliceMut::new(&mut padding[..HEADER + pad - at.max(HEADER)]));
+                }
+                let from = at.max(HEADER + pad) - HEADER - pad;
+                iov.push(IoSliceMut::new(&mut buf[from..]));
+                conn.stream.read_vectored(&mut iov)
+            } else {
+                fill(conn)
+            };
+            match r {
+                Ok(0) => {
+                    return Err(self.closed(
+                        peer,
+                        format!(
+                            "after {} of {} bytes of a message",
+                            q.progress.saturating_sub(HEADER + pad),
+                            expected
+                        ),
+                    ))
+                }
+                Ok(n) => {
+                    if direct {
+                        q.progress += n;
+                    }
+                    moved = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(moved),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io(peer, "receiving", e)),
             }
-            ops[idx].done_at = Some(Instant::now());
-            q.head += 1;
-            q.have_header = false;
-            q.progress = 0;
         }
         Ok(moved)
     }
@@ -552,7 +571,7 @@ impl TcpMesh {
             q.ops.len() - q.head,
             q.ops.len(),
             dir,
-            q.progress.min(cur),
+            q.progress.saturating_sub(HEADER + q.pads[q.head]).min(cur),
             cur
         );
         TransportError::Timeout {
@@ -563,6 +582,26 @@ impl TcpMesh {
             waited,
             what,
         }
+    }
+}
+
+/// Copy stream bytes that start at byte `at` of a frame into place: the length field, the padding
+/// (dropped), the payload.
+fn scatter(mut src: &[u8], mut at: usize, hdr: &mut [u8; HEADER], pad: usize, buf: &mut [u8]) {
+    if at < HEADER {
+        let k = (HEADER - at).min(src.len());
+        hdr[at..at + k].copy_from_slice(&src[..k]);
+        src = &src[k..];
+        at += k;
+    }
+    if at < HEADER + pad {
+        let k = (HEADER + pad - at).min(src.len());
+        src = &src[k..];
+        at += k;
+    }
+    if !src.is_empty() {
+        let from = at - HEADER - pad;
+        buf[from..from + src.len()].copy_from_slice(src);
     }
 }
 
@@ -604,10 +643,20 @@ impl Transport for TcpMesh {
             if op.peer >= self.size || op.peer == self.rank {
                 return Err(self.bad_peer(op.peer));
             }
-            match op.kind {
-                OpKind::Send(_) => sends[op.peer].ops.push(i),
-                OpKind::Recv(_) => recvs[op.peer].ops.push(i),
-            }
+            let len = op.len();
+            let Some(conn) = self.peers[op.peer].as_mut() else {
+                return Err(self.bad_peer(op.peer));
+            };
+            // Frames are laid out now, in queue order; an exchange that fails leaves the
+            // connection unusable anyway (a peer mid-message), as before.
+            let (q, off) = match op.kind {
+                OpKind::Send(_) => (&mut sends[op.peer], &mut conn.tx_off),
+                OpKind::Recv(_) => (&mut recvs[op.peer], &mut conn.rx_off),
+            };
+            let pad = pad_for(*off, len);
+            *off += (HEADER + pad + len) as u64;
+            q.ops.push(i);
+            q.pads.push(pad);
         }
         let active: Vec<usize> = (0..self.size)
             .filter(|&p| sends[p].pending() || recvs[p].pending())
@@ -700,6 +749,91 @@ mod tests {
         assert_eq!(parse_hello(&hello(t, 3, 4), &[8u8; 16], 4), None);
         assert_eq!(parse_hello(&hello(t, 3, 4), &t, 5), None);
         assert_eq!(parse_hello(&hello(t, 4, 4), &t, 4), None);
+    }
+
+    #[test]
+    fn large_payloads_start_on_a_cache_line_of_the_stream() {
+        // Small payloads: no padding, wherever they start.
+        assert_eq!(pad_for(0, 0), 0);
+        assert_eq!(pad_for(3, ALIGN_MIN - 1), 0);
+        // Large ones: length field, then padding to the next 64-byte boundary.
+        assert_eq!(pad_for(0, ALIGN_MIN), 56);
+        assert_eq!(pad_for(56, ALIGN_MIN), 0);
+        assert_eq!(pad_for(57, 1 << 20), 63);
+        assert_eq!(pad_for(1 << 20, 1 << 20), 56);
+        for at in 0..200u64 {
+            let pad = pad_for(at, 1 << 16);
+            assert!(pad < ALIGN);
+            assert_eq!((at + (HEADER + pad) as u64) % ALIGN as u64, 0, "frame at {at}");
+        }
+    }
+
+    #[test]
+    fn scatter_places_length_padding_and_payload() {
+        let frame: Vec<u8> = (0..(HEADER + 5 + 6) as u8).collect();
+        for cut in 0..frame.len() {
+            let (mut hdr, mut buf) = ([0u8; HEADER], [0u8; 6]);
+            scatter(&frame[..cut], 0, &mut hdr, 5, &mut buf);
+            scatter(&frame[cut..], cut, &mut hdr, 5, &mut buf);
+            assert_eq!(hdr, [0, 1, 2, 3, 4, 5, 6, 7]);
+            assert_eq!(buf, [13, 14, 15, 16, 17, 18], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn padded_and_unpadded_frames_interleave_in_one_stream() {
+        // Odd small sizes shift the stream so every large frame needs a different padding, and
+        // sizes on both sides of the staging/direct-read threshold take both receive paths.
+        let meshes = local_mesh(2);
+        let sizes = [
+            5usize,
+            ALIGN_MIN,
+            1,
+            ALIGN_MIN + 3,
+            7,
+            DIRECT_READ_MIN - 1,
+            13,
+            DIRECT_READ_MIN + 5,
+            0,
+            1 << 20,
+            3,
+            2 * STAGING + 11,
+        ];
+        let handles: Vec<_> = meshes
+            .into_iter()
+            .map(|mut m| {
+                std::thread::spawn(move || {
+                    let (r, peer) = (m.rank(), 1 - m.rank());
+                    let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
+                        (0..len).map(|i| (i * 7 + k * 13 + who * 101) as u8).collect()
+                    };
+                    // All in one batch, then again one message per exchange.
+                    let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &l)| pattern(r, k, l)).collect();
+                    let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
+                    let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
+                    ops.extend(recvs.iter_mut().map(|b| Op::recv(peer, b)));
+                    m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+                    drop(ops);
+                    for (k, b) in recvs.iter().enumerate() {
+                        assert!(
+                            *b == pattern(peer, k, sizes[k]),
+                            "batched message {k} ({} bytes)",
+                            sizes[k]
+                        );
+                    }
+                    for (k, &len) in sizes.iter().enumerate() {
+                        let send = pattern(r, k, len);
+                        let mut recv = vec![0u8; len];
+                        let mut ops = [Op::send(peer, &send), Op::recv(peer, &mut recv)];
+                        m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+                        assert!(recv == pattern(peer, k, len), "message {k} ({len} bytes)");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
     }
 
     #[test]

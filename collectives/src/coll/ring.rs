@@ -132,8 +132,8 @@ pub fn reduce_scatter(
 
 /// All-reduce between exactly two ranks: each sends its whole buffer to the other and reduces
 /// what it receives, slice by slice (recursive doubling's single step). Against the ring's two
-/// phases this moves the same bytes in one phase; Open MPI picks the same for two ranks. Both
-/// ranks compute `mine op theirs`, and every op is commutative bit for bit, so they agree.
+/// phases this moves the same bytes in one phase. Both ranks compute `mine op theirs`, and every
+/// op is commutative bit for bit, so they agree.
 /// With `src` (out of place) this rank's data is read from `src` and the result written to `buf`.
 pub fn pair_all_reduce(t: &mut dyn Transport, ctx: &Ctx, src: Option<&[u8]>, buf: &mut [u8]) -> Result<(), CollError> {
     let peer = 1 - ctx.rank.min(1);
