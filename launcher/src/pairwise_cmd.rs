@@ -47,8 +47,12 @@ fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) ->
             op.as_str()
         ));
     }
-    if a.use_cuda.is_some() && test == TestKind::Lat {
-        return Err("--use-cuda measures bandwidth: latency ping-pong polls host memory with the CPU".into());
+    if a.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
+        return Err(
+            "--use-cuda --op write --test lat: the write ping-pong polls its window with the CPU, which cannot \
+             read GPU memory; use --op send or --op read (both wait on completions)"
+                .into(),
+        );
     }
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
@@ -100,12 +104,11 @@ fn use_cuda(
             t.name()
         ));
     }
-    if op == OpName::Send {
-        return Err(
-            "--use-cuda tests GPU memory with one-sided RDMA: use --op write or --op read (send goes \
-                    through host inbox slots)"
-                .into(),
-        );
+    if op == OpName::Send && !t.capabilities().send {
+        return Err(format!(
+            "--use-cuda --op send: the {} transport cannot post receives in GPU memory; use --transport verbs",
+            t.name()
+        ));
     }
     let ids = match sel {
         "auto" => None,

@@ -98,6 +98,9 @@ pub struct Capabilities {
     pub write: bool,
     /// RDMA read from a peer's registered buffer.
     pub read: bool,
+    /// SEND from a registered window into receives posted in the peer's window, zero-copy on
+    /// both sides (ib_send_bw's pattern, [`OneSidedOp::Send`]).
+    pub send: bool,
 }
 
 /// A one-sided operation.
@@ -105,6 +108,10 @@ pub struct Capabilities {
 pub enum OneSidedOp {
     Write,
     Read,
+    /// Two-sided, but measured like the one-sided operations: SENDs from the initiator's window
+    /// into receives the peer posts in its window, on a queue pair of their own (as ib_send_bw),
+    /// so no copy and no credit traffic of the mesh's own messages is timed.
+    Send,
 }
 
 /// This rank's part in a one-sided measurement with one peer.
@@ -112,8 +119,11 @@ pub enum OneSidedOp {
 pub enum OneSidedRole {
     /// Post `count` operations of `bytes` into (or from) the peer's window, at most `window` at once.
     Initiator { op: OneSidedOp, count: u64, window: usize },
-    /// Expose a window of `bytes` and wait until the initiator is done.
+    /// Expose a window of `bytes` and wait until the initiator is done (write and read).
     Target,
+    /// The peer of a [`OneSidedOp::Send`] initiator: receive `count` messages of `bytes` into a
+    /// window, keeping up to `window` receives posted.
+    Receiver { count: u64, window: usize },
     /// Both at once (perftest's -b): each side exposes a window and posts `count` operations into
     /// the other's; each returns its own completions.
     Both { op: OneSidedOp, count: u64, window: usize },
@@ -121,6 +131,9 @@ pub enum OneSidedRole {
     /// peer sees the last byte change and writes back; `count` round trips. The leader returns
     /// each round trip's seconds in `round_trips`.
     PingPong { count: u64, leader: bool },
+    /// SEND ping-pong, as ib_send_lat: the leader sends `bytes`, the peer's receive completes and
+    /// it sends back; `count` round trips, each returned in `round_trips` (leader only).
+    SendPingPong { count: u64, leader: bool },
 }
 
 /// What the initiator saw: completion times in seconds since the first post.

@@ -842,11 +842,11 @@ impl<S> QueuePair<S> {
     }
 
     /// Post a receive of `len` bytes at `offset` of `mr`.
-    pub fn post_recv(&self, mr: &MemoryRegion, offset: usize, len: usize, wr_id: u64) -> Result<(), VerbsError>
+    pub fn post_recv(&self, mr: &dyn Registered, offset: usize, len: usize, wr_id: u64) -> Result<(), VerbsError>
     where
         S: CanRecv,
     {
-        assert!(offset + len <= mr.len(), "receive outside the memory region");
+        assert!(offset + len <= mr.region_len(), "receive outside the memory region");
         let mut sge = ibv_sge {
             addr: mr.addr() + offset as u64,
             length: len as u32,

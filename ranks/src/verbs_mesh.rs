@@ -17,8 +17,8 @@ use std::time::Instant;
 use crate::devices::{self, Choice, GidSummary};
 use crate::transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, MemoryRegion, ProtectionDomain,
-    QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
+    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion,
+    ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
 };
 use crate::World;
 
@@ -87,6 +87,13 @@ struct Peer {
     arrived: VecDeque<(usize, u32, u32)>,
     /// Sends posted and not completed: op index.
     inflight: VecDeque<usize>,
+}
+
+/// A queue pair outside the mesh for one measurement, with its own completion queue (declared
+/// after the queue pair: dropped after it).
+struct TestLink {
+    qp: QueuePair<Rts>,
+    cq: CompletionQueue,
 }
 
 /// An all-to-all RC mesh.
@@ -263,6 +270,7 @@ impl Transport for VerbsMesh {
         Capabilities {
             write: true,
             read: true,
+            send: true,
         }
     }
 
@@ -344,6 +352,22 @@ impl VerbsMesh {
             ..Access::default()
         };
         match role {
+            OneSidedRole::Initiator {
+                op: OneSidedOp::Send,
+                count,
+                window,
+            } => self.send_stream(peer, bytes, (count, 0), window, deadline, reg),
+            OneSidedRole::Receiver { count, window } => {
+                self.send_stream(peer, bytes, (0, count), window, deadline, reg)
+            }
+            OneSidedRole::Both {
+                op: OneSidedOp::Send,
+                count,
+                window,
+            } => self.send_stream(peer, bytes, (count, count), window, deadline, reg),
+            OneSidedRole::SendPingPong { count, leader } => {
+                self.send_ping_pong(peer, bytes, count, leader, deadline, reg)
+            }
             OneSidedRole::Target => {
                 // The window the initiator writes into or reads from.
                 let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
@@ -421,6 +445,7 @@ impl VerbsMesh {
         let sop = match op {
             OneSidedOp::Write => SendOp::Write { remote_addr, rkey },
             OneSidedOp::Read => SendOp::Read { remote_addr, rkey },
+            OneSidedOp::Send => SendOp::Send,
         };
         // Leave room in the send queue for credit writes.
         let window = window.clamp(1, self.slots);
@@ -586,10 +611,234 @@ impl VerbsMesh {
         Ok(())
     }
 
+    /// A queue pair of its own to `peer`, for the SEND measurements: its receive queue holds only
+    /// the test's receives (never the mesh's inbox receives), and its completions arrive on their
+    /// own queue. `prepare` posts receives while the queue pair is in INIT, before the peer can send;
+    /// both sides are ready to send when this returns.
+    fn test_link(
+        &mut self,
+        peer: usize,
+        depth: u32,
+        deadline: Instant,
+        prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
+    ) -> Result<TestLink, TransportError> {
+        let port = self.choice.port;
+        let info = self._ctx.query_port(port).map_err(|e| self.verbs_err(e))?;
+        let gid = self
+            ._ctx
+            .query_gid(port, self.choice.gid.index as i32)
+            .map_err(|e| self.verbs_err(e))?;
+        let cq = self
+            ._ctx
+            .create_cq(2 * depth as i32 + 16)
+            .map_err(|e| self.verbs_err(e))?;
+        let qp = self
+            .pd
+            .create_rc_qp(&cq, &cq, depth, MAX_INLINE)
+            .and_then(|q| q.into_init(port, Access::default()))
+            .map_err(|e| self.verbs_err(e))?;
+        prepare(&qp).map_err(|e| self.verbs_err(e))?;
+        let psn = (qp.qpn().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
+        let mine = Endpoint {
+            qpn: qp.qpn(),
+            psn,
+            lid: info.lid,
+            gid,
+            mtu: info.mtu_enum,
+            addr: 0,
+            rkey: 0,
+        };
+        let mut theirs = [0u8; ENDPOINT_BYTES];
+        self.exchange(
+            &mut [Op::send(peer, &mine.to_bytes()), Op::recv(peer, &mut theirs)],
+            deadline,
+        )?;
+        let remote = Endpoint::from_bytes(&theirs).ok_or_else(|| {
+            TransportError::Setup(format!("rank {}: malformed test endpoint from rank {peer}", self.rank))
+        })?;
+        let grh = info.ethernet.then_some(self.choice.gid.index as u8);
+        let qp = qp
+            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh)
+            .and_then(|q| q.into_rts(psn))
+            .map_err(|e| self.verbs_err(e))?;
+        // Both ends connected before either sends: a SEND to a queue pair still in INIT is dropped
+        // and only retried after the transport timeout.
+        self.swap(peer, [0u8; 12], deadline)?;
+        Ok(TestLink { qp, cq })
+    }
+
+    /// ib_send_bw's loop on a test link: post `sends` SENDs of `bytes` from a source window, at most
+    /// `window` in flight, while `recvs` receives land in a receive window with up to twice
+    /// `window` posted. Returns the send completion times, in seconds since the first post.
+    fn send_stream(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        (sends, recvs): (u64, u64),
+        window: usize,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        let window = window.clamp(1, 1024);
+        let local = Access {
+            local_write: true,
+            ..Access::default()
+        };
+        let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
+        let src = self.source(reg, bytes.max(1), local)?;
+        // Twice the sender's window of receives posted, as perftest's receive depth exceeds its
+        // send depth: a receiver that reposts late then costs no receiver-not-ready retry.
+        let posted = 2 * window;
+        let first = recvs.min(posted as u64);
+        let recv_id = wr_id(peer, KIND_RECV, 0);
+        let link = self.test_link(peer, posted as u32 + 1, deadline, &mut |qp| {
+            (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
+        })?;
+        let (mut posted_r, mut done_r) = (first, 0u64);
+        let (mut posted_s, mut done_s) = (0u64, 0u64);
+        let mut completions = Vec::with_capacity(sends.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let t0 = Instant::now();
+        let idle_limit = deadline.saturating_duration_since(t0);
+        let mut last_progress = t0;
+        while done_s < sends || done_r < recvs {
+            while posted_s < sends && posted_s - done_s < window as u64 {
+                link.qp
+                    .post(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, KIND_SEND, 0))
+                    .map_err(|e| self.verbs_err(e))?;
+                posted_s += 1;
+            }
+            comps.clear();
+            link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+            if comps.is_empty() {
+                if last_progress.elapsed() >= idle_limit {
+                    return Err(self.stalled(
+                        peer,
+                        t0,
+                        format!("SEND completions ({done_s} of {sends} sent, {done_r} of {recvs} received)"),
+                    ));
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            last_progress = Instant::now();
+            let at = t0.elapsed().as_secs_f64();
+            for c in &comps {
+                if decode(c.wr_id).1 == KIND_RECV {
+                    done_r += 1;
+                    if posted_r < recvs {
+                        link.qp
+                            .post_recv(inbox.reg(), 0, bytes, recv_id)
+                            .map_err(|e| self.verbs_err(e))?;
+                        posted_r += 1;
+                    }
+                } else {
+                    done_s += 1;
+                    completions.push(at);
+                }
+            }
+        }
+        // Neither side tears its queue pair down while the other may still be acknowledging.
+        self.swap(peer, [0u8; 12], deadline)?;
+        drop(link);
+        Ok(OneSidedResult {
+            completions,
+            ..Default::default()
+        })
+    }
+
+    /// ib_send_lat on a test link: the leader sends `bytes` and waits for the peer's message back;
+    /// the peer waits, then sends. Small messages go inline from host memory, as perftest's.
+    fn send_ping_pong(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        count: u64,
+        leader: bool,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        const POSTED: u64 = 16;
+        let local = Access {
+            local_write: true,
+            ..Access::default()
+        };
+        let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
+        let src = self.source(reg, bytes.max(1), local)?;
+        let recv_id = wr_id(peer, KIND_RECV, 0);
+        let first = count.min(POSTED);
+        let link = self.test_link(peer, POSTED as u32 + 2, deadline, &mut |qp| {
+            (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
+        })?;
+        let step = deadline.saturating_duration_since(Instant::now());
+        let (mut posted_r, mut unacked) = (first, 0u64);
+        let mut round_trips = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(8);
+        // Wait for the next receive, counting send completions on the way.
+        let mut wait_recv = |me: &Self, posted_r: &mut u64, unacked: &mut u64, i: u64| -> Result<(), TransportError> {
+            let t0 = Instant::now();
+            loop {
+                comps.clear();
+                link.cq.poll(8, &mut comps).map_err(|e| me.verbs_err(e))?;
+                let mut got = false;
+                for c in &comps {
+                    if decode(c.wr_id).1 == KIND_RECV {
+                        got = true;
+                    } else {
+                        *unacked = unacked.saturating_sub(1);
+                    }
+                }
+                if got {
+                    if *posted_r < count {
+                        link.qp
+                            .post_recv(inbox.reg(), 0, bytes, recv_id)
+                            .map_err(|e| me.verbs_err(e))?;
+                        *posted_r += 1;
+                    }
+                    return Ok(());
+                }
+                if t0.elapsed() >= step {
+                    return Err(me.stalled(peer, t0, format!("the SEND ping-pong (iteration {i})")));
+                }
+                std::hint::spin_loop();
+            }
+        };
+        for i in 0..count {
+            let t0 = Instant::now();
+            if !leader {
+                wait_recv(self, &mut posted_r, &mut unacked, i)?;
+            }
+            link.qp
+                .post(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, KIND_SEND, 0))
+                .map_err(|e| self.verbs_err(e))?;
+            unacked += 1;
+            if leader {
+                wait_recv(self, &mut posted_r, &mut unacked, i)?;
+                round_trips.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        // The last sends' completions before the link goes away.
+        let t0 = Instant::now();
+        while unacked > 0 {
+            comps.clear();
+            link.cq.poll(8, &mut comps).map_err(|e| self.verbs_err(e))?;
+            unacked = unacked.saturating_sub(comps.len() as u64);
+            if unacked > 0 && t0.elapsed() >= step {
+                return Err(self.stalled(peer, t0, "the last SEND ping-pong completion".into()));
+            }
+        }
+        self.swap(peer, [0u8; 12], deadline)?;
+        drop(link);
+        Ok(OneSidedResult {
+            round_trips,
+            ..Default::default()
+        })
+    }
+
     fn details_list(&self) -> Vec<(String, String)> {
         let c = &self.choice;
         let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
-        vec![
+        let mut v = vec![
             ("Device".into(), c.device.clone()),
             (
                 "Number of qps".into(),
@@ -617,7 +866,14 @@ impl VerbsMesh {
                     if self.use_send { "SEND" } else { "RDMA write" }
                 ),
             ),
-        ]
+        ];
+        if self.use_send {
+            v.push((
+                "Send tests".into(),
+                "zero-copy: SEND between registered windows on a queue pair of their own (-D: inbox slots)".into(),
+            ));
+        }
+        v
     }
 
     fn exchange_ops(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {

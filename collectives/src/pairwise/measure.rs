@@ -262,9 +262,10 @@ pub fn latency(
     Ok(LatencyStats::from_samples(&samples).map(|s| (iters, s)))
 }
 
-/// One-sided bandwidth (RDMA write or read): the initiator posts `iterations` operations of
-/// `bytes` into (or from) the target's window, `window` at a time, and times them from its first
-/// post to each completion, as perftest's ib_write_bw / ib_read_bw do. Returns the initiator's result.
+/// One-sided bandwidth (RDMA write or read, or SEND into the peer's posted receives): the
+/// initiator posts `iterations` operations of `bytes` into (or from) the target's window, `window`
+/// at a time, and times them from its first post to each completion, as perftest's ib_write_bw /
+/// ib_read_bw / ib_send_bw do. Returns the initiator's result.
 pub fn bw_one_sided(
     t: &mut dyn Transport,
     peer: usize,
@@ -279,10 +280,19 @@ pub fn bw_one_sided(
     };
     let deadline = || Instant::now() + spec.op_timeout;
     if !initiator {
+        // A SEND's peer posts the receives, so it must know how many; a write's or read's only
+        // exposes its window.
+        let target = |count| match op {
+            OneSidedOp::Send => OneSidedRole::Receiver {
+                count,
+                window: spec.window,
+            },
+            _ => OneSidedRole::Target,
+        };
         if spec.warmup > 0 {
-            t.one_sided(peer, spec.bytes, OneSidedRole::Target, deadline())?;
+            t.one_sided(peer, spec.bytes, target(spec.warmup), deadline())?;
         }
-        t.one_sided(peer, spec.bytes, OneSidedRole::Target, deadline())?;
+        t.one_sided(peer, spec.bytes, target(iters), deadline())?;
         return Ok(None);
     }
     if spec.warmup > 0 {
@@ -334,6 +344,7 @@ pub fn gaps_us(completions: &[f64]) -> Vec<f64> {
 }
 
 /// One-sided latency. `write`: ping-pong of RDMA writes (ib_write_lat; half the round trip).
+/// `send`: ping-pong of SENDs on a queue pair of their own (ib_send_lat; half the round trip).
 /// `read`: the lower rank reads from the higher one's window, one read at a time, and each
 /// sample is one read's round trip (ib_read_lat). The lower rank returns the statistics.
 pub fn latency_one_sided(
@@ -350,6 +361,16 @@ pub fn latency_one_sided(
     let leader = t.rank() < peer;
     let deadline = || Instant::now() + spec.op_timeout;
     let samples: Vec<f64> = match op {
+        OneSidedOp::Send => {
+            let mut last = Vec::new();
+            for count in [spec.warmup, iters] {
+                if count > 0 {
+                    let role = OneSidedRole::SendPingPong { count, leader };
+                    last = t.one_sided(peer, spec.bytes, role, deadline())?.round_trips;
+                }
+            }
+            last.iter().map(|s| s * 1e6 / 2.0).collect()
+        }
         OneSidedOp::Write => {
             if spec.warmup > 0 {
                 t.one_sided(

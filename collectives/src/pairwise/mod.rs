@@ -164,9 +164,15 @@ fn measure_pair(
         iterations,
         retest,
     };
+    // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
+    // on a queue pair of its own, as ib_send_bw); elsewhere (TCP), and for -D runs, through
+    // two-sided messages.
     let one_sided = match cfg.op {
         OpName::Write => Some(ranks::OneSidedOp::Write),
         OpName::Read => Some(ranks::OneSidedOp::Read),
+        OpName::Send if t.capabilities().send && matches!(spec.amount, Amount::Iterations(_)) => {
+            Some(ranks::OneSidedOp::Send)
+        }
         OpName::Send => None,
     };
     match cfg.test {
@@ -192,14 +198,12 @@ fn measure_pair(
                 out.push(rec(lo, hi, Some(r), None, r.iterations));
             }
         }
-        TestKind::Bw if cfg.op != OpName::Send => {
-            // One-sided: each rank of the pair initiates once. A write moves data from the
-            // initiator to the target, a read from the target to the initiator; the result is
+        TestKind::Bw if one_sided.is_some() => {
+            // One-sided: each rank of the pair initiates once. A write or send moves data from
+            // the initiator to the target, a read from the target to the initiator; the result is
             // recorded in the direction the data moves.
-            let op = if cfg.op == OpName::Write {
-                ranks::OneSidedOp::Write
-            } else {
-                ranks::OneSidedOp::Read
+            let Some(op) = one_sided else {
+                unreachable!("guarded above")
             };
             for initiator in [lo, hi] {
                 let target = if initiator == lo { hi } else { lo };
@@ -211,10 +215,10 @@ fn measure_pair(
                     op,
                     me_initiates,
                 )? {
-                    let (src, dst) = if cfg.op == OpName::Write {
-                        (initiator, target)
-                    } else {
+                    let (src, dst) = if cfg.op == OpName::Read {
                         (target, initiator)
+                    } else {
+                        (initiator, target)
                     };
                     out.push(rec(src, dst, Some(r), None, r.iterations));
                 }
