@@ -116,6 +116,8 @@ pub struct VerbsMesh {
     max_inline: u32,
     /// Where one-sided windows live when not in host memory (`--use-cuda`).
     window_mem: Option<Box<dyn WindowMemory>>,
+    /// Sleep instead of spinning when an exchange has waited a while (a one-sided target).
+    patient: bool,
 }
 
 /// A window's address and rkey as 12 bytes for the peer.
@@ -373,7 +375,13 @@ impl VerbsMesh {
                 let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 self.exchange(&mut [Op::send(peer, &key_of(mr.reg()))], deadline)?;
                 let mut done = [0u8; 8];
-                self.exchange(&mut [Op::recv(peer, &mut done)], deadline)?;
+                // The target has nothing to do until the initiator is done, and on a software
+                // RDMA device (rxe) a spinning target takes the CPU the device's kernel work
+                // needs; perftest's passive side sleeps in a socket read the same way.
+                self.patient = true;
+                let r = self.exchange(&mut [Op::recv(peer, &mut done)], deadline);
+                self.patient = false;
+                r?;
                 Ok(OneSidedResult::default())
             }
             OneSidedRole::Initiator { op, count, window } => {
@@ -1081,8 +1089,11 @@ impl VerbsMesh {
                 });
             }
             idle_spins += 1;
-            // Busy-poll like perftest; yield only when idle for long (more ranks than cores).
-            if idle_spins > 50_000 {
+            // Busy-poll like perftest; yield only when idle for long (more ranks than cores), and
+            // sleep while a one-sided target waits out the initiator's run.
+            if self.patient && idle_spins > 1_000 {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            } else if idle_spins > 50_000 {
                 std::thread::yield_now();
             } else {
                 std::hint::spin_loop();
@@ -1360,5 +1371,6 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         max_inline,
         use_send: false,
         window_mem: None,
+        patient: false,
     })
 }
