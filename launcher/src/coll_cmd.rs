@@ -131,7 +131,10 @@ fn open_gpu(world: &World, t: &dyn Transport, a: &CollArgs, req: &GpuRequest) ->
             )
         });
     }
-    gpu::open(req.ids.as_deref(), world.local_rank(), world.host()).map_err(|e| e.to_string())
+    let mut g = gpu::open(req.ids.as_deref(), world.local_rank(), world.host()).map_err(|e| e.to_string())?;
+    // A device call waits no longer than any other step of this rank.
+    g.set_call_limit(Duration::from_secs_f64(a.rank.timeout));
+    Ok(g)
 }
 
 fn devices(world: &World, transport: &str, gpu: Option<&dyn Gpu>, path: Option<DataPath>) -> Vec<DeviceInfo> {

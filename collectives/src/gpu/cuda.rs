@@ -6,7 +6,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUdevice_attribute, CUresult};
-use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DriverError, LaunchConfig,
+};
 use cudarc::driver::{PinnedHostSlice, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 
@@ -52,6 +54,9 @@ pub struct CudaGpu {
     funcs: HashMap<String, CudaFunction>,
     /// Live buffers and their device addresses.
     bufs: Vec<Option<(CudaSlice<u8>, u64)>>,
+    /// Recorded after each call's work; the host polls it (a bounded wait, not cuStreamSynchronize).
+    done: CudaEvent,
+    limit: std::time::Duration,
 }
 
 impl CudaGpu {
@@ -98,6 +103,7 @@ impl CudaGpu {
         let module = ctx
             .load_module(Ptx::from_src(kernels::PTX))
             .map_err(|e| fail(&info, "cuModuleLoadData (reduction kernels)", e))?;
+        let done = ctx.new_event(None).map_err(|e| fail(&info, "cuEventCreate", e))?;
         Ok(CudaGpu {
             info,
             ctx,
@@ -105,6 +111,8 @@ impl CudaGpu {
             module,
             funcs: HashMap::new(),
             bufs: Vec::new(),
+            done,
+            limit: std::time::Duration::from_secs(60),
         })
     }
 
@@ -139,8 +147,29 @@ impl CudaGpu {
         Ok(f)
     }
 
+    /// Wait for the stream's work, at most the call limit: a hung GPU is an error naming the
+    /// call, not a rank blocked forever in cuStreamSynchronize.
     fn sync(&self, after: &'static str) -> Result<(), GpuError> {
-        self.stream.synchronize().map_err(|e| self.fail(after, e))
+        self.done
+            .record(&self.stream)
+            .map_err(|e| self.fail("cuEventRecord", e))?;
+        let query = || {
+            // SAFETY: a live event of this GPU's context, recorded just above.
+            match unsafe { cudarc::driver::result::event::query(self.done.cu_event()) } {
+                Ok(()) => Ok(true),
+                Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
+                Err(e) => Err(e),
+            }
+        };
+        match crate::gpu::wait_ready(self.limit, query) {
+            Ok(r) => r.map_err(|e| self.fail(after, e)),
+            Err(waited) => Err(GpuError::Stalled {
+                ordinal: self.info.ordinal,
+                name: self.info.name.clone(),
+                call: after,
+                waited,
+            }),
+        }
     }
 
     /// The device address and length of a buffer, for registering it with an RDMA NIC.
@@ -282,6 +311,10 @@ impl Gpu for CudaGpu {
         // checked above against a live allocation; the arguments match its signature.
         unsafe { l.launch(cfg) }.map_err(|e| self.fail("cuLaunchKernel (avg divide)", e))?;
         self.sync("avg divide kernel")
+    }
+
+    fn set_call_limit(&mut self, limit: std::time::Duration) {
+        self.limit = limit;
     }
 }
 

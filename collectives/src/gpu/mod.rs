@@ -73,6 +73,16 @@ pub enum GpuError {
         /// Advice that starts with "; " (or is empty).
         hint: String,
     },
+    #[error(
+        "GPU {ordinal} ({name}): {call} did not finish within {waited:.1?}: the GPU may be hung or a \
+         kernel faulting; check nvidia-smi and the kernel log (Xid errors), or raise --timeout"
+    )]
+    Stalled {
+        ordinal: usize,
+        name: String,
+        call: &'static str,
+        waited: std::time::Duration,
+    },
     #[error("GPU buffer {buf}: {what} (bytes {range:?} of a {len}-byte buffer)")]
     OutOfBounds {
         buf: BufId,
@@ -107,6 +117,38 @@ pub trait Gpu {
         range: Range<usize>,
         nranks: usize,
     ) -> Result<(), GpuError>;
+    /// How long one call may wait for the device before it is an error (default: a minute).
+    fn set_call_limit(&mut self, limit: std::time::Duration) {
+        let _ = limit;
+    }
+}
+
+/// Poll `ready` until it says done, fails, or `limit` passes: spinning at first, then sleeping
+/// 20 us between polls. `Ok(false)` from `ready` means not yet. Returns how long it waited on
+/// expiry, so the caller can name the call that stalled.
+pub fn wait_ready<E>(
+    limit: std::time::Duration,
+    mut ready: impl FnMut() -> Result<bool, E>,
+) -> Result<Result<(), E>, std::time::Duration> {
+    let t0 = std::time::Instant::now();
+    let mut polls = 0u32;
+    loop {
+        match ready() {
+            Ok(true) => return Ok(Ok(())),
+            Ok(false) => {}
+            Err(e) => return Ok(Err(e)),
+        }
+        let waited = t0.elapsed();
+        if waited >= limit {
+            return Err(waited);
+        }
+        polls = polls.saturating_add(1);
+        if polls > 2_000 {
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
 }
 
 /// A host staging buffer.
@@ -210,6 +252,24 @@ pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<Box<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_are_bounded_and_keep_errors() {
+        use std::time::Duration;
+        let mut n = 0;
+        let r: Result<Result<(), &str>, Duration> = wait_ready(Duration::from_secs(5), || {
+            n += 1;
+            Ok(n == 3000)
+        });
+        assert_eq!(r, Ok(Ok(())));
+        assert_eq!(n, 3000);
+        let r = wait_ready(Duration::from_secs(5), || Err::<bool, _>("CUDA_ERROR_ILLEGAL_ADDRESS"));
+        assert_eq!(r, Ok(Err("CUDA_ERROR_ILLEGAL_ADDRESS")));
+        let t0 = std::time::Instant::now();
+        let r = wait_ready(Duration::from_millis(30), || Ok::<bool, ()>(false));
+        let waited = r.expect_err("never ready: the limit ends the wait");
+        assert!(waited >= Duration::from_millis(30) && t0.elapsed() < Duration::from_secs(5));
+    }
 
     #[test]
     fn ordinals_by_local_rank_or_list() {
