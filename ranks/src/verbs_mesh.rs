@@ -26,6 +26,9 @@ use crate::World;
 pub const SLOT: usize = 256 * 1024;
 /// Inline data asked for at queue-pair creation: perftest's default for its latency tests.
 pub const MAX_INLINE: u32 = 220;
+/// Deepest send window of a pairwise test's own queue pair (perftest's -t goes to 8192 on some
+/// devices; rxe and mlx5 take this many).
+const MAX_TEST_DEPTH: usize = 1024;
 /// Staging memory per rank for all its peers together, which sets the slots per peer (2 to 16).
 const STAGING_BUDGET: usize = 128 << 20;
 
@@ -372,6 +375,7 @@ impl VerbsMesh {
             }
             OneSidedRole::Target => {
                 // The window the initiator writes into or reads from.
+                let link = self.test_link(peer, 2, deadline, &mut |_| Ok(()))?;
                 let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 self.exchange(&mut [Op::send(peer, &key_of(mr.reg()))], deadline)?;
                 let mut done = [0u8; 8];
@@ -382,13 +386,16 @@ impl VerbsMesh {
                 let r = self.exchange(&mut [Op::recv(peer, &mut done)], deadline);
                 self.patient = false;
                 r?;
+                drop(link);
                 Ok(OneSidedResult::default())
             }
             OneSidedRole::Initiator { op, count, window } => {
+                let window = window.clamp(1, MAX_TEST_DEPTH);
+                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mut key = [0u8; 12];
                 self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions = self.post_loop(peer, op, &key, &local, bytes, count, window, deadline)?;
+                let completions = self.post_loop(&link, peer, op, &key, &local, bytes, count, window, deadline)?;
                 self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
                 Ok(OneSidedResult {
                     completions,
@@ -396,10 +403,12 @@ impl VerbsMesh {
                 })
             }
             OneSidedRole::Both { op, count, window } => {
+                let window = window.clamp(1, MAX_TEST_DEPTH);
+                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions = self.post_loop(peer, op, &theirs, &local, bytes, count, window, deadline)?;
+                let completions = self.post_loop(&link, peer, op, &theirs, &local, bytes, count, window, deadline)?;
                 // Neither side leaves while the other may still write into or read its window.
                 self.swap(peer, [0u8; 12], deadline)?;
                 drop(mine);
@@ -435,11 +444,12 @@ impl VerbsMesh {
         Ok(theirs)
     }
 
-    /// Post `count` one-sided operations of `bytes` into the window `key` names, at most `window`
-    /// in flight; completion times in seconds since the first post.
+    /// Post `count` one-sided operations of `bytes` into the window `key` names on a test link, at
+    /// most `window` in flight; completion times in seconds since the first post.
     #[allow(clippy::too_many_arguments)]
     fn post_loop(
-        &mut self,
+        &self,
+        link: &TestLink,
         peer: usize,
         op: OneSidedOp,
         key: &[u8; 12],
@@ -455,8 +465,6 @@ impl VerbsMesh {
             OneSidedOp::Read => SendOp::Read { remote_addr, rkey },
             OneSidedOp::Send => SendOp::Send,
         };
-        // Leave room in the send queue for credit writes.
-        let window = window.clamp(1, self.slots);
         let (mut posted, mut done) = (0u64, 0u64);
         let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
@@ -466,12 +474,14 @@ impl VerbsMesh {
         let mut last_progress = t0;
         while done < count {
             while posted < count && posted - done < window as u64 {
-                let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
-                qp.post(sop, local.reg(), 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
+                link.qp
+                    .post(sop, local.reg(), 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
                     .map_err(|e| self.verbs_err(e))?;
                 posted += 1;
             }
-            let (mine, any) = self.reap(&mut comps)?;
+            comps.clear();
+            link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+            let (mine, any) = (comps.len() as u64, !comps.is_empty());
             if !any && last_progress.elapsed() >= idle_limit {
                 return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
             }
@@ -619,9 +629,10 @@ impl VerbsMesh {
         Ok(())
     }
 
-    /// A queue pair of its own to `peer`, for the SEND measurements: its receive queue holds only
-    /// the test's receives (never the mesh's inbox receives), and its completions arrive on their
-    /// own queue. `prepare` posts receives while the queue pair is in INIT, before the peer can send;
+    /// A queue pair of its own to `peer` for one pairwise measurement, as perftest connects one per
+    /// test: its send queue is as deep as the test's window (the mesh's queue pairs keep room for
+    /// credits), its receive queue holds only the test's receives (never the mesh's inbox
+    /// receives), and its completions arrive on their own queue. `prepare` posts receives while the queue pair is in INIT, before the peer can send;
     /// both sides are ready to send when this returns.
     fn test_link(
         &mut self,
@@ -640,10 +651,17 @@ impl VerbsMesh {
             ._ctx
             .create_cq(2 * depth as i32 + 16)
             .map_err(|e| self.verbs_err(e))?;
+        // Remote write and read allowed on the queue pair; each region still grants only what its
+        // test needs.
+        let access = Access {
+            remote_write: true,
+            remote_read: true,
+            ..Access::default()
+        };
         let qp = self
             .pd
             .create_rc_qp(&cq, &cq, depth, MAX_INLINE)
-            .and_then(|q| q.into_init(port, Access::default()))
+            .and_then(|q| q.into_init(port, access))
             .map_err(|e| self.verbs_err(e))?;
         prepare(&qp).map_err(|e| self.verbs_err(e))?;
         let psn = (qp.qpn().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
@@ -687,7 +705,7 @@ impl VerbsMesh {
         deadline: Instant,
         reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
     ) -> Result<OneSidedResult, TransportError> {
-        let window = window.clamp(1, 1024);
+        let window = window.clamp(1, MAX_TEST_DEPTH);
         let local = Access {
             local_write: true,
             ..Access::default()
@@ -850,7 +868,10 @@ impl VerbsMesh {
             ("Device".into(), c.device.clone()),
             (
                 "Number of qps".into(),
-                format!("{} (one per peer)", self.size.saturating_sub(1)),
+                format!(
+                    "1 per test (write, read, send -n; besides the mesh's {}, one per peer)",
+                    self.size.saturating_sub(1)
+                ),
             ),
             ("Transport type".into(), "IB".into()),
             ("Connection type".into(), "RC".into()),
@@ -878,7 +899,7 @@ impl VerbsMesh {
         if self.use_send {
             v.push((
                 "Send tests".into(),
-                "zero-copy: SEND between registered windows on a queue pair of their own (-D: inbox slots)".into(),
+                "zero-copy: SEND between registered windows (-D: through the inbox slots)".into(),
             ));
         }
         v
