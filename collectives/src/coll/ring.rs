@@ -65,6 +65,55 @@ pub fn split(buf: &mut [u8], a: Range<usize>, b: Range<usize>) -> (&[u8], &mut [
     }
 }
 
+/// The two phases of a ring all-reduce, by the chunks they move at step s: reduce-scatter sends
+/// chunk r-s-1 and receives chunk r-s-2; all-gather sends chunk r-s and receives chunk r-s-1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    ReduceScatter,
+    AllGather,
+}
+
+/// One slice of one ring step: the byte ranges this rank sends to the right and receives from the
+/// left (one side runs out first when the two chunks differ in size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Piece {
+    pub step: usize,
+    pub send: Option<Range<usize>>,
+    pub recv: Option<Range<usize>>,
+}
+
+/// This rank's (right, left) neighbours on the ring.
+pub fn neighbours(ctx: &Ctx) -> (usize, usize) {
+    let (n, r) = (ctx.nranks, ctx.rank);
+    ((r + 1) % n, (r + n - 1) % n)
+}
+
+/// Every piece of a ring phase in order: steps 0..n-1, each cut into slices. The host rings here
+/// and the staged GPU rings (`staged.rs`) walk the same schedule.
+pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>) -> Vec<Piece> {
+    let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
+    let mut v = Vec::new();
+    if n < 2 {
+        return v;
+    }
+    let (send_back, recv_back) = match phase {
+        Phase::ReduceScatter => (1, 2),
+        Phase::AllGather => (0, 1),
+    };
+    for step in 0..n - 1 {
+        let sends = slices(bounds((r + 2 * n - step - send_back) % n), elt);
+        let recvs = slices(bounds((r + 2 * n - step - recv_back) % n), elt);
+        for k in 0..sends.len().max(recvs.len()) {
+            v.push(Piece {
+                step,
+                send: sends.get(k).cloned(),
+                recv: recvs.get(k).cloned(),
+            });
+        }
+    }
+    v
+}
+
 /// Ring reduce-scatter: after n-1 steps rank r holds chunk r reduced over all ranks (not yet
 /// finalised). Step s sends chunk r-s-1 right and receives chunk r-s-2 from the left, slice by
 /// slice, reducing each received slice with this rank's own data for that chunk.
@@ -79,11 +128,12 @@ pub fn reduce_scatter(
     buf: &mut [u8],
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
-    let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
-    if n < 2 {
+    let (n, elt) = (ctx.nranks, ctx.elt());
+    let (right, left) = neighbours(ctx);
+    let pieces = pieces(ctx, Phase::ReduceScatter, bounds);
+    if pieces.is_empty() {
         return Ok(());
     }
-    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
     let mut scratch = take_scratch(
         (0..n)
             .map(|c| bounds(c).len())
@@ -91,38 +141,34 @@ pub fn reduce_scatter(
             .unwrap_or(0)
             .min((SLICE / elt).max(1) * elt),
     );
-    for s in 0..n - 1 {
-        let sends = slices(bounds((r + 2 * n - s - 1) % n), elt);
-        let recvs = slices(bounds((r + 2 * n - s - 2) % n), elt);
-        for k in 0..sends.len().max(recvs.len()) {
-            let deadline = Instant::now() + ctx.step_timeout;
-            let tmp_len = recvs.get(k).map_or(0, |x| x.len());
-            {
-                let mut ops = Vec::with_capacity(2);
-                if let Some(sr) = sends.get(k) {
-                    // Step 0 sends this rank's own data; later steps what the last step reduced.
-                    let from: &[u8] = match src {
-                        Some(src) if s == 0 => src,
-                        _ => buf,
-                    };
-                    ops.push(Op::send(right, &from[sr.clone()]));
-                }
-                if recvs.get(k).is_some() {
-                    ops.push(Op::recv(left, &mut scratch[..tmp_len]));
-                }
-                t.exchange(&mut ops, deadline)?;
+    for p in pieces {
+        let deadline = Instant::now() + ctx.step_timeout;
+        let tmp_len = p.recv.as_ref().map_or(0, |x| x.len());
+        {
+            let mut ops = Vec::with_capacity(2);
+            if let Some(sr) = &p.send {
+                // Step 0 sends this rank's own data; later steps what the last step reduced.
+                let from: &[u8] = match src {
+                    Some(src) if p.step == 0 => src,
+                    _ => buf,
+                };
+                ops.push(Op::send(right, &from[sr.clone()]));
             }
-            if let Some(rr) = recvs.get(k) {
-                match src {
-                    Some(src) => reduce_from(
-                        ctx.dtype,
-                        ctx.op,
-                        &mut buf[rr.clone()],
-                        &src[rr.clone()],
-                        &scratch[..tmp_len],
-                    )?,
-                    None => reduce_into(ctx.dtype, ctx.op, &mut buf[rr.clone()], &scratch[..tmp_len])?,
-                }
+            if p.recv.is_some() {
+                ops.push(Op::recv(left, &mut scratch[..tmp_len]));
+            }
+            t.exchange(&mut ops, deadline)?;
+        }
+        if let Some(rr) = p.recv {
+            match src {
+                Some(src) => reduce_from(
+                    ctx.dtype,
+                    ctx.op,
+                    &mut buf[rr.clone()],
+                    &src[rr.clone()],
+                    &scratch[..tmp_len],
+                )?,
+                None => reduce_into(ctx.dtype, ctx.op, &mut buf[rr], &scratch[..tmp_len])?,
             }
         }
     }
@@ -170,25 +216,17 @@ pub fn all_gather(
     buf: &mut [u8],
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
-    let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
-    if n < 2 {
-        return Ok(());
-    }
-    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-    for s in 0..n - 1 {
-        let sends = slices(bounds((r + n - s) % n), elt);
-        let recvs = slices(bounds((r + 2 * n - s - 1) % n), elt);
-        for k in 0..sends.len().max(recvs.len()) {
-            let deadline = Instant::now() + ctx.step_timeout;
-            match (sends.get(k), recvs.get(k)) {
-                (Some(sr), Some(rr)) => {
-                    let (out, inn) = split(buf, sr.clone(), rr.clone());
-                    t.exchange(&mut [Op::send(right, out), Op::recv(left, inn)], deadline)?;
-                }
-                (Some(sr), None) => t.exchange(&mut [Op::send(right, &buf[sr.clone()])], deadline)?,
-                (None, Some(rr)) => t.exchange(&mut [Op::recv(left, &mut buf[rr.clone()])], deadline)?,
-                (None, None) => {}
+    let (right, left) = neighbours(ctx);
+    for p in pieces(ctx, Phase::AllGather, bounds) {
+        let deadline = Instant::now() + ctx.step_timeout;
+        match (p.send, p.recv) {
+            (Some(sr), Some(rr)) => {
+                let (out, inn) = split(buf, sr, rr);
+                t.exchange(&mut [Op::send(right, out), Op::recv(left, inn)], deadline)?;
             }
+            (Some(sr), None) => t.exchange(&mut [Op::send(right, &buf[sr])], deadline)?,
+            (None, Some(rr)) => t.exchange(&mut [Op::recv(left, &mut buf[rr])], deadline)?,
+            (None, None) => {}
         }
     }
     Ok(())
@@ -209,6 +247,56 @@ mod tests {
             }
             assert_eq!(end, count * 4);
         }
+    }
+
+    fn ctx(rank: usize, nranks: usize) -> Ctx {
+        Ctx {
+            dtype: crate::dtype::DataType::Float,
+            op: crate::dtype::RedOp::Sum,
+            root: 0,
+            rank,
+            nranks,
+            counts: super::super::Counts {
+                send: 0,
+                recv: 0,
+                param: 0,
+                send_inplace_offset: 0,
+                recv_inplace_offset: 0,
+            },
+            step_timeout: std::time::Duration::from_secs(1),
+        }
+    }
+
+    #[test]
+    fn ring_schedule_by_hand() {
+        // 3 ranks, chunk c = bytes 100c..100c+100 (whole slices). Rank 0, reduce-scatter: step 0
+        // sends chunk 2 (r-1) and receives chunk 1 (r-2); step 1 sends chunk 1, receives chunk 0,
+        // which it then owns. All-gather: step 0 sends chunk 0, receives chunk 2; step 1 sends
+        // chunk 2, receives chunk 1.
+        let b = |c: usize| 100 * c..100 * c + 100;
+        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &b);
+        let got: Vec<_> = rs.iter().map(|p| (p.step, p.send.clone(), p.recv.clone())).collect();
+        assert_eq!(
+            got,
+            vec![(0, Some(200..300), Some(100..200)), (1, Some(100..200), Some(0..100))]
+        );
+        let ag = pieces(&ctx(0, 3), Phase::AllGather, &b);
+        let got: Vec<_> = ag.iter().map(|p| (p.step, p.send.clone(), p.recv.clone())).collect();
+        assert_eq!(
+            got,
+            vec![(0, Some(0..100), Some(200..300)), (1, Some(200..300), Some(100..200))]
+        );
+        assert_eq!(neighbours(&ctx(0, 3)), (1, 2));
+        assert!(pieces(&ctx(0, 1), Phase::AllGather, &b).is_empty());
+        // Unequal chunks: the longer side keeps going alone, one slice at a time.
+        let big = |c: usize| if c == 2 { 0..SLICE + 8 } else { 0..4 };
+        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &big);
+        assert_eq!(rs[0].send, Some(0..SLICE));
+        assert_eq!(rs[0].recv, Some(0..4));
+        assert_eq!(
+            (rs[1].step, rs[1].send.clone(), rs[1].recv.clone()),
+            (0, Some(SLICE..SLICE + 8), None)
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
-use super::ring::slices;
+use super::ring::{neighbours, pieces, Phase};
 use super::{Bufs, CollError, Collective, Ctx};
 use crate::gpu::{At, BufId, Gpu, GpuError, Staging};
 
@@ -123,39 +123,31 @@ pub fn ring_reduce_scatter(
     buf: BufId,
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
-    let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
-    if n < 2 {
-        return Ok(());
-    }
-    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-    for s in 0..n - 1 {
-        let sends = slices(bounds((r + 2 * n - s - 1) % n), elt);
-        let recvs = slices(bounds((r + 2 * n - s - 2) % n), elt);
-        for k in 0..sends.len().max(recvs.len()) {
-            let deadline = Instant::now() + ctx.step_timeout;
-            let (sr, rr) = (sends.get(k), recvs.get(k));
-            if let Some(sr) = sr {
-                let from = match src {
-                    Some(src) if s == 0 => src,
-                    _ => buf,
-                };
-                st.gpu
-                    .download(At::new(from, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
-            }
-            exchange_staged(t, st, right, sr.map(|x| x.len()), left, rr.map(|x| x.len()), deadline)?;
-            if let Some(rr) = rr {
-                st.gpu
-                    .upload(At::new(st.dev_scratch, 0), &st.host_recv.bytes()[..rr.len()])?;
-                let own = At::new(src.unwrap_or(buf), rr.start);
-                st.gpu.reduce(
-                    ctx.dtype,
-                    ctx.op,
-                    At::new(buf, rr.start),
-                    own,
-                    At::new(st.dev_scratch, 0),
-                    rr.len(),
-                )?;
-            }
+    let (right, left) = neighbours(ctx);
+    for p in pieces(ctx, Phase::ReduceScatter, bounds) {
+        let deadline = Instant::now() + ctx.step_timeout;
+        if let Some(sr) = &p.send {
+            let from = match src {
+                Some(src) if p.step == 0 => src,
+                _ => buf,
+            };
+            st.gpu
+                .download(At::new(from, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
+        }
+        let lens = (p.send.as_ref().map(|x| x.len()), p.recv.as_ref().map(|x| x.len()));
+        exchange_staged(t, st, right, lens.0, left, lens.1, deadline)?;
+        if let Some(rr) = p.recv {
+            st.gpu
+                .upload(At::new(st.dev_scratch, 0), &st.host_recv.bytes()[..rr.len()])?;
+            let own = At::new(src.unwrap_or(buf), rr.start);
+            st.gpu.reduce(
+                ctx.dtype,
+                ctx.op,
+                At::new(buf, rr.start),
+                own,
+                At::new(st.dev_scratch, 0),
+                rr.len(),
+            )?;
         }
     }
     Ok(())
@@ -169,26 +161,18 @@ pub fn ring_all_gather(
     buf: BufId,
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
-    let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
-    if n < 2 {
-        return Ok(());
-    }
-    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-    for s in 0..n - 1 {
-        let sends = slices(bounds((r + n - s) % n), elt);
-        let recvs = slices(bounds((r + 2 * n - s - 1) % n), elt);
-        for k in 0..sends.len().max(recvs.len()) {
-            let deadline = Instant::now() + ctx.step_timeout;
-            let (sr, rr) = (sends.get(k), recvs.get(k));
-            if let Some(sr) = sr {
-                st.gpu
-                    .download(At::new(buf, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
-            }
-            exchange_staged(t, st, right, sr.map(|x| x.len()), left, rr.map(|x| x.len()), deadline)?;
-            if let Some(rr) = rr {
-                st.gpu
-                    .upload(At::new(buf, rr.start), &st.host_recv.bytes()[..rr.len()])?;
-            }
+    let (right, left) = neighbours(ctx);
+    for p in pieces(ctx, Phase::AllGather, bounds) {
+        let deadline = Instant::now() + ctx.step_timeout;
+        if let Some(sr) = &p.send {
+            st.gpu
+                .download(At::new(buf, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
+        }
+        let lens = (p.send.as_ref().map(|x| x.len()), p.recv.as_ref().map(|x| x.len()));
+        exchange_staged(t, st, right, lens.0, left, lens.1, deadline)?;
+        if let Some(rr) = p.recv {
+            st.gpu
+                .upload(At::new(buf, rr.start), &st.host_recv.bytes()[..rr.len()])?;
         }
     }
     Ok(())
