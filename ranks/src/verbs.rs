@@ -393,8 +393,22 @@ impl ProtectionDomain {
         depth: u32,
         max_inline: u32,
     ) -> Result<QueuePair<Reset>, VerbsError> {
-        match self.create_rc_qp_with(send_cq, recv_cq, depth, max_inline) {
-            Err(_) if max_inline > 0 => self.create_rc_qp_with(send_cq, recv_cq, depth, 0),
+        self.create_rc_qp_signalling(send_cq, recv_cq, depth, max_inline, true)
+    }
+
+    /// As [`Self::create_rc_qp`], but only work requests posted with `signaled` (see
+    /// [`QueuePair::post_flagged`]) produce a completion when `signal_all` is false: CQ moderation,
+    /// as perftest's bandwidth tests signal one request in 100.
+    pub fn create_rc_qp_signalling(
+        &self,
+        send_cq: &CompletionQueue,
+        recv_cq: &CompletionQueue,
+        depth: u32,
+        max_inline: u32,
+        signal_all: bool,
+    ) -> Result<QueuePair<Reset>, VerbsError> {
+        match self.create_rc_qp_with(send_cq, recv_cq, depth, max_inline, signal_all) {
+            Err(_) if max_inline > 0 => self.create_rc_qp_with(send_cq, recv_cq, depth, 0, signal_all),
             r => r,
         }
     }
@@ -405,6 +419,7 @@ impl ProtectionDomain {
         recv_cq: &CompletionQueue,
         depth: u32,
         max_inline: u32,
+        signal_all: bool,
     ) -> Result<QueuePair<Reset>, VerbsError> {
         // SAFETY: plain data.
         let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
@@ -416,7 +431,7 @@ impl ProtectionDomain {
         init.cap.max_send_sge = 1;
         init.cap.max_recv_sge = 1;
         init.cap.max_inline_data = max_inline;
-        init.sq_sig_all = 1;
+        init.sq_sig_all = i32::from(signal_all);
         // SAFETY: valid PD and CQs (borrowed for the call; the QP keeps Arcs to them below).
         let raw = unsafe { ibv_create_qp(self.0.raw.as_ptr(), &mut init) };
         let raw = NonNull::new(raw).ok_or_else(|| VerbsError::Verb {
@@ -967,7 +982,7 @@ pub enum SendOp {
 }
 
 impl QueuePair<Rts> {
-    /// Post one work request on `len` bytes at `offset` of `mr`.
+    /// Post one work request on `len` bytes at `offset` of `mr`, signalled.
     pub fn post(
         &self,
         op: SendOp,
@@ -975,6 +990,20 @@ impl QueuePair<Rts> {
         offset: usize,
         len: usize,
         wr_id: u64,
+    ) -> Result<(), VerbsError> {
+        self.post_flagged(op, mr, offset, len, wr_id, true)
+    }
+
+    /// Post one work request; on a queue pair created without `signal_all`, only a `signaled` one
+    /// produces a completion, and that completion also retires the unsignalled ones before it.
+    pub fn post_flagged(
+        &self,
+        op: SendOp,
+        mr: &dyn Registered,
+        offset: usize,
+        len: usize,
+        wr_id: u64,
+        signaled: bool,
     ) -> Result<(), VerbsError> {
         assert!(
             offset + len <= mr.region_len(),
@@ -990,7 +1019,11 @@ impl QueuePair<Rts> {
         wr.wr_id = wr_id;
         wr.sg_list = &mut sge;
         wr.num_sge = 1;
-        wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+        wr.send_flags = if signaled {
+            ibv_send_flags::IBV_SEND_SIGNALED.0
+        } else {
+            0
+        };
         // Small sends and writes go inline: the NIC takes the bytes from the work request and
         // skips a DMA read of the buffer (reads cannot be inline).
         // GPU memory is never inline: the CPU cannot read it.

@@ -92,6 +92,43 @@ struct Peer {
     inflight: VecDeque<usize>,
 }
 
+/// Send requests per completion in the pairwise bandwidth tests, perftest's default (--cq-mod).
+const CQ_MODERATION: u64 = 100;
+
+/// CQ moderation on a test link's send queue: which posts are signalled (every
+/// `min(window, CQ_MODERATION)`th, and the last), and how many requests each completion retires
+/// (completions come back in post order on an RC send queue). The window is at least the
+/// interval, so a full window always holds a signalled request.
+struct Moderation {
+    every: u64,
+    open: u64,
+    batches: VecDeque<u64>,
+}
+
+impl Moderation {
+    fn new(window: usize) -> Self {
+        Moderation {
+            every: (window as u64).clamp(1, CQ_MODERATION),
+            open: 0,
+            batches: VecDeque::new(),
+        }
+    }
+    /// Whether the next post is signalled; `last` for the run's final post.
+    fn next(&mut self, last: bool) -> bool {
+        self.open += 1;
+        if self.open == self.every || last {
+            self.batches.push_back(self.open);
+            self.open = 0;
+            return true;
+        }
+        false
+    }
+    /// Requests retired by the next completion.
+    fn retired(&mut self) -> u64 {
+        self.batches.pop_front().unwrap_or(0)
+    }
+}
+
 /// A queue pair outside the mesh for one measurement, with its own completion queue (declared
 /// after the queue pair: dropped after it).
 struct TestLink {
@@ -466,6 +503,7 @@ impl VerbsMesh {
             OneSidedOp::Send => SendOp::Send,
         };
         let (mut posted, mut done) = (0u64, 0u64);
+        let mut moderation = Moderation::new(window);
         let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let t0 = Instant::now();
@@ -474,23 +512,27 @@ impl VerbsMesh {
         let mut last_progress = t0;
         while done < count {
             while posted < count && posted - done < window as u64 {
+                let signaled = moderation.next(posted + 1 == count);
                 link.qp
-                    .post(sop, local.reg(), 0, bytes, wr_id(peer, KIND_ONESIDED, 0))
+                    .post_flagged(sop, local.reg(), 0, bytes, wr_id(peer, KIND_ONESIDED, 0), signaled)
                     .map_err(|e| self.verbs_err(e))?;
                 posted += 1;
             }
             comps.clear();
             link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-            let (mine, any) = (comps.len() as u64, !comps.is_empty());
-            if !any && last_progress.elapsed() >= idle_limit {
-                return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
+            if comps.is_empty() {
+                if last_progress.elapsed() >= idle_limit {
+                    return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
+                }
+                continue;
             }
-            if any {
-                last_progress = Instant::now();
-            }
+            last_progress = Instant::now();
             let at = t0.elapsed().as_secs_f64();
-            done += mine;
-            completions.extend(std::iter::repeat_n(at, mine as usize));
+            for _ in &comps {
+                let retired = moderation.retired();
+                done += retired;
+                completions.extend(std::iter::repeat_n(at, retired as usize));
+            }
         }
         Ok(completions)
     }
@@ -660,7 +702,7 @@ impl VerbsMesh {
         };
         let qp = self
             .pd
-            .create_rc_qp(&cq, &cq, depth, MAX_INLINE)
+            .create_rc_qp_signalling(&cq, &cq, depth, MAX_INLINE, false)
             .and_then(|q| q.into_init(port, access))
             .map_err(|e| self.verbs_err(e))?;
         prepare(&qp).map_err(|e| self.verbs_err(e))?;
@@ -722,6 +764,7 @@ impl VerbsMesh {
         })?;
         let (mut posted_r, mut done_r) = (first, 0u64);
         let (mut posted_s, mut done_s) = (0u64, 0u64);
+        let mut moderation = Moderation::new(window);
         let mut completions = Vec::with_capacity(sends.min(10_000_000) as usize);
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let t0 = Instant::now();
@@ -729,8 +772,9 @@ impl VerbsMesh {
         let mut last_progress = t0;
         while done_s < sends || done_r < recvs {
             while posted_s < sends && posted_s - done_s < window as u64 {
+                let signaled = moderation.next(posted_s + 1 == sends);
                 link.qp
-                    .post(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, KIND_SEND, 0))
+                    .post_flagged(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, KIND_SEND, 0), signaled)
                     .map_err(|e| self.verbs_err(e))?;
                 posted_s += 1;
             }
@@ -759,8 +803,9 @@ impl VerbsMesh {
                         posted_r += 1;
                     }
                 } else {
-                    done_s += 1;
-                    completions.push(at);
+                    let retired = moderation.retired();
+                    done_s += retired;
+                    completions.extend(std::iter::repeat_n(at, retired as usize));
                 }
             }
         }
@@ -875,7 +920,10 @@ impl VerbsMesh {
             ),
             ("Transport type".into(), "IB".into()),
             ("Connection type".into(), "RC".into()),
-            ("CQ Moderation".into(), "1".into()),
+            (
+                "CQ Moderation".into(),
+                format!("{CQ_MODERATION} (bandwidth tests; latency tests and the mesh's own traffic: 1)"),
+            ),
             ("Mtu".into(), format!("{}[B]", self.mtu)),
             (
                 "Link type".into(),
@@ -1394,4 +1442,26 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         window_mem: None,
         patient: false,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moderation_signals_every_hundredth_and_the_last() {
+        // Window 128, 250 posts: signalled at 100, 200 and 250; completions retire 100, 100, 50.
+        let mut m = Moderation::new(128);
+        let signaled: Vec<u64> = (1..=250u64).filter(|&i| m.next(i == 250)).collect();
+        assert_eq!(signaled, vec![100, 200, 250]);
+        assert_eq!((m.retired(), m.retired(), m.retired(), m.retired()), (100, 100, 50, 0));
+        // A window smaller than the interval signals once per window: never a full window of
+        // unsignalled requests, which would wait forever.
+        let mut m = Moderation::new(1);
+        assert!((0..5).all(|i| m.next(i == 4)));
+        let mut m = Moderation::new(16);
+        let n = (1..=40u64).filter(|&i| m.next(i == 40)).count();
+        assert_eq!(n, 3);
+        assert_eq!((m.retired(), m.retired(), m.retired()), (16, 16, 8));
+    }
 }
