@@ -129,6 +129,14 @@ impl Moderation {
     }
 }
 
+/// The receive side of a SEND test on a test link: receives posted into `window`, `total` in all.
+struct Receives<'a> {
+    window: &'a Window,
+    total: u64,
+    posted: u64,
+    done: u64,
+}
+
 /// A queue pair outside the mesh for one measurement, with its own completion queue (declared
 /// after the queue pair: dropped after it).
 struct TestLink {
@@ -432,7 +440,8 @@ impl VerbsMesh {
                 let mut key = [0u8; 12];
                 self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions = self.post_loop(&link, peer, op, &key, &local, bytes, count, window, deadline)?;
+                let completions =
+                    self.post_loop(&link, peer, op, &key, &local, bytes, count, window, None, deadline)?;
                 self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
                 Ok(OneSidedResult {
                     completions,
@@ -445,7 +454,8 @@ impl VerbsMesh {
                 let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions = self.post_loop(&link, peer, op, &theirs, &local, bytes, count, window, deadline)?;
+                let completions =
+                    self.post_loop(&link, peer, op, &theirs, &local, bytes, count, window, None, deadline)?;
                 // Neither side leaves while the other may still write into or read its window.
                 self.swap(peer, [0u8; 12], deadline)?;
                 drop(mine);
@@ -481,8 +491,11 @@ impl VerbsMesh {
         Ok(theirs)
     }
 
-    /// Post `count` one-sided operations of `bytes` into the window `key` names on a test link, at
-    /// most `window` in flight; completion times in seconds since the first post.
+    /// The bandwidth loop on a test link, as perftest's: post `count` operations of `bytes` from
+    /// `local` (an RDMA write or read into or from the window `key` names, or a SEND), at most
+    /// `window` in flight and one in [`CQ_MODERATION`] signalled; meanwhile, with `recvs`, repost
+    /// receives into its window as they complete until all its messages are in. Returns the send
+    /// side's completion times in seconds since the first post.
     #[allow(clippy::too_many_arguments)]
     fn post_loop(
         &self,
@@ -494,6 +507,7 @@ impl VerbsMesh {
         bytes: usize,
         count: u64,
         window: usize,
+        mut recvs: Option<Receives<'_>>,
         deadline: Instant,
     ) -> Result<Vec<f64>, TransportError> {
         let (remote_addr, rkey) = unkey(key);
@@ -510,7 +524,7 @@ impl VerbsMesh {
         // The deadline bounds how long we wait without any completion, not the whole run.
         let idle_limit = deadline.saturating_duration_since(t0);
         let mut last_progress = t0;
-        while done < count {
+        while done < count || recvs.as_ref().is_some_and(|r| r.done < r.total) {
             while posted < count && posted - done < window as u64 {
                 let signaled = moderation.next(posted + 1 == count);
                 link.qp
@@ -522,16 +536,38 @@ impl VerbsMesh {
             link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
             if comps.is_empty() {
                 if last_progress.elapsed() >= idle_limit {
-                    return Err(self.stalled(peer, t0, format!("RDMA {op:?} completions ({done} of {count})")));
+                    let received = recvs
+                        .as_ref()
+                        .map(|r| format!(", {} of {} received", r.done, r.total))
+                        .unwrap_or_default();
+                    return Err(self.stalled(
+                        peer,
+                        t0,
+                        format!("RDMA {op:?} completions ({done} of {count} done{received})"),
+                    ));
                 }
+                std::hint::spin_loop();
                 continue;
             }
             last_progress = Instant::now();
             let at = t0.elapsed().as_secs_f64();
-            for _ in &comps {
-                let retired = moderation.retired();
-                done += retired;
-                completions.extend(std::iter::repeat_n(at, retired as usize));
+            for c in &comps {
+                match recvs.as_mut() {
+                    Some(r) if decode(c.wr_id).1 == KIND_RECV => {
+                        r.done += 1;
+                        if r.posted < r.total {
+                            link.qp
+                                .post_recv(r.window.reg(), 0, bytes, c.wr_id)
+                                .map_err(|e| self.verbs_err(e))?;
+                            r.posted += 1;
+                        }
+                    }
+                    _ => {
+                        let retired = moderation.retired();
+                        done += retired;
+                        completions.extend(std::iter::repeat_n(at, retired as usize));
+                    }
+                }
             }
         }
         Ok(completions)
@@ -762,53 +798,24 @@ impl VerbsMesh {
         let link = self.test_link(peer, posted as u32 + 1, deadline, &mut |qp| {
             (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
         })?;
-        let (mut posted_r, mut done_r) = (first, 0u64);
-        let (mut posted_s, mut done_s) = (0u64, 0u64);
-        let mut moderation = Moderation::new(window);
-        let mut completions = Vec::with_capacity(sends.min(10_000_000) as usize);
-        let mut comps: Vec<Completion> = Vec::with_capacity(32);
-        let t0 = Instant::now();
-        let idle_limit = deadline.saturating_duration_since(t0);
-        let mut last_progress = t0;
-        while done_s < sends || done_r < recvs {
-            while posted_s < sends && posted_s - done_s < window as u64 {
-                let signaled = moderation.next(posted_s + 1 == sends);
-                link.qp
-                    .post_flagged(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, KIND_SEND, 0), signaled)
-                    .map_err(|e| self.verbs_err(e))?;
-                posted_s += 1;
-            }
-            comps.clear();
-            link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-            if comps.is_empty() {
-                if last_progress.elapsed() >= idle_limit {
-                    return Err(self.stalled(
-                        peer,
-                        t0,
-                        format!("SEND completions ({done_s} of {sends} sent, {done_r} of {recvs} received)"),
-                    ));
-                }
-                std::hint::spin_loop();
-                continue;
-            }
-            last_progress = Instant::now();
-            let at = t0.elapsed().as_secs_f64();
-            for c in &comps {
-                if decode(c.wr_id).1 == KIND_RECV {
-                    done_r += 1;
-                    if posted_r < recvs {
-                        link.qp
-                            .post_recv(inbox.reg(), 0, bytes, recv_id)
-                            .map_err(|e| self.verbs_err(e))?;
-                        posted_r += 1;
-                    }
-                } else {
-                    let retired = moderation.retired();
-                    done_s += retired;
-                    completions.extend(std::iter::repeat_n(at, retired as usize));
-                }
-            }
-        }
+        let receives = (recvs > 0).then_some(Receives {
+            window: &inbox,
+            total: recvs,
+            posted: first,
+            done: 0,
+        });
+        let completions = self.post_loop(
+            &link,
+            peer,
+            OneSidedOp::Send,
+            &[0u8; 12],
+            &src,
+            bytes,
+            sends,
+            window,
+            receives,
+            deadline,
+        )?;
         // Neither side tears its queue pair down while the other may still be acknowledging.
         self.swap(peer, [0u8; 12], deadline)?;
         drop(link);
