@@ -256,7 +256,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             gpu.as_mut().map(|g| &mut **g as &mut dyn Gpu),
             print_row,
         )
-        .map_err(coll_failure)?;
+        .map_err(|e| coll_failure(world, e))?;
         let rows = sweep.rows;
         if root {
             let _ = out.write_all(report::footer(&rows).as_bytes());
@@ -311,10 +311,16 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
     })
 }
 
-fn coll_failure(e: coll::CollError) -> RankFailure {
+/// Transport errors name their rank, host and peer already; a GPU error (a failed or stalled
+/// device call) gets this rank and host in front.
+fn coll_failure(world: &World, e: coll::CollError) -> RankFailure {
     match e {
         coll::CollError::Transport(t) => RankFailure::Transport(t),
         coll::CollError::Layout(l) => RankFailure::Usage(l.to_string()),
-        coll::CollError::Gpu(g) => RankFailure::Transport(ranks::TransportError::Setup(g.to_string())),
+        coll::CollError::Gpu(g) => RankFailure::Transport(ranks::TransportError::Setup(format!(
+            "rank {} ({}): {g}",
+            world.rank(),
+            world.host()
+        ))),
     }
 }
