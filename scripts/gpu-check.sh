@@ -6,7 +6,8 @@
 #  2. the CUDA unit tests: the PTX reduction kernels against the CPU reduction, bit for bit, for
 #     every type and op, plus error and staging checks (cargo test ... --ignored);
 #  3. all_reduce with -g at 2 ranks sharing one GPU over TCP with --gpu-staging, printing the
-#     nccl-tests table: float sum 8 B .. 64 MiB, then every type and op at small sizes.
+#     nccl-tests table: float sum 8 B .. 64 MiB, then every type and op at small sizes;
+#  4. where the machine has an RDMA device, all_reduce -g over GPUDirect RDMA (no staging).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 step() { echo; echo "== $*"; }
@@ -40,6 +41,15 @@ timeout 600 mpirun --bind-to none --oversubscribe -np 2 "$M" all_reduce -g --gpu
 step "all_reduce -g: every type and op, 1 KiB .. 1 MiB"
 timeout 600 mpirun --bind-to none --oversubscribe -np 2 "$M" all_reduce -g --gpu-staging --gpu-ids 0 \
   --transport tcp -b 1K -e 1M -f 32 -d all -o all -n 2 || fail "all_reduce every type and op"
+
+step "all_reduce -g over GPUDirect RDMA (verbs, no staging), if this machine has an RDMA device"
+rdma_dev=$(ls /sys/class/infiniband 2>/dev/null | head -1)
+if [ -n "$rdma_dev" ]; then
+  timeout 600 mpirun --bind-to none --oversubscribe -np 2 "$M" all_reduce -g --gpu-ids 0 \
+    --transport verbs --ib-dev "$rdma_dev" -b 8 -e 64M -f 4 -n 20 -w 5 || fail "all_reduce over GPUDirect RDMA"
+else
+  echo "skipped: no RDMA device under /sys/class/infiniband, so GPUDirect RDMA cannot be checked here"
+fi
 
 echo
 echo "gpu-check: all steps passed"

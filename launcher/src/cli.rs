@@ -104,7 +104,8 @@ pub struct CollArgs {
     #[arg(long)]
     pub force: bool,
     /// Run on GPU buffers. As nccl-tests' -g it takes the GPUs per rank, and meshrun drives one
-    /// (`-g` alone means `-g 1`); start one rank per GPU instead of -g 8.
+    /// (`-g` alone means `-g 1`); start one rank per GPU instead of -g 8. Over verbs the NIC
+    /// reads and writes the GPU buffers directly (GPUDirect RDMA) unless --gpu-staging.
     #[arg(short = 'g', long = "gpu", value_name = "N", num_args = 0..=1, default_missing_value = "1")]
     pub gpu: Option<u32>,
     /// GPU of each local rank (comma-separated CUDA ordinals; one id for all), default: local rank

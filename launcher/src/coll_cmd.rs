@@ -90,7 +90,8 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuRequest {
     pub ids: Option<Vec<usize>>,
-    pub path: DataPath,
+    /// `--gpu-staging`: copy through pinned host memory (else GPUDirect RDMA).
+    pub staging: bool,
 }
 
 /// Check the GPU flags; None without -g.
@@ -112,34 +113,49 @@ pub fn gpu_request(a: &CollArgs) -> Result<Option<GpuRequest>, String> {
     let ids = a.gpu_ids.as_deref().map(gpu::parse_ids).transpose()?;
     Ok(Some(GpuRequest {
         ids,
-        path: DataPath::Staged,
+        staging: a.gpu_staging,
     }))
 }
 
-/// Open this rank's GPU for `req` over transport `t`, or say why it cannot be used.
-fn open_gpu(world: &World, t: &dyn Transport, a: &CollArgs, req: &GpuRequest) -> Result<Box<dyn Gpu>, String> {
-    if !a.gpu_staging {
-        return Err(if t.name() == "tcp" {
-            "-g over the TCP transport needs --gpu-staging: sockets cannot read GPU memory, so data is copied \
-             through pinned host buffers"
-                .to_string()
-        } else {
-            format!(
-                "-g over {} without --gpu-staging would need the NIC to read GPU memory directly (GPUDirect \
-                 RDMA), which meshrun's collectives do not do yet; add --gpu-staging",
-                t.name()
-            )
-        });
+/// Open this rank's GPU for `req` over transport `t`, and find how its buffers reach the network:
+/// staged with `--gpu-staging`, else GPUDirect RDMA, proven by registering a device buffer with
+/// the NIC here (so a node without it fails now, saying why, not in the first transfer).
+fn open_gpu(
+    world: &World,
+    t: &mut dyn Transport,
+    a: &CollArgs,
+    req: &GpuRequest,
+) -> Result<(Box<dyn Gpu>, DataPath), String> {
+    if !req.staging && t.name() == "tcp" {
+        return Err(
+            "-g over the TCP transport needs --gpu-staging: sockets cannot read GPU memory, so data is \
+                    copied through pinned host buffers (GPUDirect RDMA needs --transport verbs)"
+                .to_string(),
+        );
     }
     let mut g = gpu::open(req.ids.as_deref(), world.local_rank(), world.host()).map_err(|e| e.to_string())?;
     // A device call waits no longer than any other step of this rank.
     g.set_call_limit(Duration::from_secs_f64(a.rank.timeout));
-    Ok(g)
+    if req.staging {
+        return Ok((g, DataPath::Staged));
+    }
+    let probe = g.alloc(2 << 20).map_err(|e| e.to_string())?;
+    let registered = g
+        .nic_memory(probe)
+        .map_err(|e| e.to_string())
+        .and_then(|mem| t.register_region(mem).map_err(|e| e.to_string()));
+    g.free(probe);
+    let (region, path) = registered?;
+    t.release_region(region);
+    Ok((g, DataPath::Direct(path)))
 }
 
-fn devices(world: &World, transport: &str, gpu: Option<&dyn Gpu>, path: Option<DataPath>) -> Vec<DeviceInfo> {
+/// Every rank's `# Using devices` line: its GPU, and how that rank's GPU data reaches the network.
+fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) -> Vec<DeviceInfo> {
     let mine = match gpu {
-        Some(g) => serde_json::json!({"pid": std::process::id(), "host": world.host(), "gpu": g.info()}),
+        Some((g, path)) => serde_json::json!({
+            "pid": std::process::id(), "host": world.host(), "gpu": g.info(), "path": path.describe()
+        }),
         None => serde_json::json!({"pid": std::process::id(), "host": world.host()}),
     };
     let all = world
@@ -158,8 +174,8 @@ fn devices(world: &World, transport: &str, gpu: Option<&dyn Gpu>, path: Option<D
                     host,
                     device: g.ordinal as i32,
                     bus_id: g.short_bus_id().to_string(),
-                    name: match path {
-                        Some(p) => format!("{} ({} over {transport})", g.name, p.describe()),
+                    name: match v["path"].as_str() {
+                        Some(p) => format!("{} ({p} over {transport})", g.name),
                         None => g.name.clone(),
                     },
                 },
@@ -210,14 +226,14 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
         }
-        let mut gpu: Option<Box<dyn Gpu>> = None;
+        let mut gpu: Option<(Box<dyn Gpu>, DataPath)> = None;
         if let Some(req) = &gpu_req {
             match open_gpu(world, t, &a, req) {
-                Ok(g) => {
+                Ok((g, path)) => {
                     if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &g.info().pci_bus_id) {
                         crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
                     }
-                    gpu = Some(g)
+                    gpu = Some((g, path))
                 }
                 Err(e) => crate::rank::say(&format!("rank {} ({}): {e}", world.rank(), world.host())),
             }
@@ -226,7 +242,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             }
         }
         let start = report::now_string();
-        let devs = devices(world, t.name(), gpu.as_deref(), gpu_req.as_ref().map(|r| r.path));
+        let devs = devices(world, t.name(), gpu.as_ref().map(|(g, p)| (&**g, *p)));
         let root = world.rank() == 0;
         let mut out = std::io::stdout();
         if root {
@@ -253,7 +269,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             coll,
             &cfg,
             fault,
-            gpu.as_mut().map(|g| &mut **g as &mut dyn Gpu),
+            gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
             print_row,
         )
         .map_err(|e| coll_failure(world, e))?;

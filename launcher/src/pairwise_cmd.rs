@@ -114,8 +114,9 @@ fn use_cuda(
         "auto" => None,
         s => Some(collectives::gpu::parse_ids(s).map_err(|e| e.replace("--gpu-ids", "--use-cuda"))?),
     };
-    let window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
+    let mut window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
         .map_err(|e| e.to_string())?;
+    window.set_call_limit(std::time::Duration::from_secs_f64(a.rank.timeout));
     let info = window.info().clone();
     let path = t.use_window_memory(Box::new(window)).map_err(|e| e.to_string())?;
     if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &info.pci_bus_id) {

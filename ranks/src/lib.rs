@@ -13,7 +13,10 @@ pub mod verbs_mesh;
 pub mod watchdog;
 pub mod world;
 
-pub use transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
+pub use transport::{
+    Capabilities, DirectKind, DirectOp, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, RegionId, Span,
+    Transport, TransportError,
+};
 pub use world::{World, WorldError};
 
 use std::time::Duration;

@@ -46,6 +46,63 @@ impl<'a> Op<'a> {
     }
 }
 
+/// A region of memory registered with a transport for zero-copy transfers
+/// ([`Transport::register_region`]).
+pub type RegionId = usize;
+
+/// `len` bytes at `off` of a registered region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub region: RegionId,
+    pub off: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub fn new(region: RegionId, off: usize, len: usize) -> Span {
+        Span { region, off, len }
+    }
+}
+
+/// What one zero-copy operation does: send from, or receive into, registered memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectKind {
+    Send(Span),
+    Recv(Span),
+}
+
+/// One operation of a zero-copy batch ([`Transport::exchange_direct`]): the same matching rules
+/// as [`Op`] (in post order per pair of ranks, lengths must agree), with the data moved by the
+/// NIC between registered regions and never touched by the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectOp {
+    pub peer: usize,
+    pub kind: DirectKind,
+    pub done_at: Option<Instant>,
+}
+
+impl DirectOp {
+    pub fn send(peer: usize, span: Span) -> Self {
+        DirectOp {
+            peer,
+            kind: DirectKind::Send(span),
+            done_at: None,
+        }
+    }
+    pub fn recv(peer: usize, span: Span) -> Self {
+        DirectOp {
+            peer,
+            kind: DirectKind::Recv(span),
+            done_at: None,
+        }
+    }
+    pub fn span(&self) -> Span {
+        match self.kind {
+            DirectKind::Send(s) | DirectKind::Recv(s) => s,
+        }
+    }
+}
+
 /// A failure of a transport operation. Every variant names both ends.
 #[derive(Debug, thiserror::Error)]
 pub enum TransportError {
@@ -184,6 +241,37 @@ pub trait Transport {
         let _ = mem;
         Err(TransportError::Setup(format!(
             "the {} transport cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)",
+            self.name()
+        )))
+    }
+
+    /// Register `mem` (a GPU buffer) in place for [`Transport::exchange_direct`]; the transport
+    /// keeps `mem`, and with it the memory, until [`Transport::release_region`]. Returns the
+    /// region and how it was registered.
+    fn register_region(
+        &mut self,
+        mem: Box<dyn crate::verbs::NicMemory>,
+    ) -> Result<(RegionId, crate::verbs::ForeignPath), TransportError> {
+        let _ = mem;
+        Err(TransportError::Setup(format!(
+            "the {} transport cannot move GPU memory without a copy: GPUDirect RDMA needs --transport verbs; \
+             or add --gpu-staging",
+            self.name()
+        )))
+    }
+
+    /// Deregister a region (no-op for an unknown id).
+    fn release_region(&mut self, region: RegionId) {
+        let _ = region;
+    }
+
+    /// Progress zero-copy `ops` between registered regions until all complete, or fail once
+    /// `deadline` has passed, naming the peer that stalled. Two ranks' first zero-copy batch with
+    /// each other must list each other on both sides (it connects them).
+    fn exchange_direct(&mut self, ops: &mut [DirectOp], deadline: Instant) -> Result<(), TransportError> {
+        let _ = (ops, deadline);
+        Err(TransportError::Setup(format!(
+            "the {} transport has no zero-copy operations between registered regions",
             self.name()
         )))
     }

@@ -383,6 +383,41 @@ impl ProtectionDomain {
         })
     }
 
+    /// Register `len` bytes of host memory at `addr` that another owner allocated (the GPU
+    /// stand-in's buffers), as a [`ForeignRegion`] of path [`ForeignPath::HostStandIn`].
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be host memory that stays allocated for the life of the region.
+    pub unsafe fn register_host_memory(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the range (see above).
+        let raw = unsafe {
+            ibv_reg_mr(
+                self.0.raw.as_ptr(),
+                addr as *mut std::ffi::c_void,
+                len.max(1),
+                access.flags(),
+            )
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::Verb {
+            verb: "ibv_reg_mr",
+            device: self.device(),
+            source: errno(),
+            hint: " (locked-memory limit too low? raise it with `ulimit -l unlimited`)",
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr,
+            len,
+            path: ForeignPath::HostStandIn,
+            _pd: self.0.clone(),
+        })
+    }
+
     /// A reliable-connected queue pair, in the RESET state, with room for `max_inline` bytes of
     /// inline data per work request (perftest's latency tests use 220); a device that cannot give
     /// that much gets a queue pair without inline data.
@@ -568,13 +603,28 @@ pub trait WindowMemory: Send {
     fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
 }
 
-/// How GPU memory was registered with the NIC (GPUDirect RDMA).
+/// Memory allocated outside this layer (a GPU buffer) that a transport registers in place for
+/// zero-copy transfers. The object keeps the memory allocated for as long as it lives, and the
+/// transport keeps it for as long as the registration lives.
+pub trait NicMemory: Send {
+    /// Bytes to register.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Register all of this memory with `pd`, trying the best path first.
+    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// How memory outside this layer was registered with the NIC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ForeignPath {
     /// `ibv_reg_dmabuf_mr` on a dma-buf file descriptor exported by the GPU driver.
     DmaBuf,
     /// `ibv_reg_mr` on the device address, resolved by the nvidia-peermem kernel module.
     PeerMem,
+    /// `ibv_reg_mr` on host memory standing in for GPU memory (tests only).
+    HostStandIn,
 }
 
 impl ForeignPath {
@@ -582,6 +632,7 @@ impl ForeignPath {
         match self {
             ForeignPath::DmaBuf => "GPUDirect RDMA via dma-buf (ibv_reg_dmabuf_mr)",
             ForeignPath::PeerMem => "GPUDirect RDMA via nvidia-peermem (ibv_reg_mr on device memory)",
+            ForeignPath::HostStandIn => "direct RDMA on host memory standing in for a GPU (tests only)",
         }
     }
 }
@@ -1017,8 +1068,12 @@ impl QueuePair<Rts> {
         // SAFETY: plain data.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
-        wr.sg_list = &mut sge;
-        wr.num_sge = 1;
+        // A zero-byte request has no scatter/gather entry: some NICs read an entry of length 0
+        // as 2 GiB.
+        if len > 0 {
+            wr.sg_list = &mut sge;
+            wr.num_sge = 1;
+        }
         wr.send_flags = if signaled {
             ibv_send_flags::IBV_SEND_SIGNALED.0
         } else {

@@ -15,12 +15,17 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use crate::devices::{self, Choice, GidSummary};
-use crate::transport::{Capabilities, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Transport, TransportError};
+use crate::transport::{
+    Capabilities, DirectOp, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, RegionId, Transport, TransportError,
+};
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion,
+    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion, NicMemory,
     ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
 };
 use crate::World;
+
+#[path = "verbs_direct.rs"]
+mod direct;
 
 /// Bytes per staging slot (and so per fragment on the wire).
 pub const SLOT: usize = 256 * 1024;
@@ -151,6 +156,8 @@ pub struct VerbsMesh {
     hosts: Vec<String>,
     // Peers (and their queue pairs and regions) are dropped before the CQ and the context.
     peers: Vec<Option<Peer>>,
+    /// Zero-copy links and registered regions (GPUDirect RDMA).
+    direct: direct::Direct,
     pd: ProtectionDomain,
     cq: CompletionQueue,
     _ctx: Context,
@@ -263,6 +270,59 @@ impl VerbsMesh {
         }
     }
 
+    /// Copy the oldest fragment that arrived from `p` into `dst` (its length, checked by the
+    /// caller), post its slot's receive again and count it consumed.
+    fn claim_fragment(&mut self, p: usize, dst: &mut [u8]) -> Result<(), TransportError> {
+        let peer = self.peers[p].as_mut().expect("connected peer");
+        let Some((slot, _, _)) = peer.arrived.pop_front() else {
+            return Ok(());
+        };
+        dst.copy_from_slice(&peer.inbox.as_slice()[slot * SLOT..slot * SLOT + dst.len()]);
+        // Post the slot again: receives are posted in slot order, so fragment k of a SEND lands in
+        // slot k mod slots too (a WRITE only takes the immediate).
+        let r = peer
+            .qp
+            .post_recv(&peer.inbox, slot * SLOT, SLOT, wr_id(p, KIND_RECV, slot));
+        peer.consumed += 1;
+        r.map_err(|e| self.verbs_err(e))
+    }
+
+    /// Whether `p` should hear how much of its traffic was consumed: once half the slots are.
+    fn credit_due(&self, p: usize) -> bool {
+        self.peers[p]
+            .as_ref()
+            .is_some_and(|x| x.consumed - x.reported >= (self.slots as u64 / 2).max(1))
+    }
+
+    /// A one-fragment message of exactly `buf.len()` bytes from `p`, if it has arrived: polls the
+    /// completion queue once and never waits.
+    fn try_recv_small(
+        &mut self,
+        p: usize,
+        buf: &mut [u8],
+        comps: &mut Vec<Completion>,
+    ) -> Result<bool, TransportError> {
+        self.reap(comps)?;
+        let Some((_, len, msg_len)) = self.peers[p].as_ref().and_then(|x| x.arrived.front().copied()) else {
+            return Ok(false);
+        };
+        if msg_len as usize != buf.len() || len as usize != buf.len() {
+            return Err(TransportError::LengthMismatch {
+                rank: self.rank,
+                host: self.hosts[self.rank].clone(),
+                peer: p,
+                peer_host: self.hosts[p].clone(),
+                expected: buf.len(),
+                got: u64::from(msg_len),
+            });
+        }
+        self.claim_fragment(p, buf)?;
+        if self.credit_due(p) {
+            self.post_credit(p)?;
+        }
+        Ok(true)
+    }
+
     fn post_credit(&mut self, p: usize) -> Result<(), TransportError> {
         let peer = self.peers[p].as_mut().expect("connected peer");
         if peer.credit_outstanding {
@@ -362,6 +422,18 @@ impl Transport for VerbsMesh {
     fn use_send_opcode(&mut self, on: bool) -> bool {
         self.use_send = on;
         true
+    }
+
+    fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {
+        self.register_direct(mem)
+    }
+
+    fn release_region(&mut self, region: RegionId) {
+        self.release_direct(region)
+    }
+
+    fn exchange_direct(&mut self, ops: &mut [DirectOp], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_direct_ops(ops, deadline)
     }
 
     fn use_window_memory(&mut self, mut mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
@@ -1076,7 +1148,7 @@ impl VerbsMesh {
             // 3. Hand arrived fragments to posted receives, in order, and return the credits.
             for (p, q) in recvs.iter_mut().enumerate() {
                 let mut consumed_any = false;
-                while let (Some(&i), Some(&(slot, len, msg_len))) =
+                while let (Some(&i), Some(&(_, len, msg_len))) =
                     (q.front(), self.peers[p].as_ref().and_then(|x| x.arrived.front()))
                 {
                     let want = ops[i].len();
@@ -1090,7 +1162,6 @@ impl VerbsMesh {
                             got: u64::from(msg_len),
                         });
                     }
-                    let peer = self.peers[p].as_mut().expect("connected peer");
                     let OpKind::Recv(buf) = &mut ops[i].kind else {
                         unreachable!("receive queue holds receives")
                     };
@@ -1103,21 +1174,9 @@ impl VerbsMesh {
                             self.rank
                         )));
                     }
-                    let len = expect;
-                    buf[s.progress..s.progress + len]
-                        .copy_from_slice(&peer.inbox.as_slice()[slot * SLOT..slot * SLOT + len]);
-                    s.progress += len;
+                    self.claim_fragment(p, &mut buf[s.progress..s.progress + expect])?;
+                    s.progress += expect;
                     s.frags_claimed += 1;
-                    peer.arrived.pop_front();
-                    // Post the slot again: receives are posted in slot order, so fragment k of
-                    // a SEND lands in slot k mod slots too (a WRITE only takes the immediate).
-                    if let Err(e) = peer
-                        .qp
-                        .post_recv(&peer.inbox, slot * SLOT, SLOT, wr_id(p, KIND_RECV, slot))
-                    {
-                        return Err(self.verbs_err(e));
-                    }
-                    peer.consumed += 1;
                     consumed_any = true;
                     moved = true;
                     if s.frags_claimed == s.frags_total {
@@ -1130,10 +1189,7 @@ impl VerbsMesh {
                 // extra packet per message. No deadlock: a sender blocked on credits has `slots`
                 // fragments unreported, so the receiver has over half of them to consume, and
                 // consuming them crosses the threshold.
-                let due = self.peers[p]
-                    .as_ref()
-                    .is_some_and(|x| x.consumed - x.reported >= (self.slots as u64 / 2).max(1));
-                if consumed_any && due {
+                if consumed_any && self.credit_due(p) {
                     self.post_credit(p)?;
                 }
             }
@@ -1439,6 +1495,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         size: n,
         hosts: world.hosts().to_vec(),
         peers,
+        direct: direct::Direct::default(),
         cq,
         _ctx: ctx,
         slots,

@@ -1,8 +1,10 @@
 //! GPU buffers (`-g --gpu-staging`) end to end with real mpirun, on a machine without a GPU:
 //! the staged algorithms run over the host stand-in (`MESHRUN_GPU_STANDIN=host`: device buffers
 //! reached only by upload, download and device-side reductions), verified bit for bit; the real
-//! CUDA path's gating and errors; flag checks. The CUDA kernels themselves are checked on a GPU
-//! machine by scripts/gpu-check.sh.
+//! CUDA path's gating and errors; flag checks. The same algorithms over GPUDirect RDMA (device
+//! buffers registered with the NIC, no --gpu-staging) run on real Soft-RoCE verbs in the VM stage
+//! (scripts/softroce-vm). The CUDA kernels themselves are checked on a GPU machine by
+//! scripts/gpu-check.sh.
 
 use std::time::Duration;
 
@@ -97,8 +99,8 @@ fn staged_reductions_run_on_the_device_for_every_type_and_op() {
     }
 }
 
-/// Collectives that move data stage whole buffers; results are verified the same way. The reduce
-/// chain again, with root 1.
+/// Collectives that move data, on device buffers slice by slice; results are verified the same
+/// way. The reduce chain again, with root 1; then several slices per transfer (3 MiB).
 #[test]
 fn staged_data_movers_and_reduce_root() {
     for name in ["all_gather", "broadcast", "reduce", "alltoall", "sendrecv"] {
@@ -125,6 +127,29 @@ fn staged_data_movers_and_reduce_root() {
             LIMIT,
         );
         check_verified(name, &r, 10 * 3);
+    }
+    for name in ["all_gather", "broadcast", "alltoall", "sendrecv"] {
+        let r = mpirun(
+            3,
+            &[
+                name,
+                "-g",
+                "--gpu-staging",
+                "-b",
+                "3M",
+                "-e",
+                "3M",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "-r",
+                "2",
+            ],
+            &[STANDIN],
+            LIMIT,
+        );
+        check_verified(&format!("{name} 3 MiB"), &r, 1);
     }
 }
 

@@ -3,7 +3,9 @@
 
 use ranks::Transport;
 
+use super::device::{self, DevBufs, DeviceRun};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct AllGather;
@@ -52,8 +54,17 @@ impl Collective for AllGather {
         };
         ring::all_gather(t, ctx, buf, &|c| c * block..(c + 1) * block)
     }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
+    /// On device memory: this rank's block copied into place, then the device ring all-gather.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
+        let block = ctx.counts.param * ctx.elt();
+        let buf = match bufs {
+            DevBufs::OutOfPlace { send, recv } => {
+                dr.copy(At::new(recv, ctx.rank * block), At::new(send, 0), block)?;
+                recv
+            }
+            DevBufs::InPlace { buf } => buf,
+        };
+        device::ring_all_gather(t, ctx, dr, buf, &|c| c * block..(c + 1) * block)
     }
     fn run_mpi(
         &self,

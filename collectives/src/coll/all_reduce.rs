@@ -6,7 +6,7 @@
 
 use ranks::Transport;
 
-use super::staged::{self, DevBufs, Staged};
+use super::device::{self, DevBufs, DeviceRun};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
@@ -75,29 +75,26 @@ impl Collective for AllReduce {
         reduce::finalize(ctx.dtype, ctx.op, &mut buf[bounds(ctx.rank)], n)?;
         ring::all_gather(t, ctx, buf, &bounds)
     }
-    /// The ring on device memory: reductions on the GPU, transfers staged through host memory.
-    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+    /// The ring on device memory: reductions on the GPU, transfers staged or GPUDirect.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
         let (count, n, elt) = (ctx.counts.recv, ctx.nranks, ctx.elt());
         let bounds = |c: usize| ring::chunk(count, n, c, elt);
         let buf = match bufs {
             DevBufs::OutOfPlace { send, recv } if n == 1 => {
-                staged::copy_via_host(st, At::new(recv, 0), At::new(send, 0), count * elt)?;
+                dr.copy(At::new(recv, 0), At::new(send, 0), count * elt)?;
                 recv
             }
             DevBufs::OutOfPlace { send, recv } => {
-                staged::ring_reduce_scatter(t, ctx, st, Some(send), recv, &bounds)?;
+                device::ring_reduce_scatter(t, ctx, dr, Some(send), recv, &bounds)?;
                 recv
             }
             DevBufs::InPlace { buf } => {
-                staged::ring_reduce_scatter(t, ctx, st, None, buf, &bounds)?;
+                device::ring_reduce_scatter(t, ctx, dr, None, buf, &bounds)?;
                 buf
             }
         };
-        st.gpu.finalize(ctx.dtype, ctx.op, buf, bounds(ctx.rank), n)?;
-        staged::ring_all_gather(t, ctx, st, buf, &bounds)
-    }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
+        dr.gpu.finalize(ctx.dtype, ctx.op, buf, bounds(ctx.rank), n)?;
+        device::ring_all_gather(t, ctx, dr, buf, &bounds)
     }
     fn run_mpi(
         &self,

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
+use super::device::{DevBufs, DeviceRun, Xfer};
 use super::{data, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct AllToAll;
@@ -73,8 +75,37 @@ impl Collective for AllToAll {
             }
         }
     }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
+    /// On device memory: the same one batch, block j of the send buffer to rank j; in place, the
+    /// send data is first copied to a work buffer.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
+        let (block, r, n) = (ctx.counts.param * ctx.elt(), ctx.rank, ctx.nranks);
+        if block == 0 {
+            return Ok(());
+        }
+        let (send, recv) = match bufs {
+            DevBufs::OutOfPlace { send, recv } => (send, recv),
+            DevBufs::InPlace { buf } => {
+                let work = dr.work(t, n * block)?;
+                dr.copy(At::new(work, 0), At::new(buf, 0), n * block)?;
+                (work, buf)
+            }
+        };
+        dr.copy(At::new(recv, r * block), At::new(send, r * block), block)?;
+        let others = (0..n).filter(|&j| j != r);
+        let mut xs: Vec<Xfer> = others
+            .clone()
+            .map(|j| Xfer::Send {
+                peer: j,
+                from: At::new(send, j * block),
+                len: block,
+            })
+            .collect();
+        xs.extend(others.map(|j| Xfer::Recv {
+            peer: j,
+            into: At::new(recv, j * block),
+            len: block,
+        }));
+        dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)
     }
     fn run_mpi(
         &self,

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
+use super::device::{DevBufs, DeviceRun, Xfer};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct Broadcast;
@@ -75,8 +77,52 @@ impl Collective for Broadcast {
         }
         Ok(())
     }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
+    /// The same chain on device memory, slices moving from device buffer to device buffer.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
+        let len = ctx.counts.recv * ctx.elt();
+        let buf = match bufs {
+            DevBufs::OutOfPlace { send, recv } => {
+                if ctx.rank == ctx.root {
+                    dr.copy(At::new(recv, 0), At::new(send, 0), len)?;
+                }
+                recv
+            }
+            DevBufs::InPlace { buf } => buf,
+        };
+        let n = ctx.nranks;
+        if n < 2 {
+            return Ok(());
+        }
+        let pos = (ctx.rank + n - ctx.root) % n;
+        let (prev, next) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
+        let sl = ring::slices(0..len, ctx.elt());
+        let send = |r: &std::ops::Range<usize>| Xfer::Send {
+            peer: next,
+            from: At::new(buf, r.start),
+            len: r.len(),
+        };
+        if pos == 0 {
+            let xs: Vec<Xfer> = sl.iter().map(send).collect();
+            return dr.transfer(t, &xs, Instant::now() + ctx.step_timeout);
+        }
+        let forwards = pos < n - 1;
+        for k in 0..=sl.len() {
+            let mut xs = Vec::with_capacity(2);
+            if let Some(rr) = sl.get(k) {
+                xs.push(Xfer::Recv {
+                    peer: prev,
+                    into: At::new(buf, rr.start),
+                    len: rr.len(),
+                });
+            }
+            if let Some(sr) = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| forwards) {
+                xs.push(send(sr));
+            }
+            if !xs.is_empty() {
+                dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
+            }
+        }
+        Ok(())
     }
     fn run_mpi(
         &self,

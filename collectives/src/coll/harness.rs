@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use ranks::{Transport, World};
 use serde::Serialize;
 
-use super::staged::{DevBufs, Staged};
+use super::device::{DevBufs, DeviceRun};
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
 use crate::fault::Fault;
-use crate::gpu::{At, Gpu};
+use crate::gpu::{At, DataPath, Gpu};
 use crate::reduce;
 
 /// How sizes grow from `-b` to `-e`.
@@ -288,6 +288,7 @@ impl Run<'_> {
         ctx: &Ctx,
         in_place: bool,
         gpu: &mut dyn Gpu,
+        path: DataPath,
     ) -> Result<Placement, CollError> {
         let (c, elt) = (ctx.counts, ctx.elt());
         let (send_h, recv_h) = self.buffers(ctx, in_place)?;
@@ -301,16 +302,21 @@ impl Run<'_> {
                 recv: gpu.alloc(recv_h.len())?,
             }
         };
-        let mut st = Staged::new(gpu, c.send.max(c.recv) * elt)?;
-        let result = self.placement_gpu_on(t, ctx, in_place, &mut st, dev, &send_h, &recv_h);
+        let result = match DeviceRun::new(&mut *gpu, t, path, c.send.max(c.recv) * elt, dev) {
+            Ok(mut dr) => {
+                let r = self.placement_gpu_on(t, ctx, in_place, &mut dr, dev, &send_h, &recv_h);
+                dr.release(t);
+                r
+            }
+            Err(e) => Err(e),
+        };
         match dev {
-            DevBufs::InPlace { buf } => st.gpu.free(buf),
+            DevBufs::InPlace { buf } => gpu.free(buf),
             DevBufs::OutOfPlace { send, recv } => {
-                st.gpu.free(send);
-                st.gpu.free(recv);
+                gpu.free(send);
+                gpu.free(recv);
             }
         }
-        st.release();
         result
     }
 
@@ -320,23 +326,23 @@ impl Run<'_> {
         t: &mut dyn Transport,
         ctx: &Ctx,
         in_place: bool,
-        st: &mut Staged,
+        dr: &mut DeviceRun,
         dev: DevBufs,
         send_h: &HostBuffer,
         recv_h: &HostBuffer,
     ) -> Result<Placement, CollError> {
-        load(st, dev, send_h, recv_h)?;
-        let secs = self.timed(|| self.coll.run_gpu(t, ctx, st, dev))?;
+        load(dr, dev, send_h, recv_h)?;
+        let secs = self.timed(|| self.coll.run_gpu(t, ctx, dr, dev))?;
         let wrong = if self.cfg.check {
             let (send_v, mut recv_v) = self.verify_buffers(ctx, in_place)?;
-            load(st, dev, &send_v, &recv_v)?;
+            load(dr, dev, &send_v, &recv_v)?;
             self.world.barrier("before validation");
-            self.coll.run_gpu(t, ctx, st, dev)?;
+            self.coll.run_gpu(t, ctx, dr, dev)?;
             let result = match dev {
                 DevBufs::InPlace { buf } => buf,
                 DevBufs::OutOfPlace { recv, .. } => recv,
             };
-            st.gpu.download(At::new(result, 0), recv_v.as_mut_slice())?;
+            dr.gpu.download(At::new(result, 0), recv_v.as_mut_slice())?;
             Some(self.check(ctx, in_place, recv_v.as_slice())?)
         } else {
             None
@@ -346,12 +352,12 @@ impl Run<'_> {
 }
 
 /// Put host-initialised buffers into device memory.
-fn load(st: &mut Staged, dev: DevBufs, send: &HostBuffer, recv: &HostBuffer) -> Result<(), CollError> {
+fn load(dr: &mut DeviceRun, dev: DevBufs, send: &HostBuffer, recv: &HostBuffer) -> Result<(), CollError> {
     match dev {
-        DevBufs::InPlace { buf } => st.gpu.upload(At::new(buf, 0), recv.as_slice())?,
+        DevBufs::InPlace { buf } => dr.gpu.upload(At::new(buf, 0), recv.as_slice())?,
         DevBufs::OutOfPlace { send: s, recv: r } => {
-            st.gpu.upload(At::new(s, 0), send.as_slice())?;
-            st.gpu.upload(At::new(r, 0), recv.as_slice())?;
+            dr.gpu.upload(At::new(s, 0), send.as_slice())?;
+            dr.gpu.upload(At::new(r, 0), recv.as_slice())?;
         }
     }
     Ok(())
@@ -376,7 +382,7 @@ pub fn run(
     coll: &dyn Collective,
     cfg: &CollConfig,
     fault: Option<Fault>,
-    mut gpu: Option<&mut dyn Gpu>,
+    mut gpu: Option<(&mut dyn Gpu, DataPath)>,
     mut row: impl FnMut(&Row),
 ) -> Result<Sweep, CollError> {
     let run = Run {
@@ -396,10 +402,10 @@ pub fn run(
         ..Sweep::default()
     };
     for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
-        let (out, inp) = match gpu.as_deref_mut() {
-            Some(g) => (
-                run.placement_gpu(t, &ctx, false, g)?,
-                run.placement_gpu(t, &ctx, true, g)?,
+        let (out, inp) = match gpu.as_mut() {
+            Some((g, path)) => (
+                run.placement_gpu(t, &ctx, false, &mut **g, *path)?,
+                run.placement_gpu(t, &ctx, true, &mut **g, *path)?,
             ),
             None => (
                 run.placement(t, &ctx, Impl::Mesh, false)?,

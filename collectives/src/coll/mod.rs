@@ -8,6 +8,7 @@ pub mod all_reduce;
 pub mod alltoall;
 pub mod broadcast;
 pub mod data;
+pub mod device;
 pub mod harness;
 pub mod mpi_baseline;
 pub mod reduce;
@@ -15,7 +16,6 @@ pub mod reduce_scatter;
 pub mod report;
 pub mod ring;
 pub mod sendrecv;
-pub mod staged;
 
 use std::time::Duration;
 
@@ -92,19 +92,14 @@ pub trait Collective: Sync {
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError>;
     /// Run the collective once.
     fn run(&self, t: &mut dyn Transport, ctx: &Ctx, bufs: Bufs<'_>) -> Result<(), CollError>;
-    /// Run once on GPU buffers with `--gpu-staging`. By default the whole buffers are staged
-    /// through host memory around the host algorithm; collectives that reduce on the GPU override it.
+    /// Run once on GPU buffers (staged or GPUDirect, as `dr` moves data), reducing on the GPU.
     fn run_gpu(
         &self,
         t: &mut dyn Transport,
         ctx: &Ctx,
-        st: &mut staged::Staged,
-        bufs: staged::DevBufs,
-    ) -> Result<(), CollError> {
-        staged::whole(self.as_dyn(), t, ctx, st, bufs)
-    }
-    /// `self` as a trait object (for the default [`Collective::run_gpu`]).
-    fn as_dyn(&self) -> &dyn Collective;
+        dr: &mut device::DeviceRun,
+        bufs: device::DevBufs,
+    ) -> Result<(), CollError>;
     /// Run the MPI library's own collective on the same buffers (out of place), for `--baseline mpi`.
     fn run_mpi(
         &self,

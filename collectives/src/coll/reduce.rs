@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
-use super::staged::{self, DevBufs, Staged};
+use super::device::{DevBufs, DeviceRun, Xfer};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
 use crate::gpu::At;
 use crate::reduce::{self as kernels, LayoutError};
@@ -91,9 +91,9 @@ impl Collective for Reduce {
         }
         Ok(())
     }
-    /// The same chain on device memory: each slice is staged through pinned host buffers and
+    /// The same chain on device memory: each received slice lands in device scratch and is
     /// reduced on the GPU; out of place, this rank's data is read from `send` without a copy.
-    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
         let (src, buf) = match bufs {
             DevBufs::OutOfPlace { send, recv } => (send, recv),
             DevBufs::InPlace { buf } => (buf, buf),
@@ -105,60 +105,51 @@ impl Collective for Reduce {
         let sl = ring::slices(0..len, ctx.elt());
         if n == 1 {
             if src != buf {
-                staged::copy_via_host(st, At::new(buf, 0), At::new(src, 0), len)?;
+                dr.copy(At::new(buf, 0), At::new(src, 0), len)?;
             }
         } else if pos == n - 1 {
             // The far end of the chain sends its own data.
             for r in &sl {
-                st.gpu
-                    .download(At::new(src, r.start), &mut st.host_send.bytes_mut()[..r.len()])?;
-                t.exchange(
-                    &mut [Op::send(toward, &st.host_send.bytes()[..r.len()])],
-                    Instant::now() + ctx.step_timeout,
-                )?;
+                let x = Xfer::Send {
+                    peer: toward,
+                    from: At::new(src, r.start),
+                    len: r.len(),
+                };
+                dr.transfer(t, &[x], Instant::now() + ctx.step_timeout)?;
             }
             return Ok(());
         } else {
             for k in 0..=sl.len() {
-                let deadline = Instant::now() + ctx.step_timeout;
                 // Pass on the slice reduced in the last step (the root keeps it).
                 let send = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| pos > 0).cloned();
                 let recv = sl.get(k).cloned();
+                let mut xs = Vec::with_capacity(2);
                 if let Some(sr) = &send {
-                    st.gpu
-                        .download(At::new(buf, sr.start), &mut st.host_send.bytes_mut()[..sr.len()])?;
+                    xs.push(Xfer::Send {
+                        peer: toward,
+                        from: At::new(buf, sr.start),
+                        len: sr.len(),
+                    });
                 }
-                {
-                    let mut ops = Vec::with_capacity(2);
-                    if let Some(sr) = &send {
-                        ops.push(Op::send(toward, &st.host_send.bytes()[..sr.len()]));
-                    }
-                    if let Some(rr) = &recv {
-                        ops.push(Op::recv(from, &mut st.host_recv.bytes_mut()[..rr.len()]));
-                    }
-                    t.exchange(&mut ops, deadline)?;
+                if let Some(rr) = &recv {
+                    xs.push(Xfer::Recv {
+                        peer: from,
+                        into: At::new(dr.dev_scratch, 0),
+                        len: rr.len(),
+                    });
                 }
+                dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
                 if let Some(rr) = recv {
-                    st.gpu
-                        .upload(At::new(st.dev_scratch, 0), &st.host_recv.bytes()[..rr.len()])?;
-                    st.gpu.reduce(
-                        ctx.dtype,
-                        ctx.op,
-                        At::new(buf, rr.start),
-                        At::new(src, rr.start),
-                        At::new(st.dev_scratch, 0),
-                        rr.len(),
-                    )?;
+                    let (mine, scratch) = (At::new(src, rr.start), At::new(dr.dev_scratch, 0));
+                    dr.gpu
+                        .reduce(ctx.dtype, ctx.op, At::new(buf, rr.start), mine, scratch, rr.len())?;
                 }
             }
         }
         if pos == 0 {
-            st.gpu.finalize(ctx.dtype, ctx.op, buf, 0..len, n)?;
+            dr.gpu.finalize(ctx.dtype, ctx.op, buf, 0..len, n)?;
         }
         Ok(())
-    }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
     }
     fn run_mpi(
         &self,

@@ -3,7 +3,7 @@
 
 use ranks::Transport;
 
-use super::staged::{self, DevBufs, Staged};
+use super::device::{self, DevBufs, DeviceRun};
 use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
@@ -59,27 +59,24 @@ impl Collective for ReduceScatter {
         }
         Ok(())
     }
-    /// The ring on device memory: reductions on the GPU, transfers staged through host memory.
-    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, st: &mut Staged, bufs: DevBufs) -> Result<(), CollError> {
+    /// The ring on device memory: reductions on the GPU, transfers staged or GPUDirect.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
         let block = ctx.counts.param * ctx.elt();
         let mine = ctx.rank * block..(ctx.rank + 1) * block;
         let bounds = |c: usize| c * block..(c + 1) * block;
         match bufs {
             DevBufs::OutOfPlace { send, recv } => {
-                let work = st.work(ctx.counts.send * ctx.elt())?;
-                staged::ring_reduce_scatter(t, ctx, st, Some(send), work, &bounds)?;
-                st.gpu.finalize(ctx.dtype, ctx.op, work, mine.clone(), ctx.nranks)?;
-                staged::copy_via_host(st, At::new(recv, 0), At::new(work, mine.start), block)?;
+                let work = dr.work(t, ctx.counts.send * ctx.elt())?;
+                device::ring_reduce_scatter(t, ctx, dr, Some(send), work, &bounds)?;
+                dr.gpu.finalize(ctx.dtype, ctx.op, work, mine.clone(), ctx.nranks)?;
+                dr.copy(At::new(recv, 0), At::new(work, mine.start), block)?;
             }
             DevBufs::InPlace { buf } => {
-                staged::ring_reduce_scatter(t, ctx, st, None, buf, &bounds)?;
-                st.gpu.finalize(ctx.dtype, ctx.op, buf, mine, ctx.nranks)?;
+                device::ring_reduce_scatter(t, ctx, dr, None, buf, &bounds)?;
+                dr.gpu.finalize(ctx.dtype, ctx.op, buf, mine, ctx.nranks)?;
             }
         }
         Ok(())
-    }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
     }
     fn run_mpi(
         &self,

@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
+use super::device::{DevBufs, DeviceRun, Xfer};
 use super::{data, Bufs, CollError, Collective, Counts, Ctx};
+use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct SendRecv;
@@ -56,8 +58,35 @@ impl Collective for SendRecv {
         }
         Ok(())
     }
-    fn as_dyn(&self) -> &dyn Collective {
-        self
+    /// On device memory: send to the right, receive from the left; in place, the send data is
+    /// first copied to a work buffer.
+    fn run_gpu(&self, t: &mut dyn Transport, ctx: &Ctx, dr: &mut DeviceRun, bufs: DevBufs) -> Result<(), CollError> {
+        let n = ctx.nranks;
+        let len = ctx.counts.recv * ctx.elt();
+        let (right, left) = ((ctx.rank + 1) % n, (ctx.rank + n - 1) % n);
+        let (send, recv) = match bufs {
+            DevBufs::OutOfPlace { send, recv } if n == 1 => return dr.copy(At::new(recv, 0), At::new(send, 0), len),
+            DevBufs::InPlace { .. } if n == 1 => return Ok(()),
+            DevBufs::OutOfPlace { send, recv } => (send, recv),
+            DevBufs::InPlace { buf } => {
+                let work = dr.work(t, len)?;
+                dr.copy(At::new(work, 0), At::new(buf, 0), len)?;
+                (work, buf)
+            }
+        };
+        let xs = [
+            Xfer::Send {
+                peer: right,
+                from: At::new(send, 0),
+                len,
+            },
+            Xfer::Recv {
+                peer: left,
+                into: At::new(recv, 0),
+                len,
+            },
+        ];
+        dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)
     }
     fn run_mpi(
         &self,

@@ -15,6 +15,7 @@ use cudarc::nvrtc::Ptx;
 use super::kernels;
 use super::{pick_ordinal, At, BufId, Gpu, GpuError, GpuInfo, Staging};
 use crate::dtype::{DataType, RedOp};
+use ranks::verbs::NicMemory;
 
 /// Advice for driver errors a user can act on.
 pub fn hint(e: &DriverError) -> &'static str {
@@ -46,17 +47,31 @@ fn call_error(info: &GpuInfo, call: &'static str, e: DriverError) -> GpuError {
     }
 }
 
+/// A device allocation: shared, so a registration with the NIC keeps it alive after `free`.
+struct DevAlloc {
+    mem: Arc<CudaSlice<u8>>,
+    addr: u64,
+    /// Bytes asked for (the allocation is rounded up to [`ALLOC_ALIGN`]).
+    len: usize,
+}
+
+/// Device buffers are allocated in whole 2 MiB pages: the granularity of dma-buf export, so every
+/// buffer can be registered with the NIC.
+const ALLOC_ALIGN: usize = 2 << 20;
+
 pub struct CudaGpu {
     info: GpuInfo,
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<String, CudaFunction>,
-    /// Live buffers and their device addresses.
-    bufs: Vec<Option<(CudaSlice<u8>, u64)>>,
+    /// Live buffers.
+    bufs: Vec<Option<DevAlloc>>,
     /// Recorded after each call's work; the host polls it (a bounded wait, not cuStreamSynchronize).
     done: CudaEvent,
     limit: std::time::Duration,
+    /// Whether the driver exports device memory as dma-bufs, or why not.
+    dmabuf: Result<(), String>,
 }
 
 impl CudaGpu {
@@ -104,6 +119,15 @@ impl CudaGpu {
             .load_module(Ptx::from_src(kernels::PTX))
             .map_err(|e| fail(&info, "cuModuleLoadData (reduction kernels)", e))?;
         let done = ctx.new_event(None).map_err(|e| fail(&info, "cuEventCreate", e))?;
+        let dmabuf = if ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) == Ok(1) {
+            Ok(())
+        } else {
+            Err(format!(
+                "GPU {} ({}) cannot export dma-bufs (driver older than R515, or the proprietary kernel module \
+                 without dma-buf support)",
+                info.ordinal, info.name
+            ))
+        };
         Ok(CudaGpu {
             info,
             ctx,
@@ -113,6 +137,7 @@ impl CudaGpu {
             bufs: Vec::new(),
             done,
             limit: std::time::Duration::from_secs(60),
+            dmabuf,
         })
     }
 
@@ -125,12 +150,12 @@ impl CudaGpu {
         let b = self.bufs.get(at.buf).and_then(|b| b.as_ref());
         let r = at.off..at.off.saturating_add(len);
         match b {
-            Some((s, base)) if r.end <= s.len() => Ok(base + at.off as u64),
+            Some(a) if r.end <= a.len => Ok(a.addr + at.off as u64),
             _ => Err(GpuError::OutOfBounds {
                 buf: at.buf,
                 what,
                 range: r,
-                len: b.map_or(0, |(s, _)| s.len()),
+                len: b.map_or(0, |a| a.len),
             }),
         }
     }
@@ -174,7 +199,12 @@ impl CudaGpu {
 
     /// The device address and length of a buffer, for registering it with an RDMA NIC.
     pub fn device_range(&self, buf: BufId) -> Option<(u64, usize)> {
-        self.bufs.get(buf)?.as_ref().map(|(s, a)| (*a, s.len()))
+        self.bufs.get(buf)?.as_ref().map(|a| (a.addr, a.len))
+    }
+
+    /// Make this GPU's context current on the calling thread (raw driver calls need it).
+    fn bind(&self, call: &'static str) -> Result<(), GpuError> {
+        self.ctx.bind_to_thread().map_err(|e| self.fail(call, e))
     }
 
     pub fn context(&self) -> &Arc<CudaContext> {
@@ -208,16 +238,21 @@ impl Gpu for CudaGpu {
     }
 
     fn alloc(&mut self, len: usize) -> Result<BufId, GpuError> {
+        let size = len.max(1).div_ceil(ALLOC_ALIGN) * ALLOC_ALIGN;
         let s = self
             .stream
-            .alloc_zeros::<u8>(len.max(1))
+            .alloc_zeros::<u8>(size)
             .map_err(|e| self.fail("cuMemAlloc", e))?;
         let addr = {
             let (p, _sync) = cudarc::driver::DevicePtr::device_ptr(&s, &self.stream);
             p
         };
         self.sync("cuMemsetD8")?;
-        self.bufs.push(Some((s, addr)));
+        self.bufs.push(Some(DevAlloc {
+            mem: Arc::new(s),
+            addr,
+            len,
+        }));
         Ok(self.bufs.len() - 1)
     }
 
@@ -238,25 +273,60 @@ impl Gpu for CudaGpu {
     }
 
     fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError> {
-        self.addr(dst, src.len(), "upload past the end")?;
-        if let Some(Some((s, _))) = self.bufs.get_mut(dst.buf) {
-            let mut view = s.slice_mut(dst.off..dst.off + src.len());
-            self.stream
-                .memcpy_htod(src, &mut view)
-                .map_err(|e| call_error(&self.info, "cuMemcpyHtoDAsync", e))?;
-        }
+        let d = self.addr(dst, src.len(), "upload past the end")?;
+        self.bind("cuCtxSetCurrent")?;
+        // SAFETY: d..d+len lies in a live allocation of this context (checked above); `src` stays
+        // borrowed until `sync` below has seen the copy finish.
+        unsafe { cudarc::driver::result::memcpy_htod_async(d, src, self.stream.cu_stream()) }
+            .map_err(|e| self.fail("cuMemcpyHtoDAsync", e))?;
         self.sync("cuMemcpyHtoDAsync")
     }
 
     fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError> {
-        self.addr(src, dst.len(), "download past the end")?;
-        if let Some(Some((s, _))) = self.bufs.get(src.buf) {
-            let view = s.slice(src.off..src.off + dst.len());
-            self.stream
-                .memcpy_dtoh(&view, dst)
-                .map_err(|e| self.fail("cuMemcpyDtoHAsync", e))?;
-        }
+        let s = self.addr(src, dst.len(), "download past the end")?;
+        self.bind("cuCtxSetCurrent")?;
+        // SAFETY: s..s+len lies in a live allocation (checked above); `dst` stays borrowed until
+        // `sync` below has seen the copy finish.
+        unsafe { cudarc::driver::result::memcpy_dtoh_async(dst, s, self.stream.cu_stream()) }
+            .map_err(|e| self.fail("cuMemcpyDtoHAsync", e))?;
         self.sync("cuMemcpyDtoHAsync")
+    }
+
+    fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError> {
+        if len == 0 {
+            return Ok(());
+        }
+        let d = self.addr(dst, len, "copy destination past the end")?;
+        let s = self.addr(src, len, "copy source past the end")?;
+        self.bind("cuCtxSetCurrent")?;
+        // SAFETY: both ranges lie in live allocations of this context (checked above).
+        unsafe { cudarc::driver::result::memcpy_dtod_async(d, s, len, self.stream.cu_stream()) }
+            .map_err(|e| self.fail("cuMemcpyDtoDAsync", e))?;
+        self.sync("cuMemcpyDtoDAsync")
+    }
+
+    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn NicMemory>, GpuError> {
+        let a = self
+            .bufs
+            .get(buf)
+            .and_then(|b| b.as_ref())
+            .ok_or(GpuError::OutOfBounds {
+                buf,
+                what: "registering a freed buffer",
+                range: 0..0,
+                len: 0,
+            })?;
+        Ok(Box::new(GpuNicMemory {
+            _mem: a.mem.clone(),
+            addr: a.addr,
+            size: a.mem.len(),
+            len: a.len,
+            reg: Registrar {
+                ctx: self.ctx.clone(),
+                info: self.info.clone(),
+                dmabuf: self.dmabuf.clone(),
+            },
+        }))
     }
 
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
@@ -318,81 +388,16 @@ impl Gpu for CudaGpu {
     }
 }
 
-/// GPU memory for one-sided RDMA windows (`pairwise --use-cuda`): registered with the NIC by
-/// dma-buf when the driver exports one, else by plain `ibv_reg_mr` (nvidia-peermem).
-pub struct GpuWindow {
-    info: GpuInfo,
+/// What registering GPU memory with a NIC needs: the context (to export dma-bufs) and whether
+/// the driver can.
+#[derive(Clone)]
+struct Registrar {
     ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
-    /// Every buffer ever allocated, kept until the window is dropped: a region registered on an
-    /// older, smaller buffer must never see it freed.
-    bufs: Vec<(CudaSlice<u8>, u64, usize)>,
+    info: GpuInfo,
     dmabuf: Result<(), String>,
 }
 
-// SAFETY: the window is used by one thread at a time (it moves into the transport); CUDA contexts
-// and streams may be used from any thread once bound, which cudarc does on every call.
-unsafe impl Send for GpuWindow {}
-
-/// Windows are allocated in whole 2 MiB pages, the granularity dma-buf export needs.
-const WINDOW_ALIGN: usize = 2 << 20;
-
-impl GpuWindow {
-    pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<GpuWindow, GpuError> {
-        let g = CudaGpu::open(ids, local_rank, host)?;
-        let supported = g
-            .ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)
-            .unwrap_or(0);
-        let dmabuf = if supported == 1 {
-            Ok(())
-        } else {
-            Err(format!(
-                "GPU {} ({}) cannot export dma-bufs (driver older than R515, or the proprietary kernel module \
-                 without dma-buf support)",
-                g.info.ordinal, g.info.name
-            ))
-        };
-        Ok(GpuWindow {
-            info: g.info.clone(),
-            ctx: g.ctx.clone(),
-            stream: g.stream.clone(),
-            bufs: Vec::new(),
-            dmabuf,
-        })
-    }
-
-    pub fn info(&self) -> &GpuInfo {
-        &self.info
-    }
-
-    /// The newest buffer, grown to hold `len` bytes.
-    fn buffer(&mut self, len: usize) -> Result<(u64, usize), String> {
-        if let Some((_, addr, l)) = self.bufs.last() {
-            if *l >= len {
-                return Ok((*addr, *l));
-            }
-        }
-        let size = len.max(1).div_ceil(WINDOW_ALIGN) * WINDOW_ALIGN;
-        let s = self.stream.alloc_zeros::<u8>(size).map_err(|e| {
-            format!(
-                "GPU {} ({}): cuMemAlloc of {size} bytes failed: {e}{}",
-                self.info.ordinal,
-                self.info.name,
-                hint(&e)
-            )
-        })?;
-        let addr = {
-            let (p, _sync) = cudarc::driver::DevicePtr::device_ptr(&s, &self.stream);
-            p
-        };
-        self.stream
-            .synchronize()
-            .map_err(|e| format!("GPU {}: cuMemsetD8: {e}", self.info.ordinal))?;
-        self.bufs.push((s, addr, size));
-        Ok((addr, size))
-    }
-
+impl Registrar {
     /// A dma-buf file descriptor for `size` bytes at `addr`.
     fn export(&self, addr: u64, size: usize) -> Result<std::os::fd::OwnedFd, String> {
         self.ctx
@@ -420,6 +425,116 @@ impl GpuWindow {
         // SAFETY: the driver just returned this descriptor to us; nothing else owns it.
         Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     }
+
+    /// Register `len` bytes at `addr`, the start of a `size`-byte allocation, with `pd`: by dma-buf
+    /// where the driver exports one, else by plain `ibv_reg_mr` (nvidia-peermem).
+    ///
+    /// # Safety
+    /// `addr..addr + size` must be one device allocation of this context that stays allocated for
+    /// the life of the returned region.
+    unsafe fn register(
+        &self,
+        pd: &ranks::verbs::ProtectionDomain,
+        addr: u64,
+        size: usize,
+        len: usize,
+        access: ranks::verbs::Access,
+    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
+        use std::os::fd::AsRawFd;
+        let mut why = Vec::new();
+        match &self.dmabuf {
+            Ok(()) => match self.export(addr, size) {
+                // SAFETY: `fd` is a dma-buf of `size` >= len bytes whose memory the caller keeps.
+                Ok(fd) => match unsafe { pd.register_dmabuf(fd.as_raw_fd(), 0, len, addr, access) } {
+                    Ok(r) => return Ok(r),
+                    Err(e) => why.push(e.to_string()),
+                },
+                Err(e) => why.push(e),
+            },
+            Err(e) => why.push(e.clone()),
+        }
+        // SAFETY: addr..addr+len lies in the allocation the caller keeps.
+        match unsafe { pd.register_device_memory(addr, len, access) } {
+            Ok(r) => Ok(r),
+            Err(e) => {
+                why.push(e.to_string());
+                Err(ranks::verbs::VerbsError::Window(format!(
+                    "GPU {} ({}) memory cannot be registered for GPUDirect RDMA: {}",
+                    self.info.ordinal,
+                    self.info.name,
+                    why.join("; then ")
+                )))
+            }
+        }
+    }
+}
+
+/// A device buffer handed to a transport for registration; it keeps the allocation alive.
+struct GpuNicMemory {
+    _mem: Arc<CudaSlice<u8>>,
+    addr: u64,
+    size: usize,
+    len: usize,
+    reg: Registrar,
+}
+
+impl ranks::verbs::NicMemory for GpuNicMemory {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn register(
+        &self,
+        pd: &ranks::verbs::ProtectionDomain,
+        access: ranks::verbs::Access,
+    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
+        // SAFETY: addr..addr+size is the allocation `_mem` holds, which lives as long as this
+        // object, and the transport keeps this object for the life of the region.
+        unsafe { self.reg.register(pd, self.addr, self.size, self.len.max(1), access) }
+    }
+}
+
+/// GPU memory for one-sided RDMA windows (`pairwise --use-cuda`): registered with the NIC by
+/// dma-buf when the driver exports one, else by plain `ibv_reg_mr` (nvidia-peermem).
+pub struct GpuWindow {
+    gpu: CudaGpu,
+    /// Every buffer ever allocated, kept until the window is dropped: a region registered on an
+    /// older, smaller buffer must never see it freed.
+    bufs: Vec<BufId>,
+}
+
+// SAFETY: the window is used by one thread at a time (it moves into the transport); CUDA contexts
+// and streams may be used from any thread once bound, which every call here does first.
+unsafe impl Send for GpuWindow {}
+
+impl GpuWindow {
+    pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<GpuWindow, GpuError> {
+        Ok(GpuWindow {
+            gpu: CudaGpu::open(ids, local_rank, host)?,
+            bufs: Vec::new(),
+        })
+    }
+
+    pub fn info(&self) -> &GpuInfo {
+        &self.gpu.info
+    }
+
+    /// How long one device call may wait (`--timeout`).
+    pub fn set_call_limit(&mut self, limit: std::time::Duration) {
+        self.gpu.limit = limit;
+    }
+
+    /// The newest buffer, grown to hold `len` bytes: its address and allocated size.
+    fn buffer(&mut self, len: usize) -> Result<(u64, usize), GpuError> {
+        if let Some(a) = self.bufs.last().and_then(|&b| self.gpu.bufs.get(b)?.as_ref()) {
+            if a.mem.len() >= len {
+                return Ok((a.addr, a.mem.len()));
+            }
+        }
+        let id = self.gpu.alloc(len)?;
+        self.bufs.push(id);
+        let a = self.gpu.bufs[id].as_ref().expect("just allocated");
+        Ok((a.addr, a.mem.len()))
+    }
 }
 
 impl ranks::verbs::WindowMemory for GpuWindow {
@@ -429,38 +544,17 @@ impl ranks::verbs::WindowMemory for GpuWindow {
         len: usize,
         access: ranks::verbs::Access,
     ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
-        use std::os::fd::AsRawFd;
-        let window = ranks::verbs::VerbsError::Window;
-        let (addr, size) = self.buffer(len).map_err(window)?;
-        let mut why = Vec::new();
-        match &self.dmabuf {
-            Ok(()) => match self.export(addr, size) {
-                Ok(fd) => {
-                    // SAFETY: `fd` is a dma-buf of `size` >= len bytes; its memory is one of
-                    // `self.bufs`, which are kept until this window (which outlives the transport's
-                    // regions) is dropped.
-                    match unsafe { pd.register_dmabuf(fd.as_raw_fd(), 0, len, addr, access) } {
-                        Ok(r) => return Ok(r),
-                        Err(e) => why.push(e.to_string()),
-                    }
-                }
-                Err(e) => why.push(e),
-            },
-            Err(e) => why.push(e.clone()),
-        }
-        // SAFETY: addr..addr+len lies in one of `self.bufs`, kept as above.
-        match unsafe { pd.register_device_memory(addr, len, access) } {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                why.push(e.to_string());
-                Err(window(format!(
-                    "GPU {} ({}) memory cannot be registered for GPUDirect RDMA: {}",
-                    self.info.ordinal,
-                    self.info.name,
-                    why.join("; then ")
-                )))
-            }
-        }
+        let (addr, size) = self
+            .buffer(len)
+            .map_err(|e| ranks::verbs::VerbsError::Window(e.to_string()))?;
+        let reg = Registrar {
+            ctx: self.gpu.ctx.clone(),
+            info: self.gpu.info.clone(),
+            dmabuf: self.gpu.dmabuf.clone(),
+        };
+        // SAFETY: addr..addr+size is one of `self.bufs`, never freed before this window (which
+        // outlives the transport's regions) is dropped.
+        unsafe { reg.register(pd, addr, size, len.max(1), access) }
     }
 }
 

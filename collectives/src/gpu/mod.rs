@@ -106,6 +106,11 @@ pub trait Gpu {
     fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError>;
     /// Copy `dst.len()` bytes from the device at `src` into `dst`.
     fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError>;
+    /// Copy `len` bytes from `src` to `dst` on the device (the ranges may overlap only if equal).
+    fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError>;
+    /// A buffer as memory a transport can register in place (GPUDirect RDMA); it keeps the buffer
+    /// allocated while the transport holds it.
+    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::verbs::NicMemory>, GpuError>;
     /// `dst[i] = a[i] op b[i]` over `bytes` bytes of `dt` elements, on the device. `dst` may be `a`.
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError>;
     /// The last step of `avg`: divide `range` of `buf` by `nranks` (other ops: nothing).
@@ -167,16 +172,19 @@ impl Staging for crate::buffers::HostBuffer {
 }
 
 /// How device buffers reach the network.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DataPath {
     /// `--gpu-staging`: copied through pinned host buffers around every transfer.
     Staged,
+    /// GPUDirect RDMA: the NIC reads and writes the device buffers, registered as this says.
+    Direct(ranks::verbs::ForeignPath),
 }
 
 impl DataPath {
     pub fn describe(self) -> &'static str {
         match self {
             DataPath::Staged => "staged through pinned host memory (--gpu-staging)",
+            DataPath::Direct(p) => p.describe(),
         }
     }
 }

@@ -1,0 +1,419 @@
+//! Zero-copy transfers between registered regions over the verbs mesh: GPU buffers under
+//! GPUDirect RDMA, where the NIC reads the sender's device memory and writes the receiver's, and
+//! no CPU copy happens on either side. A rendezvous, as NCCL's IB transport and UCX's rndv
+//! protocol do it: the receiver sends a clear-to-send naming its buffer (address, rkey, length)
+//! over the mesh's two-sided path; the sender RDMA-writes its data straight into that buffer, the
+//! last write carrying an immediate (the sender's length) that completes a receive on the
+//! receiver. Each pair of ranks gets a queue pair of its own for the data, connected on first use,
+//! so the data never consumes the receives of the mesh's inbox.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use super::{decode, wr_id, TestLink, VerbsMesh};
+use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
+use crate::verbs::{Access, Completion, ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, SendOp};
+
+/// Work requests in flight on one pair's data queue pair, and receives kept posted on it: the
+/// most receives one batch may hold from one peer.
+const DEPTH: usize = 64;
+/// Largest RDMA write posted (RC allows 2 GiB); longer transfers are split.
+const FRAGMENT: usize = 1 << 30;
+/// Bytes of a clear-to-send: address, rkey, length.
+const CTS_BYTES: usize = 16;
+
+const KIND_WRITE: u64 = 5;
+const KIND_IMM: u64 = 6;
+
+/// A registered region and the memory it covers (declared after the region: dropped after it).
+struct Region {
+    region: ForeignRegion,
+    _mem: Box<dyn NicMemory>,
+}
+
+/// One pair's data queue pair, and the region its receives point into (a WRITE-with-immediate
+/// consumes a receive but writes nothing into it).
+struct Link {
+    link: TestLink,
+    sink: MemoryRegion,
+}
+
+/// The zero-copy state of a mesh.
+#[derive(Default)]
+pub(super) struct Direct {
+    links: Vec<Option<Link>>,
+    regions: Vec<Option<Region>>,
+}
+
+/// Per-op progress of one batch.
+#[derive(Clone, Copy, Default)]
+struct Progress {
+    /// The peer's receive buffer (sends only): address, rkey.
+    remote: (u64, u32),
+    posted: usize,
+    frags: usize,
+    outstanding: usize,
+    /// Its clear-to-send has arrived (sends only).
+    cleared: bool,
+    /// The receiver posted another length: send only the immediate.
+    mismatched: bool,
+}
+
+fn cts(addr: u64, rkey: u32, len: u32) -> [u8; CTS_BYTES] {
+    let mut b = [0u8; CTS_BYTES];
+    b[..8].copy_from_slice(&addr.to_le_bytes());
+    b[8..12].copy_from_slice(&rkey.to_le_bytes());
+    b[12..].copy_from_slice(&len.to_le_bytes());
+    b
+}
+
+fn uncts(b: &[u8; CTS_BYTES]) -> (u64, u32, u32) {
+    let mut a = [0u8; 8];
+    let mut k = [0u8; 4];
+    let mut l = [0u8; 4];
+    a.copy_from_slice(&b[..8]);
+    k.copy_from_slice(&b[8..12]);
+    l.copy_from_slice(&b[12..]);
+    (u64::from_le_bytes(a), u32::from_le_bytes(k), u32::from_le_bytes(l))
+}
+
+/// Writes a transfer of `len` bytes takes (a zero-byte transfer still sends its immediate).
+fn fragments(len: usize) -> usize {
+    len.div_ceil(FRAGMENT).max(1)
+}
+
+impl VerbsMesh {
+    pub(super) fn register_direct(
+        &mut self,
+        mem: Box<dyn NicMemory>,
+    ) -> Result<(RegionId, ForeignPath), TransportError> {
+        // Peers write into receive buffers; nobody reads a region remotely.
+        let access = Access {
+            local_write: true,
+            remote_write: true,
+            remote_read: false,
+        };
+        let region = mem.register(&self.pd, access).map_err(|e| {
+            TransportError::Setup(format!(
+                "rank {} ({}): {e}; or add --gpu-staging to copy through host memory",
+                self.rank, self.hosts[self.rank]
+            ))
+        })?;
+        let path = region.path();
+        let regions = &mut self.direct.regions;
+        let id = match regions.iter().position(Option::is_none) {
+            Some(free) => free,
+            None => {
+                regions.push(None);
+                regions.len() - 1
+            }
+        };
+        regions[id] = Some(Region { region, _mem: mem });
+        Ok((id, path))
+    }
+
+    pub(super) fn release_direct(&mut self, id: RegionId) {
+        if let Some(r) = self.direct.regions.get_mut(id) {
+            *r = None;
+        }
+    }
+
+    fn region(&self, id: RegionId) -> Option<&ForeignRegion> {
+        self.direct.regions.get(id)?.as_ref().map(|r| &r.region)
+    }
+
+    /// Check a batch before anything is posted: peers, spans inside their regions, lengths, and
+    /// at most [`DEPTH`] receives from one peer.
+    fn check_direct(&self, ops: &[DirectOp]) -> Result<(), TransportError> {
+        let mut recvs = vec![0usize; self.size];
+        for op in ops {
+            if op.peer >= self.size || op.peer == self.rank {
+                return Err(TransportError::BadPeer {
+                    rank: self.rank,
+                    peer: op.peer,
+                    size: self.size,
+                });
+            }
+            let s = op.span();
+            let len = self.region(s.region).map(|r| r.region_len());
+            if len.is_none_or(|len| s.off.checked_add(s.len).is_none_or(|end| end > len)) {
+                return Err(TransportError::Setup(format!(
+                    "rank {}: zero-copy bytes {}..{} are outside region {} ({})",
+                    self.rank,
+                    s.off,
+                    s.off.saturating_add(s.len),
+                    s.region,
+                    len.map_or("not registered".to_string(), |l| format!("{l} bytes")),
+                )));
+            }
+            if s.len > u32::MAX as usize {
+                return Err(TransportError::Setup(format!(
+                    "rank {}: a {}-byte transfer is over the 4 GiB limit of the verbs transport",
+                    self.rank, s.len
+                )));
+            }
+            if let DirectKind::Recv(_) = op.kind {
+                recvs[op.peer] += 1;
+                if recvs[op.peer] > DEPTH {
+                    return Err(TransportError::Setup(format!(
+                        "rank {}: more than {DEPTH} zero-copy receives from rank {} in one batch",
+                        self.rank, op.peer
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Connect the data queue pairs this batch needs, in ascending peer order: every rank walks
+    /// its pairs in one global order, so the blocking endpoint swaps cannot wait in a cycle.
+    fn direct_links(&mut self, ops: &[DirectOp], deadline: Instant) -> Result<(), TransportError> {
+        let mut peers: Vec<usize> = ops.iter().map(|o| o.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        if self.direct.links.len() < self.size {
+            self.direct.links.resize_with(self.size, || None);
+        }
+        for p in peers {
+            if self.direct.links[p].is_some() {
+                continue;
+            }
+            let sink = self
+                .pd
+                .register(
+                    64,
+                    Access {
+                        local_write: true,
+                        ..Access::default()
+                    },
+                )
+                .map_err(|e| self.verbs_err(e))?;
+            let link = self.test_link(p, DEPTH as u32, deadline, &mut |qp| {
+                (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, KIND_IMM, 0)))
+            })?;
+            self.direct.links[p] = Some(Link { link, sink });
+        }
+        Ok(())
+    }
+
+    pub(super) fn exchange_direct_ops(
+        &mut self,
+        ops: &mut [DirectOp],
+        deadline: Instant,
+    ) -> Result<(), TransportError> {
+        let start = Instant::now();
+        self.check_direct(ops)?;
+        self.direct_links(ops, deadline)?;
+        for op in ops.iter_mut() {
+            op.done_at = None;
+        }
+        // 1. Clear-to-send: each receive names its buffer to its sender, all at once, over the
+        // mesh's two-sided path (matched in post order per pair, as every two-sided message).
+        let outs: Vec<(usize, [u8; CTS_BYTES])> = ops
+            .iter()
+            .filter_map(|o| match o.kind {
+                DirectKind::Recv(s) => self
+                    .region(s.region)
+                    .map(|r| (o.peer, cts(r.addr() + s.off as u64, r.rkey(), s.len as u32))),
+                DirectKind::Send(_) => None,
+            })
+            .collect();
+        {
+            let mut ctl: Vec<Op<'_>> = outs.iter().map(|(p, b)| Op::send(*p, b)).collect();
+            self.exchange_ops(&mut ctl, deadline)?;
+        }
+        // 2. Each send waits for its clear-to-send and is posted as soon as it is in: a peer may
+        // post the matching receives one batch at a time (a chain forwarding slice by slice).
+        let mut peers: Vec<usize> = ops.iter().map(|o| o.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let mut st = vec![Progress::default(); ops.len()];
+        let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
+        let mut recv_q: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
+        for (i, op) in ops.iter().enumerate() {
+            match op.kind {
+                DirectKind::Recv(_) => recv_q[op.peer].push_back(i),
+                DirectKind::Send(_) => waiting[op.peer].push_back(i),
+            }
+        }
+        let mut mismatch = None;
+        let mut remaining = ops.len();
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let mut idle = 0u32;
+        while remaining > 0 {
+            let mut moved = false;
+            // Clear-to-sends that have arrived. A length that differs from the send's is sent
+            // on as the immediate alone (no data), so both ends fail naming the two lengths
+            // instead of one waiting out its deadline.
+            for &p in &peers {
+                while let Some(&i) = waiting[p].front() {
+                    let mut b = [0u8; CTS_BYTES];
+                    if !self.try_recv_small(p, &mut b, &mut comps)? {
+                        break;
+                    }
+                    waiting[p].pop_front();
+                    moved = true;
+                    let (addr, rkey, theirs) = uncts(&b);
+                    let len = ops[i].span().len;
+                    st[i].remote = (addr, rkey);
+                    st[i].cleared = true;
+                    st[i].frags = fragments(len);
+                    if theirs as usize != len {
+                        st[i].frags = 1;
+                        st[i].mismatched = true;
+                        mismatch.get_or_insert((p, theirs as usize, len));
+                    }
+                }
+            }
+            // Post what each link's send queue has room for.
+            let mut inflight = vec![0usize; self.size];
+            st.iter()
+                .zip(ops.iter())
+                .for_each(|(s, o)| inflight[o.peer] += s.outstanding);
+            for (i, op) in ops.iter().enumerate() {
+                let DirectKind::Send(span) = op.kind else { continue };
+                while st[i].cleared && st[i].posted < st[i].frags && inflight[op.peer] < DEPTH {
+                    let f = st[i].posted;
+                    let (off, len) = if st[i].mismatched {
+                        (0, 0)
+                    } else {
+                        (f * FRAGMENT, (span.len - f * FRAGMENT).min(FRAGMENT))
+                    };
+                    let (addr, rkey) = st[i].remote;
+                    let remote_addr = addr + off as u64;
+                    let how = if f + 1 == st[i].frags {
+                        SendOp::WriteImm {
+                            remote_addr,
+                            rkey,
+                            imm: span.len as u32,
+                        }
+                    } else {
+                        SendOp::Write { remote_addr, rkey }
+                    };
+                    let (Some(link), Some(local)) = (
+                        self.direct.links[op.peer].as_ref(),
+                        self.direct.regions[span.region].as_ref(),
+                    ) else {
+                        unreachable!("links and regions were checked above")
+                    };
+                    link.link
+                        .qp
+                        .post(how, &local.region, span.off + off, len, wr_id(op.peer, KIND_WRITE, i))
+                        .map_err(|e| self.verbs_err(e))?;
+                    st[i].posted += 1;
+                    st[i].outstanding += 1;
+                    inflight[op.peer] += 1;
+                    moved = true;
+                }
+            }
+            if let Some((peer, theirs, mine)) = mismatch {
+                // The immediate that tells the receiver is posted; this side stops here.
+                return Err(TransportError::Setup(format!(
+                    "rank {} ({}): a {mine}-byte zero-copy send to rank {peer} ({}), which posted a {theirs}-byte \
+                     receive for it; are both ranks running the same command?",
+                    self.rank, self.hosts[self.rank], self.hosts[peer]
+                )));
+            }
+            // Completions of every link this batch uses.
+            for &p in &peers {
+                let Some(link) = self.direct.links[p].as_ref() else {
+                    continue;
+                };
+                comps.clear();
+                link.link.cq.poll(16, &mut comps).map_err(|e| self.verbs_err(e))?;
+                for c in comps.drain(..) {
+                    moved = true;
+                    let (peer, kind, i) = decode(c.wr_id);
+                    if kind == KIND_WRITE {
+                        let s = &mut st[i];
+                        s.outstanding -= 1;
+                        if s.outstanding == 0 && s.posted == s.frags {
+                            ops[i].done_at = Some(Instant::now());
+                            remaining -= 1;
+                        }
+                        continue;
+                    }
+                    let Some(i) = recv_q[peer].pop_front() else {
+                        return Err(TransportError::Setup(format!(
+                            "rank {}: zero-copy data from rank {peer} that no receive was posted for",
+                            self.rank
+                        )));
+                    };
+                    let want = ops[i].span().len;
+                    let got = c.imm.unwrap_or(u32::MAX);
+                    if got as usize != want {
+                        return Err(TransportError::LengthMismatch {
+                            rank: self.rank,
+                            host: self.hosts[self.rank].clone(),
+                            peer,
+                            peer_host: self.hosts[peer].clone(),
+                            expected: want,
+                            got: u64::from(got),
+                        });
+                    }
+                    link.link
+                        .qp
+                        .post_recv(&link.sink, 0, 64, wr_id(peer, KIND_IMM, 0))
+                        .map_err(|e| self.verbs_err(e))?;
+                    ops[i].done_at = Some(Instant::now());
+                    remaining -= 1;
+                }
+            }
+            if moved {
+                idle = 0;
+                continue;
+            }
+            if Instant::now() >= deadline {
+                let stalled = ops.iter().zip(&st).find(|(o, _)| o.done_at.is_none());
+                let (peer, what) = match stalled {
+                    Some((o, s)) if matches!(o.kind, DirectKind::Send(_)) && !s.cleared => {
+                        (o.peer, "its clear-to-send (it has not posted the matching receive)")
+                    }
+                    Some((o, _)) if matches!(o.kind, DirectKind::Send(_)) => {
+                        (o.peer, "an RDMA write into its registered buffer to complete")
+                    }
+                    Some((o, _)) => (
+                        o.peer,
+                        "its data to land (RDMA write into this rank's registered buffer)",
+                    ),
+                    None => (self.rank, "nothing"),
+                };
+                return Err(TransportError::Timeout {
+                    rank: self.rank,
+                    host: self.hosts[self.rank].clone(),
+                    peer,
+                    peer_host: self.hosts[peer].clone(),
+                    waited: start.elapsed(),
+                    what: format!("waiting for {what}"),
+                });
+            }
+            idle += 1;
+            if idle > 50_000 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clear_to_send_round_trips() {
+        let b = cts(0x7f00_dead_beef_0000, 0x1234_5678, 3 << 20);
+        assert_eq!(uncts(&b), (0x7f00_dead_beef_0000, 0x1234_5678, 3 << 20));
+    }
+
+    #[test]
+    fn transfers_split_at_one_gibibyte() {
+        assert_eq!(fragments(0), 1, "a zero-byte transfer still carries its immediate");
+        assert_eq!(fragments(1), 1);
+        assert_eq!(fragments(FRAGMENT), 1);
+        assert_eq!(fragments(FRAGMENT + 1), 2);
+        assert_eq!(fragments(u32::MAX as usize), 4);
+    }
+}
