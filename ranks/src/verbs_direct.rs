@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{decode, wr_id, TestLink, VerbsMesh};
+use super::{decode, idle_wait, wr_id, TestLink, VerbsMesh};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
 use crate::verbs::{Access, Completion, ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, SendOp};
 
@@ -378,21 +378,10 @@ impl VerbsMesh {
                     ),
                     None => (self.rank, "nothing"),
                 };
-                return Err(TransportError::Timeout {
-                    rank: self.rank,
-                    host: self.hosts[self.rank].clone(),
-                    peer,
-                    peer_host: self.hosts[peer].clone(),
-                    waited: start.elapsed(),
-                    what: format!("waiting for {what}"),
-                });
+                return Err(self.stalled(peer, start, format!("waiting for {what}")));
             }
             idle += 1;
-            if idle > 50_000 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            idle_wait(idle, false);
         }
         Ok(())
     }

@@ -348,6 +348,19 @@ impl VerbsMesh {
     }
 }
 
+/// What a progress loop does after `idle` polls that found nothing: busy-poll like perftest, yield
+/// only when idle for long (more ranks than cores), and sleep if `patient` (a one-sided target
+/// waiting out the initiator's run).
+fn idle_wait(idle: u32, patient: bool) {
+    if patient && idle > 1_000 {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    } else if idle > 50_000 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
 /// Per-batch progress of one op.
 #[derive(Default, Clone)]
 struct OpState {
@@ -1211,25 +1224,10 @@ impl VerbsMesh {
                 } else {
                     "a send to complete (no credit or no acknowledgement)"
                 };
-                return Err(TransportError::Timeout {
-                    rank: self.rank,
-                    host: self.hosts[self.rank].clone(),
-                    peer,
-                    peer_host: self.hosts[peer].clone(),
-                    waited: start.elapsed(),
-                    what: format!("waiting for {what} over RDMA"),
-                });
+                return Err(self.stalled(peer, start, format!("waiting for {what} over RDMA")));
             }
             idle_spins += 1;
-            // Busy-poll like perftest; yield only when idle for long (more ranks than cores), and
-            // sleep while a one-sided target waits out the initiator's run.
-            if self.patient && idle_spins > 1_000 {
-                std::thread::sleep(std::time::Duration::from_micros(100));
-            } else if idle_spins > 50_000 {
-                std::thread::yield_now();
-            } else {
-                std::hint::spin_loop();
-            }
+            idle_wait(idle_spins, self.patient);
         }
         Ok(())
     }

@@ -73,28 +73,29 @@ fn staged_reductions_run_on_the_device_for_every_type_and_op() {
         }
     }
     // Several slices per chunk (ring) and per chain step (reduce), with a root other than 0.
-    for name in ["all_reduce_perf", "reduce_perf"] {
-        let r = mpirun(
-            3,
-            &[
-                name,
-                "-g",
-                "1",
-                "--gpu-staging",
-                "-b",
-                "3M",
-                "-e",
-                "3M",
-                "-n",
-                "1",
-                "-w",
-                "0",
-                "-r",
-                "2",
-            ],
-            &[STANDIN],
-            LIMIT,
-        );
+    three_mib(&["all_reduce_perf", "reduce_perf"]);
+}
+
+/// One 3 MiB run of each collective at 3 ranks (three slices per transfer), root 2, verified.
+fn three_mib(names: &[&str]) {
+    for name in names {
+        let args = [
+            name,
+            "-g",
+            "1",
+            "--gpu-staging",
+            "-b",
+            "3M",
+            "-e",
+            "3M",
+            "-n",
+            "1",
+            "-w",
+            "0",
+            "-r",
+            "2",
+        ];
+        let r = mpirun(3, &args, &[STANDIN], LIMIT);
         check_verified(&format!("{name} 3 MiB"), &r, 1);
     }
 }
@@ -128,29 +129,7 @@ fn staged_data_movers_and_reduce_root() {
         );
         check_verified(name, &r, 10 * 3);
     }
-    for name in ["all_gather", "broadcast", "alltoall", "sendrecv"] {
-        let r = mpirun(
-            3,
-            &[
-                name,
-                "-g",
-                "--gpu-staging",
-                "-b",
-                "3M",
-                "-e",
-                "3M",
-                "-n",
-                "1",
-                "-w",
-                "0",
-                "-r",
-                "2",
-            ],
-            &[STANDIN],
-            LIMIT,
-        );
-        check_verified(&format!("{name} 3 MiB"), &r, 1);
-    }
+    three_mib(&["all_gather", "broadcast", "alltoall", "sendrecv"]);
 }
 
 #[test]

@@ -96,28 +96,17 @@ impl Collective for Broadcast {
         let pos = (ctx.rank + n - ctx.root) % n;
         let (prev, next) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
         let sl = ring::slices(0..len, ctx.elt());
-        let send = |r: &std::ops::Range<usize>| Xfer::Send {
-            peer: next,
-            from: At::new(buf, r.start),
-            len: r.len(),
-        };
+        let send = |r: &std::ops::Range<usize>| (next, At::new(buf, r.start), r.len());
         if pos == 0 {
-            let xs: Vec<Xfer> = sl.iter().map(send).collect();
+            let xs: Vec<Xfer> = sl.iter().flat_map(|r| Xfer::step(Some(send(r)), None)).collect();
             return dr.transfer(t, &xs, Instant::now() + ctx.step_timeout);
         }
         let forwards = pos < n - 1;
         for k in 0..=sl.len() {
-            let mut xs = Vec::with_capacity(2);
-            if let Some(rr) = sl.get(k) {
-                xs.push(Xfer::Recv {
-                    peer: prev,
-                    into: At::new(buf, rr.start),
-                    len: rr.len(),
-                });
-            }
-            if let Some(sr) = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| forwards) {
-                xs.push(send(sr));
-            }
+            let xs = Xfer::step(
+                k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| forwards).map(send),
+                sl.get(k).map(|rr| (prev, At::new(buf, rr.start), rr.len())),
+            );
             if !xs.is_empty() {
                 dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
             }

@@ -42,6 +42,16 @@ pub enum Xfer {
     Recv { peer: usize, into: At, len: usize },
 }
 
+impl Xfer {
+    /// One step of a ring or chain: an optional send (peer, source, bytes) and an optional
+    /// receive (peer, destination, bytes).
+    pub fn step(send: Option<(usize, At, usize)>, recv: Option<(usize, At, usize)>) -> Vec<Xfer> {
+        let send = send.map(|(peer, from, len)| Xfer::Send { peer, from, len });
+        let recv = recv.map(|(peer, into, len)| Xfer::Recv { peer, into, len });
+        send.into_iter().chain(recv).collect()
+    }
+}
+
 /// How device data crosses the network in one run.
 enum Path {
     Staged {
@@ -234,25 +244,14 @@ pub fn ring_reduce_scatter(
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
     for p in pieces(ctx, Phase::ReduceScatter, bounds) {
-        let mut xs = Vec::with_capacity(2);
-        if let Some(sr) = &p.send {
-            let from = match src {
-                Some(src) if p.step == 0 => src,
-                _ => buf,
-            };
-            xs.push(Xfer::Send {
-                peer: right,
-                from: At::new(from, sr.start),
-                len: sr.len(),
-            });
-        }
-        if let Some(rr) = &p.recv {
-            xs.push(Xfer::Recv {
-                peer: left,
-                into: At::new(dr.dev_scratch, 0),
-                len: rr.len(),
-            });
-        }
+        let from = match src {
+            Some(src) if p.step == 0 => src,
+            _ => buf,
+        };
+        let xs = Xfer::step(
+            p.send.as_ref().map(|sr| (right, At::new(from, sr.start), sr.len())),
+            p.recv.as_ref().map(|rr| (left, At::new(dr.dev_scratch, 0), rr.len())),
+        );
         dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
         if let Some(rr) = p.recv {
             let own = At::new(src.unwrap_or(buf), rr.start);
@@ -275,21 +274,10 @@ pub fn ring_all_gather(
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
     for p in pieces(ctx, Phase::AllGather, bounds) {
-        let mut xs = Vec::with_capacity(2);
-        if let Some(sr) = &p.send {
-            xs.push(Xfer::Send {
-                peer: right,
-                from: At::new(buf, sr.start),
-                len: sr.len(),
-            });
-        }
-        if let Some(rr) = &p.recv {
-            xs.push(Xfer::Recv {
-                peer: left,
-                into: At::new(buf, rr.start),
-                len: rr.len(),
-            });
-        }
+        let xs = Xfer::step(
+            p.send.as_ref().map(|sr| (right, At::new(buf, sr.start), sr.len())),
+            p.recv.as_ref().map(|rr| (left, At::new(buf, rr.start), rr.len())),
+        );
         dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
     }
     Ok(())

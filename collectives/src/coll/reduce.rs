@@ -123,21 +123,10 @@ impl Collective for Reduce {
                 // Pass on the slice reduced in the last step (the root keeps it).
                 let send = k.checked_sub(1).and_then(|j| sl.get(j)).filter(|_| pos > 0).cloned();
                 let recv = sl.get(k).cloned();
-                let mut xs = Vec::with_capacity(2);
-                if let Some(sr) = &send {
-                    xs.push(Xfer::Send {
-                        peer: toward,
-                        from: At::new(buf, sr.start),
-                        len: sr.len(),
-                    });
-                }
-                if let Some(rr) = &recv {
-                    xs.push(Xfer::Recv {
-                        peer: from,
-                        into: At::new(dr.dev_scratch, 0),
-                        len: rr.len(),
-                    });
-                }
+                let xs = Xfer::step(
+                    send.map(|sr| (toward, At::new(buf, sr.start), sr.len())),
+                    recv.as_ref().map(|rr| (from, At::new(dr.dev_scratch, 0), rr.len())),
+                );
                 dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
                 if let Some(rr) = recv {
                     let (mine, scratch) = (At::new(src, rr.start), At::new(dr.dev_scratch, 0));
