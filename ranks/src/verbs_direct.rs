@@ -167,14 +167,11 @@ impl VerbsMesh {
 
     /// Connect the data queue pairs this batch needs, in ascending peer order: every rank walks
     /// its pairs in one global order, so the blocking endpoint swaps cannot wait in a cycle.
-    fn direct_links(&mut self, ops: &[DirectOp], deadline: Instant) -> Result<(), TransportError> {
-        let mut peers: Vec<usize> = ops.iter().map(|o| o.peer).collect();
-        peers.sort_unstable();
-        peers.dedup();
+    fn direct_links(&mut self, peers: &[usize], deadline: Instant) -> Result<(), TransportError> {
         if self.direct.links.len() < self.size {
             self.direct.links.resize_with(self.size, || None);
         }
-        for p in peers {
+        for &p in peers {
             if self.direct.links[p].is_some() {
                 continue;
             }
@@ -203,7 +200,11 @@ impl VerbsMesh {
     ) -> Result<(), TransportError> {
         let start = Instant::now();
         self.check_direct(ops)?;
-        self.direct_links(ops, deadline)?;
+        // The peers of this batch, ascending.
+        let mut peers: Vec<usize> = ops.iter().map(|o| o.peer).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        self.direct_links(&peers, deadline)?;
         for op in ops.iter_mut() {
             op.done_at = None;
         }
@@ -224,9 +225,6 @@ impl VerbsMesh {
         }
         // 2. Each send waits for its clear-to-send and is posted as soon as it is in: a peer may
         // post the matching receives one batch at a time (a chain forwarding slice by slice).
-        let mut peers: Vec<usize> = ops.iter().map(|o| o.peer).collect();
-        peers.sort_unstable();
-        peers.dedup();
         let mut st = vec![Progress::default(); ops.len()];
         let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
         let mut recv_q: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
@@ -237,6 +235,8 @@ impl VerbsMesh {
             }
         }
         let mut mismatch = None;
+        // Writes posted and not completed, per peer (each link's send queue holds DEPTH).
+        let mut inflight = vec![0usize; self.size];
         let mut remaining = ops.len();
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let mut idle = 0u32;
@@ -266,10 +266,6 @@ impl VerbsMesh {
                 }
             }
             // Post what each link's send queue has room for.
-            let mut inflight = vec![0usize; self.size];
-            st.iter()
-                .zip(ops.iter())
-                .for_each(|(s, o)| inflight[o.peer] += s.outstanding);
             for (i, op) in ops.iter().enumerate() {
                 let DirectKind::Send(span) = op.kind else { continue };
                 while st[i].cleared && st[i].posted < st[i].frags && inflight[op.peer] < DEPTH {
@@ -327,6 +323,7 @@ impl VerbsMesh {
                     if kind == KIND_WRITE {
                         let s = &mut st[i];
                         s.outstanding -= 1;
+                        inflight[peer] -= 1;
                         if s.outstanding == 0 && s.posted == s.frags {
                             ops[i].done_at = Some(Instant::now());
                             remaining -= 1;
