@@ -1,0 +1,201 @@
+//! Golden outputs: every report format rendered from fixed inputs must match the files in
+//! `tests/data/golden/` byte for byte. The inputs are outcomes of real runs (saved once) and a
+//! collective sweep built here, so a change to how reports are produced (a refactor) is proven to
+//! leave what users parse untouched. A deliberate format change re-blesses the files with
+//! `MESHRUN_BLESS=1 cargo test -p collectives --test golden` and shows the diff in review.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use collectives::coll::harness::{CollConfig, Placement, Row, Step, TimeAverage};
+use collectives::coll::report::{self, DeviceInfo};
+use collectives::dtype::{DataType, RedOp};
+use collectives::pairwise::report::{csv, heatmap, json, text};
+use collectives::pairwise::PairwiseOutcome;
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
+}
+
+/// Compare `got` with the golden file `name` (or write it, when blessing). Returns a failure line.
+fn check(name: &str, got: &[u8]) -> Option<String> {
+    let path = dir().join(name);
+    if std::env::var_os("MESHRUN_BLESS").is_some() {
+        std::fs::write(&path, got).expect("writing a golden file");
+        return None;
+    }
+    match std::fs::read(&path) {
+        Ok(want) if want == got => None,
+        Ok(want) => {
+            let first = want
+                .iter()
+                .zip(got)
+                .position(|(a, b)| a != b)
+                .unwrap_or(want.len().min(got.len()));
+            Some(format!(
+                "{name}: differs from the golden file at byte {first} ({} bytes expected, {} rendered)",
+                want.len(),
+                got.len()
+            ))
+        }
+        Err(e) => Some(format!("{name}: {e} (bless with MESHRUN_BLESS=1)")),
+    }
+}
+
+fn outcomes() -> Vec<(String, PairwiseOutcome)> {
+    let mut v: Vec<(String, PairwiseOutcome)> = std::fs::read_dir(dir())
+        .expect("golden folder")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let stem = p.file_name()?.to_str()?.strip_suffix(".outcome.json")?.to_string();
+            let o = serde_json::from_slice(&std::fs::read(&p).ok()?).expect("a fixture outcome");
+            Some((stem, o))
+        })
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+#[test]
+fn pairwise_reports_match_their_golden_files() {
+    let all = outcomes();
+    assert_eq!(all.len(), 5, "the five fixture outcomes are read");
+    let mut failures = Vec::new();
+    for (stem, o) in &all {
+        failures.extend(check(&format!("{stem}.txt"), text::render(o).as_bytes()));
+        failures.extend(check(&format!("{stem}.json"), &json::render(o)));
+        failures.extend(check(&format!("{stem}.csv"), csv::render(o).as_bytes()));
+        failures.extend(check(
+            &format!("{stem}.svg"),
+            &heatmap::render(o, Path::new("m.svg")).expect("svg"),
+        ));
+        failures.extend(check(
+            &format!("{stem}.png"),
+            &heatmap::render(o, Path::new("m.png")).expect("png"),
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn placement(time_us: f64, bytes: u64, factor: f64, wrong: Option<u64>) -> Placement {
+    let algbw = bytes as f64 / 1e3 / time_us;
+    Placement {
+        time_us,
+        algbw,
+        busbw: algbw * factor,
+        wrong,
+    }
+}
+
+/// A 4-rank all_reduce sweep as the harness would hand it over: sizes 8 B .. 128 MiB, times
+/// spanning the time column's decimal rules, one row with wrong elements, and a baseline.
+fn sweep() -> (CollConfig, Vec<Row>, Vec<Row>) {
+    let cfg = CollConfig {
+        min_bytes: 8,
+        max_bytes: 128 << 20,
+        step: Step::Factor(8),
+        iters: 20,
+        warmup: 5,
+        agg: 1,
+        check: true,
+        ops: vec![RedOp::parse("sum").expect("sum")],
+        dtypes: vec![DataType::parse("float").expect("float")],
+        root: 0,
+        average: TimeAverage::Mean,
+        step_timeout: Duration::from_secs(60),
+        baseline: None,
+    };
+    let factor = 2.0 * 3.0 / 4.0;
+    let mut rows = Vec::new();
+    let mut base = Vec::new();
+    for (k, size) in cfg.sizes().into_iter().enumerate() {
+        let t = 18.25 + k as f64 * 1.5 + size as f64 / 21.7e3;
+        let wrong = if k == 3 { Some(17) } else { Some(0) };
+        let row = |oop: Placement, ip: Option<Placement>| Row {
+            size,
+            count: size / 4,
+            dtype: DataType::parse("float").expect("float"),
+            redop: "sum".into(),
+            root: -1,
+            out_of_place: oop,
+            in_place: ip,
+        };
+        rows.push(row(
+            placement(t, size, factor, wrong),
+            Some(placement(t * 0.97, size, factor, Some(0))),
+        ));
+        base.push(row(placement(t * 1.31, size, factor, None), None));
+    }
+    (cfg, rows, base)
+}
+
+#[test]
+fn collective_reports_match_their_golden_files() {
+    let (cfg, rows, base) = sweep();
+    let devices: Vec<DeviceInfo> = (0..4)
+        .map(|rank| DeviceInfo {
+            rank,
+            pid: 4000 + rank as u32,
+            host: format!("node0{}", rank / 2 + 1),
+            device: (rank % 2) as i32,
+            bus_id: format!("0000:{:02x}:00", 0x1b + rank),
+            name: "NVIDIA H100 80GB HBM3 (direct RDMA, dma-buf over verbs)".into(),
+        })
+        .collect();
+    let mut s = report::header(&cfg);
+    for d in &devices {
+        s.push_str(&report::device_line(
+            d.rank, d.pid, &d.host, d.device, &d.bus_id, &d.name,
+        ));
+    }
+    s.push_str(&report::table_header());
+    for r in &rows {
+        s.push_str(&report::row_line(r));
+    }
+    s.push_str(&report::footer(&rows));
+    s.push_str(&report::table_header());
+    for r in &base {
+        s.push_str(&report::row_line(r));
+    }
+    s.push_str(&report::footer(&base));
+    let mut failures = Vec::new();
+    failures.extend(check("all_reduce-4ranks.txt", s.as_bytes()));
+    let args: Vec<String> = [
+        "meshrun",
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "128M",
+        "-f",
+        "8",
+        "-J",
+        "ar.json",
+    ]
+    .map(String::from)
+    .to_vec();
+    let doc = report::json_report(
+        &cfg,
+        "all_reduce",
+        &args,
+        &devices,
+        &rows,
+        Some(("mpi", &base)),
+        "2026-11-30 17:00:00",
+    );
+    // The end time is the clock's at rendering; everything else is fixed.
+    let doc = String::from_utf8(doc).expect("utf-8");
+    let doc: String = doc
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("\"end_time\"") {
+                "  \"end_time\": \"(now)\","
+            } else {
+                l
+            }
+        })
+        .flat_map(|l| [l, "\n"])
+        .collect();
+    failures.extend(check("all_reduce-4ranks.J.json", doc.as_bytes()));
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
