@@ -1,0 +1,352 @@
+//! Registered memory: buffers this layer owns, and memory it does not (GPU memory).
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use rdma_sys::*;
+
+use super::*;
+
+impl ProtectionDomain {
+    /// Register a new zeroed, page-aligned buffer of `len` bytes with `access`.
+    pub fn register(&self, len: usize, access: Access) -> Result<MemoryRegion, VerbsError> {
+        let mut buf = AlignedBuf::new(len.max(1));
+        // SAFETY: the buffer is owned by the returned region and outlives the registration
+        // (deregistered in Drop before the buffer is freed).
+        let raw = unsafe { ibv_reg_mr(self.0.raw.as_ptr(), buf.as_mut_ptr().cast(), len.max(1), access.flags()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = errno();
+            let hint = if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
+                " (the locked-memory limit is probably too low: raise it with `ulimit -l unlimited`, or LimitMEMLOCK=infinity for services)"
+            } else {
+                ""
+            };
+            VerbsError::Verb { verb: "ibv_reg_mr", device: self.device(), source: e, hint }
+        })?;
+        Ok(MemoryRegion {
+            raw,
+            buf,
+            len,
+            _pd: self.0.clone(),
+        })
+    }
+
+    /// Register `len` bytes of a dma-buf (from the GPU driver) at `offset`, seen by work
+    /// requests at virtual address `iova`.
+    ///
+    /// # Safety
+    /// `fd` must be a dma-buf of at least `offset + len` bytes whose memory stays allocated for
+    /// the life of the returned region.
+    pub unsafe fn register_dmabuf(
+        &self,
+        fd: i32,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the dma-buf (see above). The kernel takes its own
+        // reference on the dma-buf, so the fd may be closed after this call.
+        let raw = unsafe { ibv_reg_dmabuf_mr(self.0.raw.as_ptr(), offset, len, iova, fd, access.flags()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = errno();
+            let hint = match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EPROTONOSUPPORT) => {
+                    " (this NIC driver or kernel cannot import dma-bufs: needs Linux 5.12+ and an RDMA driver with \
+                     dma-buf support, such as mlx5; or load nvidia-peermem)"
+                }
+                Some(libc::ENOMEM) | Some(libc::EPERM) => {
+                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
+                }
+                _ => "",
+            };
+            VerbsError::Verb {
+                verb: "ibv_reg_dmabuf_mr",
+                device: self.device(),
+                source: e,
+                hint,
+            }
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr: iova,
+            len,
+            path: ForeignPath::DmaBuf,
+            _pd: self.0.clone(),
+        })
+    }
+
+    /// Register `len` bytes of GPU memory at device address `addr` with plain `ibv_reg_mr`, which
+    /// works only where the nvidia-peermem module lets the RDMA core pin GPU pages.
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be device memory that stays allocated for the life of the region.
+    pub unsafe fn register_device_memory(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the range (see above). The CPU never dereferences it.
+        let raw = unsafe { ibv_reg_mr(self.0.raw.as_ptr(), addr as *mut std::ffi::c_void, len, access.flags()) };
+        let raw = NonNull::new(raw).ok_or_else(|| {
+            let e = errno();
+            let hint = match e.raw_os_error() {
+                Some(libc::EFAULT) | Some(libc::EINVAL) => {
+                    " (the RDMA core cannot pin GPU memory: load the nvidia-peermem module (modprobe nvidia-peermem), \
+                     or use a GPU driver and kernel with dma-buf)"
+                }
+                Some(libc::ENOMEM) | Some(libc::EPERM) => {
+                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
+                }
+                _ => "",
+            };
+            VerbsError::Verb {
+                verb: "ibv_reg_mr (GPU memory)",
+                device: self.device(),
+                source: e,
+                hint,
+            }
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr,
+            len,
+            path: ForeignPath::PeerMem,
+            _pd: self.0.clone(),
+        })
+    }
+
+    /// Register `len` bytes of host memory at `addr` that another owner allocated (the GPU
+    /// stand-in's buffers), as a [`ForeignRegion`] of path [`ForeignPath::HostStandIn`].
+    ///
+    /// # Safety
+    /// `addr..addr + len` must be host memory that stays allocated for the life of the region.
+    pub unsafe fn register_host_memory(
+        &self,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: valid PD; the caller guarantees the range (see above).
+        let raw = unsafe {
+            ibv_reg_mr(
+                self.0.raw.as_ptr(),
+                addr as *mut std::ffi::c_void,
+                len.max(1),
+                access.flags(),
+            )
+        };
+        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::Verb {
+            verb: "ibv_reg_mr",
+            device: self.device(),
+            source: errno(),
+            hint: " (locked-memory limit too low? raise it with `ulimit -l unlimited`)",
+        })?;
+        Ok(ForeignRegion {
+            raw,
+            addr,
+            len,
+            path: ForeignPath::HostStandIn,
+            _pd: self.0.clone(),
+        })
+    }
+}
+
+/// Page-aligned heap memory, without a custom allocator: over-allocate and start at a page boundary.
+struct AlignedBuf {
+    raw: Vec<u8>,
+    off: usize,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let raw = vec![0u8; len + 4096];
+        let off = (4096 - raw.as_ptr() as usize % 4096) % 4096;
+        AlignedBuf { raw, off, len }
+    }
+    fn as_mut_ptr(&mut self) -> *mut u8 {
+        self.raw[self.off..].as_mut_ptr()
+    }
+}
+
+/// A registered buffer.
+pub struct MemoryRegion {
+    raw: NonNull<ibv_mr>,
+    buf: AlignedBuf,
+    len: usize,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: the region is owned data plus an MR handle; verbs on it are thread-safe.
+unsafe impl Send for MemoryRegion {}
+
+impl MemoryRegion {
+    pub fn lkey(&self) -> u32 {
+        // SAFETY: valid MR for the region's life.
+        unsafe { self.raw.as_ref().lkey }
+    }
+    pub fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { self.raw.as_ref().rkey }
+    }
+    pub fn addr(&self) -> u64 {
+        self.buf.raw[self.buf.off..].as_ptr() as u64
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf.raw[self.buf.off..self.buf.off + self.buf.len.min(self.len)]
+    }
+
+    /// Read a u64 the NIC may write at any time (a remote peer's RDMA write).
+    pub fn read_u64_volatile(&self, offset: usize) -> u64 {
+        assert!(
+            offset.is_multiple_of(8) && offset + 8 <= self.len,
+            "unaligned or out-of-range u64"
+        );
+        let p = self.buf.raw[self.buf.off + offset..].as_ptr() as *const u64;
+        // SAFETY: in bounds and 8-byte aligned (the buffer is page-aligned, offset % 8 == 0); a
+        // volatile read because the memory changes outside Rust's view (DMA by the NIC).
+        unsafe { std::ptr::read_volatile(p) }
+    }
+    /// Read a byte the NIC may write at any time (the last byte of a ping-pong message).
+    pub fn read_u8_volatile(&self, offset: usize) -> u8 {
+        assert!(offset < self.len, "byte outside the region");
+        let p = self.buf.raw[self.buf.off + offset..].as_ptr();
+        // SAFETY: in bounds; volatile because the NIC writes this memory outside Rust's view.
+        unsafe { std::ptr::read_volatile(p) }
+    }
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        let (o, l) = (self.buf.off, self.buf.len.min(self.len));
+        &mut self.buf.raw[o..o + l]
+    }
+}
+
+impl Drop for MemoryRegion {
+    fn drop(&mut self) {
+        // SAFETY: registered by us, deregistered once, before `buf` is freed.
+        unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
+    }
+}
+
+/// A registered range a work request can point into: host memory this layer owns
+/// ([`MemoryRegion`]) or memory it does not ([`ForeignRegion`], e.g. GPU memory).
+pub trait Registered {
+    fn addr(&self) -> u64;
+    /// Bytes registered.
+    fn region_len(&self) -> usize;
+    fn lkey(&self) -> u32;
+    fn rkey(&self) -> u32;
+    /// Whether the CPU may read this memory (only such memory can be posted inline).
+    fn host_visible(&self) -> bool;
+}
+
+impl Registered for MemoryRegion {
+    fn addr(&self) -> u64 {
+        MemoryRegion::addr(self)
+    }
+    fn region_len(&self) -> usize {
+        self.len
+    }
+    fn lkey(&self) -> u32 {
+        MemoryRegion::lkey(self)
+    }
+    fn rkey(&self) -> u32 {
+        MemoryRegion::rkey(self)
+    }
+    fn host_visible(&self) -> bool {
+        true
+    }
+}
+
+/// Memory outside this layer (GPU memory) that one-sided windows use instead of host buffers.
+pub trait WindowMemory: Send {
+    /// Register at least `len` bytes of this memory with `pd`, trying the best path first.
+    fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// Memory allocated outside this layer (a GPU buffer) that a transport registers in place for
+/// zero-copy transfers. The object keeps the memory allocated for as long as it lives, and the
+/// transport keeps it for as long as the registration lives.
+pub trait NicMemory: Send {
+    /// Bytes to register.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Register all of this memory with `pd`, trying the best path first.
+    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// How memory outside this layer was registered with the NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignPath {
+    /// `ibv_reg_dmabuf_mr` on a dma-buf file descriptor exported by the GPU driver.
+    DmaBuf,
+    /// `ibv_reg_mr` on the device address, resolved by the nvidia-peermem kernel module.
+    PeerMem,
+    /// `ibv_reg_mr` on host memory standing in for GPU memory (tests only).
+    HostStandIn,
+}
+
+impl ForeignPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForeignPath::DmaBuf => "GPUDirect RDMA via dma-buf (ibv_reg_dmabuf_mr)",
+            ForeignPath::PeerMem => "GPUDirect RDMA via nvidia-peermem (ibv_reg_mr on device memory)",
+            ForeignPath::HostStandIn => "direct RDMA on host memory standing in for a GPU (tests only)",
+        }
+    }
+}
+
+/// A memory region over memory this layer does not own (GPU memory). The owner keeps the memory
+/// allocated for the region's life (see the safety contracts of the constructors).
+pub struct ForeignRegion {
+    raw: NonNull<ibv_mr>,
+    addr: u64,
+    len: usize,
+    path: ForeignPath,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: an MR handle over memory owned elsewhere; verbs on it are thread-safe.
+unsafe impl Send for ForeignRegion {}
+
+impl ForeignRegion {
+    pub fn path(&self) -> ForeignPath {
+        self.path
+    }
+}
+
+impl Registered for ForeignRegion {
+    fn addr(&self) -> u64 {
+        self.addr
+    }
+    fn region_len(&self) -> usize {
+        self.len
+    }
+    fn lkey(&self) -> u32 {
+        // SAFETY: valid MR for the region's life.
+        unsafe { self.raw.as_ref().lkey }
+    }
+    fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { self.raw.as_ref().rkey }
+    }
+    fn host_visible(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for ForeignRegion {
+    fn drop(&mut self) {
+        // SAFETY: registered by us and deregistered once; the owner frees the memory only after.
+        unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
+    }
+}
