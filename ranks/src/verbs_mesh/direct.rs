@@ -10,7 +10,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::{decode, idle_wait, wr_id, TestLink, VerbsMesh};
+use super::perftest::TestLink;
+use super::{decode, idle_wait, wr_id, VerbsMesh, WrKind};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
 use crate::verbs::{Access, Completion, ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, SendOp};
 
@@ -21,9 +22,6 @@ const DEPTH: usize = 64;
 const FRAGMENT: usize = 1 << 30;
 /// Bytes of a clear-to-send: address, rkey, length.
 const CTS_BYTES: usize = 16;
-
-const KIND_WRITE: u64 = 5;
-const KIND_IMM: u64 = 6;
 
 /// A registered region and the memory it covers (declared after the region: dropped after it).
 struct Region {
@@ -186,7 +184,7 @@ impl VerbsMesh {
                 )
                 .map_err(|e| self.verbs_err(e))?;
             let link = self.test_link(p, DEPTH as u32, deadline, &mut |qp| {
-                (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, KIND_IMM, 0)))
+                (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0)))
             })?;
             self.direct.links[p] = Some(Link { link, sink });
         }
@@ -294,7 +292,13 @@ impl VerbsMesh {
                     };
                     link.link
                         .qp
-                        .post(how, &local.region, span.off + off, len, wr_id(op.peer, KIND_WRITE, i))
+                        .post(
+                            how,
+                            &local.region,
+                            span.off + off,
+                            len,
+                            wr_id(op.peer, WrKind::DirectWrite, i),
+                        )
                         .map_err(|e| self.verbs_err(e))?;
                     st[i].posted += 1;
                     st[i].outstanding += 1;
@@ -320,7 +324,7 @@ impl VerbsMesh {
                 for c in comps.drain(..) {
                     moved = true;
                     let (peer, kind, i) = decode(c.wr_id);
-                    if kind == KIND_WRITE {
+                    if kind == Some(WrKind::DirectWrite) {
                         let s = &mut st[i];
                         s.outstanding -= 1;
                         inflight[peer] -= 1;
@@ -350,7 +354,7 @@ impl VerbsMesh {
                     }
                     link.link
                         .qp
-                        .post_recv(&link.sink, 0, 64, wr_id(peer, KIND_IMM, 0))
+                        .post_recv(&link.sink, 0, 64, wr_id(peer, WrKind::DirectImm, 0))
                         .map_err(|e| self.verbs_err(e))?;
                     ops[i].done_at = Some(Instant::now());
                     remaining -= 1;

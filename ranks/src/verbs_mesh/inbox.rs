@@ -1,0 +1,319 @@
+//! The two-sided stream's inbox: which slot each fragment lands in, and the credits that keep a
+//! sender from overwriting a slot its peer has not read. [`Ledger`] holds the accounting (plain
+//! numbers, tested alone); the methods below apply it to the queue pairs and regions of a peer.
+
+use std::collections::VecDeque;
+
+use super::*;
+
+/// A fragment that landed in an inbox slot: the slot, its bytes, and the length of the message
+/// it belongs to (the immediate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Arrival {
+    pub slot: usize,
+    pub bytes: u32,
+    pub msg_len: u32,
+}
+
+/// Slot and credit accounting of the stream between this rank and one peer, both directions.
+///
+/// Sending: fragment k goes into the peer's inbox slot k mod slots, from one of our `slots`
+/// staging slots; it may go only once the peer has consumed fragment k - slots (its consumed
+/// count, which the peer writes into our credit word) and a staging slot is free (its previous
+/// send completed, in any order). Receiving: fragment k lands in our slot k mod slots; consumed
+/// fragments are reported back lazily, once half the slots are unreported, with at most one credit
+/// write in flight (a newer count waits for it to complete).
+#[derive(Debug)]
+pub(super) struct Ledger {
+    slots: usize,
+    sent: u64,
+    free_send: Vec<usize>,
+    arrivals: u64,
+    arrived: VecDeque<Arrival>,
+    consumed: u64,
+    reported: u64,
+    credit_in_flight: bool,
+    credit_stale: bool,
+}
+
+impl Ledger {
+    pub fn new(slots: usize) -> Ledger {
+        let slots = slots.max(1);
+        Ledger {
+            slots,
+            sent: 0,
+            free_send: (0..slots).rev().collect(),
+            arrivals: 0,
+            arrived: VecDeque::new(),
+            consumed: 0,
+            reported: 0,
+            credit_in_flight: false,
+            credit_stale: false,
+        }
+    }
+
+    /// The next fragment's (staging slot, peer inbox slot), counted as sent; None while the peer
+    /// has not consumed enough (`peer_consumed`, read from the credit word) or no staging slot is
+    /// free.
+    pub fn reserve_send(&mut self, peer_consumed: u64) -> Option<(usize, usize)> {
+        if self.sent >= peer_consumed + self.slots as u64 {
+            return None;
+        }
+        let staging = self.free_send.pop()?;
+        let remote = (self.sent % self.slots as u64) as usize;
+        self.sent += 1;
+        Some((staging, remote))
+    }
+
+    /// A send from `staging` completed: the slot may be filled again.
+    pub fn send_done(&mut self, staging: usize) {
+        self.free_send.push(staging);
+    }
+
+    /// A fragment of `bytes` of a `msg_len`-byte message arrived; it sits in the next slot.
+    pub fn arrive(&mut self, bytes: u32, msg_len: u32) {
+        let slot = (self.arrivals % self.slots as u64) as usize;
+        self.arrivals += 1;
+        self.arrived.push_back(Arrival { slot, bytes, msg_len });
+    }
+
+    /// The oldest fragment not yet consumed.
+    pub fn next_arrival(&self) -> Option<Arrival> {
+        self.arrived.front().copied()
+    }
+
+    /// Take the oldest fragment (the caller copies its slot out and posts the slot's receive
+    /// again), counting it consumed.
+    pub fn consume(&mut self) -> Option<Arrival> {
+        let a = self.arrived.pop_front()?;
+        self.consumed += 1;
+        Some(a)
+    }
+
+    /// Whether the peer should hear our consumed count: half the slots (at least one) unreported.
+    pub fn credit_due(&self) -> bool {
+        self.consumed - self.reported >= (self.slots as u64 / 2).max(1)
+    }
+
+    /// The consumed count to write to the peer now, recorded as reported; None while a credit
+    /// write is in flight (the count is sent when it completes, see [`Ledger::credit_done`]).
+    pub fn start_credit(&mut self) -> Option<u64> {
+        if self.credit_in_flight {
+            self.credit_stale = true;
+            return None;
+        }
+        self.credit_in_flight = true;
+        self.credit_stale = false;
+        self.reported = self.consumed;
+        Some(self.consumed)
+    }
+
+    /// The credit write completed; true when a newer count is waiting to go.
+    pub fn credit_done(&mut self) -> bool {
+        self.credit_in_flight = false;
+        self.credit_stale
+    }
+}
+
+impl VerbsMesh {
+    /// A completion of the two-sided machinery's background traffic: a fragment that arrived, or
+    /// a credit write done. (Sends complete inside the exchange that posted them.)
+    pub(super) fn background_completion(
+        &mut self,
+        p: usize,
+        kind: Option<WrKind>,
+        c: &Completion,
+    ) -> Result<(), TransportError> {
+        match kind {
+            Some(WrKind::Recv) => self.arrival(p, c),
+            Some(WrKind::Credit) => {
+                let again = self.peers[p].as_mut().is_some_and(|peer| peer.ledger.credit_done());
+                if again {
+                    self.post_credit(p)?;
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A fragment landed in our inbox (its WRITE-with-immediate consumed a posted receive): note
+    /// the message length its immediate carries.
+    fn arrival(&mut self, p: usize, c: &Completion) {
+        if let Some(peer) = self.peers[p].as_mut() {
+            peer.ledger.arrive(c.byte_len, c.imm.unwrap_or(u32::MAX));
+        }
+    }
+
+    /// Copy the oldest fragment that arrived from `p` into `dst` (its length, checked by the
+    /// caller), post its slot's receive again and count it consumed.
+    pub(super) fn claim_fragment(&mut self, p: usize, dst: &mut [u8]) -> Result<(), TransportError> {
+        let peer = self.peers[p].as_mut().expect("connected peer");
+        let Some(Arrival { slot, .. }) = peer.ledger.consume() else {
+            return Ok(());
+        };
+        dst.copy_from_slice(&peer.inbox.as_slice()[slot * SLOT..slot * SLOT + dst.len()]);
+        // Post the slot again: receives are posted in slot order, so fragment k of a SEND lands in
+        // slot k mod slots too (a WRITE only takes the immediate).
+        let r = peer
+            .qp
+            .post_recv(&peer.inbox, slot * SLOT, SLOT, wr_id(p, WrKind::Recv, slot));
+        r.map_err(|e| self.verbs_err(e))
+    }
+
+    /// Whether `p` should hear how much of its traffic was consumed.
+    pub(super) fn credit_due(&self, p: usize) -> bool {
+        self.peers[p].as_ref().is_some_and(|x| x.ledger.credit_due())
+    }
+
+    /// A one-fragment message of exactly `buf.len()` bytes from `p`, if it has arrived: polls the
+    /// completion queue once and never waits.
+    pub(super) fn try_recv_small(
+        &mut self,
+        p: usize,
+        buf: &mut [u8],
+        comps: &mut Vec<Completion>,
+    ) -> Result<bool, TransportError> {
+        self.reap(comps)?;
+        let Some(a) = self.peers[p].as_ref().and_then(|x| x.ledger.next_arrival()) else {
+            return Ok(false);
+        };
+        if a.msg_len as usize != buf.len() || a.bytes as usize != buf.len() {
+            return Err(self.length_mismatch(p, buf.len(), a.msg_len));
+        }
+        self.claim_fragment(p, buf)?;
+        if self.credit_due(p) {
+            self.post_credit(p)?;
+        }
+        Ok(true)
+    }
+
+    /// Write our consumed count into `p`'s credit word, unless a credit write is still in flight
+    /// (then it goes when that one completes).
+    pub(super) fn post_credit(&mut self, p: usize) -> Result<(), TransportError> {
+        let peer = self.peers[p].as_mut().expect("connected peer");
+        let Some(count) = peer.ledger.start_credit() else {
+            return Ok(());
+        };
+        peer.credit_src.as_mut_slice()[..8].copy_from_slice(&count.to_le_bytes());
+        let (addr, rkey) = peer.remote_credit;
+        let r = peer.qp.post(
+            SendOp::Write {
+                remote_addr: addr,
+                rkey,
+            },
+            &peer.credit_src,
+            0,
+            8,
+            wr_id(p, WrKind::Credit, 0),
+        );
+        r.map_err(|e| self.verbs_err(e))
+    }
+
+    /// A message from `p` whose length is not the `expected` one posted.
+    pub(super) fn length_mismatch(&self, p: usize, expected: usize, got: u32) -> TransportError {
+        TransportError::LengthMismatch {
+            rank: self.rank,
+            host: self.hosts[self.rank].clone(),
+            peer: p,
+            peer_host: self.hosts[p].clone(),
+            expected,
+            got: u64::from(got),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fragments_wrap_around_the_peer_inbox() {
+        let mut l = Ledger::new(4);
+        let mut remote = Vec::new();
+        for k in 0..10u64 {
+            // The peer consumes as fast as we send; staging slots come back at once.
+            let (staging, slot) = l.reserve_send(k).expect("room");
+            remote.push(slot);
+            l.send_done(staging);
+        }
+        assert_eq!(remote, vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1]);
+        let mut r = Ledger::new(3);
+        for len in [10, 20, 30, 40, 50] {
+            r.arrive(len, 99);
+        }
+        let slots: Vec<usize> = std::iter::from_fn(|| r.consume()).map(|a| a.slot).collect();
+        assert_eq!(slots, vec![0, 1, 2, 0, 1]);
+    }
+
+    #[test]
+    fn a_sender_without_credit_waits_and_resumes_when_the_peer_consumes() {
+        let mut l = Ledger::new(4);
+        let staged: Vec<usize> = (0..4).map(|_| l.reserve_send(0).expect("room").0).collect();
+        for s in &staged {
+            l.send_done(*s);
+        }
+        // Four fragments out, none consumed: a fifth would overwrite unread slot 0.
+        assert_eq!(l.reserve_send(0), None);
+        assert_eq!(l.reserve_send(0), None, "asking again changes nothing");
+        // The peer reports one consumed: exactly one more may go, into slot 0.
+        assert_eq!(l.reserve_send(1).map(|x| x.1), Some(0));
+        assert_eq!(l.reserve_send(1), None);
+    }
+
+    #[test]
+    fn staging_slots_limit_sends_and_return_in_any_order() {
+        let mut l = Ledger::new(3);
+        let a = l.reserve_send(100).expect("room").0;
+        let b = l.reserve_send(100).expect("room").0;
+        let c = l.reserve_send(100).expect("room").0;
+        let mut all = vec![a, b, c];
+        all.sort_unstable();
+        assert_eq!(all, vec![0, 1, 2], "each staging slot once");
+        assert_eq!(l.reserve_send(100), None, "plenty of credit, but no free staging slot");
+        // Completions out of post order: each frees exactly its own slot.
+        l.send_done(c);
+        assert_eq!(l.reserve_send(100).map(|x| x.0), Some(c));
+        l.send_done(a);
+        l.send_done(b);
+        let next: Vec<usize> = (0..2).filter_map(|_| l.reserve_send(100)).map(|x| x.0).collect();
+        assert_eq!(next.len(), 2);
+        assert!(next.contains(&a) && next.contains(&b));
+    }
+
+    #[test]
+    fn credits_go_back_at_half_the_slots_one_write_at_a_time() {
+        let mut l = Ledger::new(8);
+        for _ in 0..12 {
+            l.arrive(4, 4);
+        }
+        for _ in 0..3 {
+            l.consume();
+        }
+        assert!(!l.credit_due(), "3 of 8 unreported");
+        l.consume();
+        assert!(l.credit_due(), "4 of 8 unreported");
+        assert_eq!(l.start_credit(), Some(4));
+        assert!(!l.credit_due());
+        for _ in 0..5 {
+            l.consume();
+        }
+        assert!(l.credit_due());
+        // A write is in flight: the newer count waits for it.
+        assert_eq!(l.start_credit(), None);
+        assert!(l.credit_done(), "a newer count is waiting");
+        assert_eq!(l.start_credit(), Some(9));
+        assert!(!l.credit_done(), "nothing newer");
+        assert_eq!(l.consume().map(|a| a.slot), Some(1), "arrival 9 sits in slot 9 mod 8");
+    }
+
+    #[test]
+    fn one_slot_reports_every_fragment() {
+        let mut l = Ledger::new(1);
+        l.arrive(1, 1);
+        l.consume();
+        assert!(l.credit_due());
+        assert_eq!(l.start_credit(), Some(1));
+        assert_eq!(l.next_arrival(), None);
+    }
+}

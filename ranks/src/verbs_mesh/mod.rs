@@ -1,0 +1,263 @@
+//! The mesh over RDMA verbs: one RC queue pair per peer, all completions on one polled CQ, and the
+//! two-sided operations of [`Transport`] carried as RDMA WRITE-with-immediate into a ring of slots
+//! the receiver advertised (its "inbox"), as NCCL's IB transport does: fragment k of the stream to
+//! a peer lands in inbox slot k mod slots, and its immediate (the message length) raises a
+//! completion on the receiver, which copies the slot out in order. Flow control by credits: the
+//! receiver RDMA-writes the count of fragments it has consumed into a word at the end of the
+//! sender's inbox, so a sender never overwrites a slot that is still unread and no credit update
+//! consumes a receive. The immediate lets mismatched sends and receives be caught as on TCP.
+//! Pairwise `--op send` switches the same machinery to SEND-with-immediate (what ib_send_bw
+//! measures): receives are posted on the inbox slots in slot order, so fragment k still lands in
+//! slot k mod slots.
+
+mod connect;
+mod direct;
+mod inbox;
+mod perftest;
+mod progress;
+mod wr;
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use crate::devices::{self, Choice, GidSummary};
+use crate::transport::{
+    Capabilities, DirectOp, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, RegionId, Transport, TransportError,
+};
+use crate::verbs::{
+    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion, NicMemory,
+    ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
+};
+use crate::World;
+
+use inbox::Ledger;
+use perftest::Window;
+use wr::{decode, wr_id, WrKind};
+
+pub use connect::connect;
+
+/// Bytes per staging slot (and so per fragment on the wire).
+pub const SLOT: usize = 256 * 1024;
+/// Inline data asked for at queue-pair creation: perftest's default for its latency tests.
+pub const MAX_INLINE: u32 = 220;
+/// Deepest send window of a pairwise test's own queue pair (perftest's -t goes to 8192 on some
+/// devices; rxe and mlx5 take this many).
+const MAX_TEST_DEPTH: usize = 1024;
+/// Staging memory per rank for all its peers together, which sets the slots per peer (2 to 16).
+const STAGING_BUDGET: usize = 128 << 20;
+
+/// How to pick the device.
+#[derive(Debug, Clone)]
+pub struct VerbsOptions {
+    pub device: Option<String>,
+    /// One device per local rank (`--devices mlx5_0,mlx5_1`): local rank i uses entry i mod len.
+    pub devices: Vec<String>,
+    pub port: Option<u8>,
+    pub gid_index: Option<u32>,
+    pub sysfs_root: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsMeshError {
+    #[error("rank {rank} ({host}): {msg}")]
+    Setup { rank: usize, host: String, msg: String },
+    #[error("rank {rank} ({host}): ranks {failed} could not set up RDMA (see their messages)")]
+    PeersFailed { rank: usize, host: String, failed: String },
+    #[error("{0}")]
+    Inconsistent(String),
+}
+
+struct Peer {
+    qp: QueuePair<Rts>,
+    send_mr: MemoryRegion,
+    /// Where the peer writes our incoming fragments (`slots` slots), then the word where it writes
+    /// how many of our fragments it has consumed.
+    inbox: MemoryRegion,
+    /// Source of our own consumed count, written into the peer's credit word.
+    credit_src: MemoryRegion,
+    /// The peer's inbox (address, rkey); its credit word sits after its slots.
+    remote_inbox: (u64, u32),
+    remote_credit: (u64, u32),
+    /// Slot and credit accounting of the stream both ways.
+    ledger: Ledger,
+    /// Sends posted and not completed: op index.
+    inflight: VecDeque<usize>,
+}
+
+pub struct VerbsMesh {
+    rank: usize,
+    size: usize,
+    hosts: Vec<String>,
+    // Peers (and their queue pairs and regions) are dropped before the CQ and the context.
+    peers: Vec<Option<Peer>>,
+    /// Zero-copy links and registered regions (GPUDirect RDMA).
+    direct: direct::Direct,
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    _ctx: Context,
+    slots: usize,
+    choice: Choice,
+    mtu: u32,
+    /// Two-sided messages as SEND-with-immediate (pairwise --op send, as ib_send_bw) instead of
+    /// RDMA WRITE-with-immediate (the default, and what collectives use).
+    use_send: bool,
+    /// Inline bytes per work request (as perftest's latency tests: small messages skip a DMA read).
+    max_inline: u32,
+    /// Where one-sided windows live when not in host memory (`--use-cuda`).
+    window_mem: Option<Box<dyn WindowMemory>>,
+    /// Sleep instead of spinning when an exchange has waited a while (a one-sided target).
+    patient: bool,
+}
+
+impl VerbsMesh {
+    /// The device, port and GID in use, for headers.
+    pub fn describe(&self) -> String {
+        format!("{}, path MTU up to {} B", self.choice.describe(), self.mtu)
+    }
+
+    fn fail(&self, peer: usize, what: String) -> TransportError {
+        TransportError::PeerClosed {
+            rank: self.rank,
+            host: self.hosts[self.rank].clone(),
+            peer,
+            peer_host: self.hosts[peer].clone(),
+            what,
+        }
+    }
+
+    fn verbs_err(&self, e: VerbsError) -> TransportError {
+        match e {
+            VerbsError::Completion {
+                wr_id,
+                ref status,
+                hint,
+                ..
+            } => {
+                let (peer, _, _) = decode(wr_id);
+                if peer < self.size && peer != self.rank {
+                    return self.fail(peer, format!("RDMA completion {status}{hint}"));
+                }
+                TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank]))
+            }
+            e => TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank])),
+        }
+    }
+
+    pub(super) fn stalled(&self, peer: usize, since: Instant, what: String) -> TransportError {
+        TransportError::Timeout {
+            rank: self.rank,
+            host: self.hosts[self.rank].clone(),
+            peer,
+            peer_host: self.hosts[peer].clone(),
+            waited: since.elapsed(),
+            what,
+        }
+    }
+}
+
+/// What a progress loop does after `idle` polls that found nothing: busy-poll like perftest, yield
+/// only when idle for long (more ranks than cores), and sleep if `patient` (a one-sided target
+/// waiting out the initiator's run).
+fn idle_wait(idle: u32, patient: bool) {
+    if patient && idle > 1_000 {
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    } else if idle > 50_000 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
+    }
+}
+
+impl Transport for VerbsMesh {
+    fn name(&self) -> &'static str {
+        "verbs"
+    }
+    fn rank(&self) -> usize {
+        self.rank
+    }
+    fn size(&self) -> usize {
+        self.size
+    }
+    fn host_of(&self, rank: usize) -> &str {
+        &self.hosts[rank]
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            write: true,
+            read: true,
+            send: true,
+        }
+    }
+
+    fn one_sided(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError> {
+        if peer >= self.size || peer == self.rank {
+            return Err(TransportError::BadPeer {
+                rank: self.rank,
+                peer,
+                size: self.size,
+            });
+        }
+        let pd = self.pd.clone();
+        let mut foreign = self.window_mem.take();
+        let mut reg = |len: usize, access: Access| -> Result<Window, VerbsError> {
+            match foreign.as_mut() {
+                Some(m) => m.register(&pd, len, access).map(Window::Foreign),
+                None => pd.register(len, access).map(Window::Host),
+            }
+        };
+        let result = self.one_sided_in(peer, bytes, role, deadline, &mut reg);
+        self.window_mem = foreign;
+        result
+    }
+
+    fn details(&self) -> Vec<(String, String)> {
+        self.details_list()
+    }
+
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_ops(ops, deadline)
+    }
+
+    fn use_send_opcode(&mut self, on: bool) -> bool {
+        self.use_send = on;
+        true
+    }
+
+    fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {
+        self.register_direct(mem)
+    }
+
+    fn release_region(&mut self, region: RegionId) {
+        self.release_direct(region)
+    }
+
+    fn exchange_direct(&mut self, ops: &mut [DirectOp], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_direct_ops(ops, deadline)
+    }
+
+    fn use_window_memory(&mut self, mut mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
+        let probe = mem
+            .register(
+                &self.pd,
+                2 << 20,
+                Access {
+                    local_write: true,
+                    remote_write: true,
+                    remote_read: true,
+                },
+            )
+            .map_err(|e| TransportError::Setup(e.to_string()))?;
+        let path = probe.path();
+        drop(probe);
+        self.window_mem = Some(mem);
+        Ok(path)
+    }
+}

@@ -1,0 +1,657 @@
+//! perftest-style measurements on queue pairs of their own (test links): one-sided write and
+//! read bandwidth, SEND bandwidth between registered windows, and the latency ping-pongs.
+
+use super::*;
+
+/// Send requests per completion in the pairwise bandwidth tests, perftest's default (--cq-mod).
+const CQ_MODERATION: u64 = 100;
+
+/// CQ moderation on a test link's send queue: which posts are signalled (every
+/// `min(window, CQ_MODERATION)`th, and the last), and how many requests each completion retires
+/// (completions come back in post order on an RC send queue). The window is at least the
+/// interval, so a full window always holds a signalled request.
+struct Moderation {
+    every: u64,
+    open: u64,
+    batches: VecDeque<u64>,
+}
+
+impl Moderation {
+    fn new(window: usize) -> Self {
+        Moderation {
+            every: (window as u64).clamp(1, CQ_MODERATION),
+            open: 0,
+            batches: VecDeque::new(),
+        }
+    }
+    /// Whether the next post is signalled; `last` for the run's final post.
+    fn next(&mut self, last: bool) -> bool {
+        self.open += 1;
+        if self.open == self.every || last {
+            self.batches.push_back(self.open);
+            self.open = 0;
+            return true;
+        }
+        false
+    }
+    /// Requests retired by the next completion.
+    fn retired(&mut self) -> u64 {
+        self.batches.pop_front().unwrap_or(0)
+    }
+}
+
+/// The receive side of a SEND test on a test link: receives posted into `window`, `total` in all.
+struct Receives<'a> {
+    window: &'a Window,
+    total: u64,
+    posted: u64,
+    done: u64,
+}
+
+/// A queue pair outside the mesh for one measurement, with its own completion queue (declared
+/// after the queue pair: dropped after it).
+pub(super) struct TestLink {
+    pub(super) qp: QueuePair<Rts>,
+    pub(super) cq: CompletionQueue,
+}
+
+/// A window's address and rkey as 12 bytes for the peer.
+fn key_of(r: &dyn Registered) -> [u8; 12] {
+    let mut key = [0u8; 12];
+    key[..8].copy_from_slice(&r.addr().to_le_bytes());
+    key[8..].copy_from_slice(&r.rkey().to_le_bytes());
+    key
+}
+
+fn unkey(key: &[u8; 12]) -> (u64, u32) {
+    let mut a = [0u8; 8];
+    let mut k = [0u8; 4];
+    a.copy_from_slice(&key[..8]);
+    k.copy_from_slice(&key[8..]);
+    (u64::from_le_bytes(a), u32::from_le_bytes(k))
+}
+
+/// A one-sided window: host memory (filled with a pattern) or foreign (GPU) memory.
+pub(super) enum Window {
+    Host(MemoryRegion),
+    Foreign(ForeignRegion),
+}
+
+impl Window {
+    fn reg(&self) -> &dyn Registered {
+        match self {
+            Window::Host(m) => m,
+            Window::Foreign(f) => f,
+        }
+    }
+}
+
+impl VerbsMesh {
+    pub(super) fn one_sided_in(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        let remote = Access {
+            local_write: true,
+            remote_write: true,
+            remote_read: true,
+        };
+        let local_only = Access {
+            local_write: true,
+            ..Access::default()
+        };
+        match role {
+            OneSidedRole::Initiator {
+                op: OneSidedOp::Send,
+                count,
+                window,
+            } => self.send_stream(peer, bytes, (count, 0), window, deadline, reg),
+            OneSidedRole::Receiver { count, window } => {
+                self.send_stream(peer, bytes, (0, count), window, deadline, reg)
+            }
+            OneSidedRole::Both {
+                op: OneSidedOp::Send,
+                count,
+                window,
+            } => self.send_stream(peer, bytes, (count, count), window, deadline, reg),
+            OneSidedRole::SendPingPong { count, leader } => {
+                self.send_ping_pong(peer, bytes, count, leader, deadline, reg)
+            }
+            OneSidedRole::Target => {
+                // The window the initiator writes into or reads from.
+                let link = self.test_link(peer, 2, deadline, &mut |_| Ok(()))?;
+                let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
+                self.exchange(&mut [Op::send(peer, &key_of(mr.reg()))], deadline)?;
+                let mut done = [0u8; 8];
+                // The target has nothing to do until the initiator is done, and on a software
+                // RDMA device (rxe) a spinning target takes the CPU the device's kernel work
+                // needs; perftest's passive side sleeps in a socket read the same way.
+                self.patient = true;
+                let r = self.exchange(&mut [Op::recv(peer, &mut done)], deadline);
+                self.patient = false;
+                r?;
+                drop(link);
+                Ok(OneSidedResult::default())
+            }
+            OneSidedRole::Initiator { op, count, window } => {
+                let window = window.clamp(1, MAX_TEST_DEPTH);
+                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
+                let mut key = [0u8; 12];
+                self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
+                let local = self.source(reg, bytes, local_only)?;
+                let completions =
+                    self.post_loop(&link, peer, op, &key, &local, bytes, count, window, None, deadline)?;
+                self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
+                Ok(OneSidedResult {
+                    completions,
+                    ..Default::default()
+                })
+            }
+            OneSidedRole::Both { op, count, window } => {
+                let window = window.clamp(1, MAX_TEST_DEPTH);
+                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
+                let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
+                let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
+                let local = self.source(reg, bytes, local_only)?;
+                let completions =
+                    self.post_loop(&link, peer, op, &theirs, &local, bytes, count, window, None, deadline)?;
+                // Neither side leaves while the other may still write into or read its window.
+                self.swap(peer, [0u8; 12], deadline)?;
+                drop(mine);
+                Ok(OneSidedResult {
+                    completions,
+                    ..Default::default()
+                })
+            }
+            OneSidedRole::PingPong { count, leader } => self.ping_pong(peer, bytes.max(1), count, leader, deadline),
+        }
+    }
+
+    /// The initiator's source buffer: host memory gets perftest's byte pattern.
+    fn source(
+        &self,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+        bytes: usize,
+        access: Access,
+    ) -> Result<Window, TransportError> {
+        let mut local = reg(bytes, access).map_err(|e| self.verbs_err(e))?;
+        if let Window::Host(local) = &mut local {
+            for (i, x) in local.as_mut_slice().iter_mut().enumerate() {
+                *x = i as u8;
+            }
+        }
+        Ok(local)
+    }
+
+    /// Send `mine` to `peer` while receiving its 12 bytes.
+    fn swap(&mut self, peer: usize, mine: [u8; 12], deadline: Instant) -> Result<[u8; 12], TransportError> {
+        let mut theirs = [0u8; 12];
+        self.exchange(&mut [Op::send(peer, &mine), Op::recv(peer, &mut theirs)], deadline)?;
+        Ok(theirs)
+    }
+
+    /// The bandwidth loop on a test link, as perftest's: post `count` operations of `bytes` from
+    /// `local` (an RDMA write or read into or from the window `key` names, or a SEND), at most
+    /// `window` in flight and one in [`CQ_MODERATION`] signalled; meanwhile, with `recvs`, repost
+    /// receives into its window as they complete until all its messages are in. Returns the send
+    /// side's completion times in seconds since the first post.
+    #[allow(clippy::too_many_arguments)]
+    fn post_loop(
+        &self,
+        link: &TestLink,
+        peer: usize,
+        op: OneSidedOp,
+        key: &[u8; 12],
+        local: &Window,
+        bytes: usize,
+        count: u64,
+        window: usize,
+        mut recvs: Option<Receives<'_>>,
+        deadline: Instant,
+    ) -> Result<Vec<f64>, TransportError> {
+        let (remote_addr, rkey) = unkey(key);
+        let sop = match op {
+            OneSidedOp::Write => SendOp::Write { remote_addr, rkey },
+            OneSidedOp::Read => SendOp::Read { remote_addr, rkey },
+            OneSidedOp::Send => SendOp::Send,
+        };
+        let (mut posted, mut done) = (0u64, 0u64);
+        let mut moderation = Moderation::new(window);
+        let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let t0 = Instant::now();
+        // The deadline bounds how long we wait without any completion, not the whole run.
+        let idle_limit = deadline.saturating_duration_since(t0);
+        let mut last_progress = t0;
+        while done < count || recvs.as_ref().is_some_and(|r| r.done < r.total) {
+            while posted < count && posted - done < window as u64 {
+                let signaled = moderation.next(posted + 1 == count);
+                link.qp
+                    .post_flagged(sop, local.reg(), 0, bytes, wr_id(peer, WrKind::OneSided, 0), signaled)
+                    .map_err(|e| self.verbs_err(e))?;
+                posted += 1;
+            }
+            comps.clear();
+            link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+            if comps.is_empty() {
+                if last_progress.elapsed() >= idle_limit {
+                    let received = recvs
+                        .as_ref()
+                        .map(|r| format!(", {} of {} received", r.done, r.total))
+                        .unwrap_or_default();
+                    return Err(self.stalled(
+                        peer,
+                        t0,
+                        format!("RDMA {op:?} completions ({done} of {count} done{received})"),
+                    ));
+                }
+                std::hint::spin_loop();
+                continue;
+            }
+            last_progress = Instant::now();
+            let at = t0.elapsed().as_secs_f64();
+            for c in &comps {
+                match recvs.as_mut() {
+                    Some(r) if decode(c.wr_id).1 == Some(WrKind::Recv) => {
+                        r.done += 1;
+                        if r.posted < r.total {
+                            link.qp
+                                .post_recv(r.window.reg(), 0, bytes, c.wr_id)
+                                .map_err(|e| self.verbs_err(e))?;
+                            r.posted += 1;
+                        }
+                    }
+                    _ => {
+                        let retired = moderation.retired();
+                        done += retired;
+                        completions.extend(std::iter::repeat_n(at, retired as usize));
+                    }
+                }
+            }
+        }
+        Ok(completions)
+    }
+
+    /// RDMA write ping-pong (ib_write_lat): the message's last byte carries the iteration's
+    /// value (1..=255, never the initial 0), and the receiver spins on it with volatile reads.
+    /// RC delivers a write's bytes in order on every RDMA NIC perftest supports, so the last byte
+    /// arriving means the message has. Windows are host memory: the CPU polls them.
+    fn ping_pong(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        count: u64,
+        leader: bool,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError> {
+        let win = self
+            .pd
+            .register(
+                bytes,
+                Access {
+                    local_write: true,
+                    remote_write: true,
+                    remote_read: false,
+                },
+            )
+            .map_err(|e| self.verbs_err(e))?;
+        let (remote_addr, rkey) = unkey(&self.swap(peer, key_of(&win), deadline)?);
+        let mut src = self
+            .pd
+            .register(
+                bytes,
+                Access {
+                    local_write: true,
+                    ..Access::default()
+                },
+            )
+            .map_err(|e| self.verbs_err(e))?;
+        let last = bytes - 1;
+        let step = deadline.saturating_duration_since(Instant::now());
+        let mut outstanding = 0u64;
+        let mut round_trips = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        for i in 0..count {
+            let v = (i % 255 + 1) as u8;
+            let t0 = Instant::now();
+            if !leader {
+                self.wait_byte(peer, &win, last, v, step, &mut outstanding, &mut comps, i)?;
+            }
+            src.as_mut_slice()[last] = v;
+            let qp = &self.peers[peer].as_ref().expect("connected peer").qp;
+            qp.post(
+                SendOp::Write { remote_addr, rkey },
+                &src,
+                0,
+                bytes,
+                wr_id(peer, WrKind::OneSided, 0),
+            )
+            .map_err(|e| self.verbs_err(e))?;
+            outstanding += 1;
+            if leader {
+                self.wait_byte(peer, &win, last, v, step, &mut outstanding, &mut comps, i)?;
+                round_trips.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        // Reap our last writes' completions before the region goes away.
+        let t0 = Instant::now();
+        while outstanding > 0 {
+            outstanding = outstanding.saturating_sub(self.reap(&mut comps)?.0);
+            if outstanding > 0 && t0.elapsed() >= step {
+                return Err(self.stalled(peer, t0, "the last ping-pong write's completion".into()));
+            }
+        }
+        self.swap(peer, [0u8; 12], deadline)?;
+        Ok(OneSidedResult {
+            round_trips,
+            ..Default::default()
+        })
+    }
+
+    /// Spin until byte `at` of `win` is `v`, reaping completions meanwhile; at most `limit`.
+    #[allow(clippy::too_many_arguments)]
+    fn wait_byte(
+        &mut self,
+        peer: usize,
+        win: &MemoryRegion,
+        at: usize,
+        v: u8,
+        limit: std::time::Duration,
+        outstanding: &mut u64,
+        comps: &mut Vec<Completion>,
+        iteration: u64,
+    ) -> Result<(), TransportError> {
+        let t0 = Instant::now();
+        let mut spins = 0u32;
+        while win.read_u8_volatile(at) != v {
+            spins += 1;
+            if spins.is_multiple_of(64) {
+                *outstanding = outstanding.saturating_sub(self.reap(comps)?.0);
+                if t0.elapsed() >= limit {
+                    return Err(self.stalled(peer, t0, format!("the RDMA write ping-pong (iteration {iteration})")));
+                }
+            }
+            std::hint::spin_loop();
+        }
+        Ok(())
+    }
+
+    /// A queue pair of its own to `peer` for one pairwise measurement, as perftest connects one per
+    /// test: its send queue is as deep as the test's window (the mesh's queue pairs keep room for
+    /// credits), its receive queue holds only the test's receives (never the mesh's inbox
+    /// receives), and its completions arrive on their own queue. `prepare` posts receives while the queue pair is in INIT, before the peer can send;
+    /// both sides are ready to send when this returns.
+    pub(super) fn test_link(
+        &mut self,
+        peer: usize,
+        depth: u32,
+        deadline: Instant,
+        prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
+    ) -> Result<TestLink, TransportError> {
+        let port = self.choice.port;
+        let info = self._ctx.query_port(port).map_err(|e| self.verbs_err(e))?;
+        let gid = self
+            ._ctx
+            .query_gid(port, self.choice.gid.index as i32)
+            .map_err(|e| self.verbs_err(e))?;
+        let cq = self
+            ._ctx
+            .create_cq(2 * depth as i32 + 16)
+            .map_err(|e| self.verbs_err(e))?;
+        // Remote write and read allowed on the queue pair; each region still grants only what its
+        // test needs.
+        let access = Access {
+            remote_write: true,
+            remote_read: true,
+            ..Access::default()
+        };
+        let qp = self
+            .pd
+            .create_rc_qp_signalling(&cq, &cq, depth, MAX_INLINE, false)
+            .and_then(|q| q.into_init(port, access))
+            .map_err(|e| self.verbs_err(e))?;
+        prepare(&qp).map_err(|e| self.verbs_err(e))?;
+        let psn = (qp.qpn().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
+        let mine = Endpoint {
+            qpn: qp.qpn(),
+            psn,
+            lid: info.lid,
+            gid,
+            mtu: info.mtu_enum,
+            addr: 0,
+            rkey: 0,
+        };
+        let mut theirs = [0u8; ENDPOINT_BYTES];
+        self.exchange(
+            &mut [Op::send(peer, &mine.to_bytes()), Op::recv(peer, &mut theirs)],
+            deadline,
+        )?;
+        let remote = Endpoint::from_bytes(&theirs).ok_or_else(|| {
+            TransportError::Setup(format!("rank {}: malformed test endpoint from rank {peer}", self.rank))
+        })?;
+        let grh = info.ethernet.then_some(self.choice.gid.index as u8);
+        let qp = qp
+            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh)
+            .and_then(|q| q.into_rts(psn))
+            .map_err(|e| self.verbs_err(e))?;
+        // Both ends connected before either sends: a SEND to a queue pair still in INIT is dropped
+        // and only retried after the transport timeout.
+        self.swap(peer, [0u8; 12], deadline)?;
+        Ok(TestLink { qp, cq })
+    }
+
+    /// ib_send_bw's loop on a test link: post `sends` SENDs of `bytes` from a source window, at most
+    /// `window` in flight, while `recvs` receives land in a receive window with up to twice
+    /// `window` posted. Returns the send completion times, in seconds since the first post.
+    fn send_stream(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        (sends, recvs): (u64, u64),
+        window: usize,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        let window = window.clamp(1, MAX_TEST_DEPTH);
+        let local = Access {
+            local_write: true,
+            ..Access::default()
+        };
+        let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
+        let src = self.source(reg, bytes.max(1), local)?;
+        // Twice the sender's window of receives posted, as perftest's receive depth exceeds its
+        // send depth: a receiver that reposts late then costs no receiver-not-ready retry.
+        let posted = 2 * window;
+        let first = recvs.min(posted as u64);
+        let recv_id = wr_id(peer, WrKind::Recv, 0);
+        let link = self.test_link(peer, posted as u32 + 1, deadline, &mut |qp| {
+            (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
+        })?;
+        let receives = (recvs > 0).then_some(Receives {
+            window: &inbox,
+            total: recvs,
+            posted: first,
+            done: 0,
+        });
+        let completions = self.post_loop(
+            &link,
+            peer,
+            OneSidedOp::Send,
+            &[0u8; 12],
+            &src,
+            bytes,
+            sends,
+            window,
+            receives,
+            deadline,
+        )?;
+        // Neither side tears its queue pair down while the other may still be acknowledging.
+        self.swap(peer, [0u8; 12], deadline)?;
+        drop(link);
+        Ok(OneSidedResult {
+            completions,
+            ..Default::default()
+        })
+    }
+
+    /// ib_send_lat on a test link: the leader sends `bytes` and waits for the peer's message back;
+    /// the peer waits, then sends. Small messages go inline from host memory, as perftest's.
+    fn send_ping_pong(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        count: u64,
+        leader: bool,
+        deadline: Instant,
+        reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
+    ) -> Result<OneSidedResult, TransportError> {
+        const POSTED: u64 = 16;
+        let local = Access {
+            local_write: true,
+            ..Access::default()
+        };
+        let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
+        let src = self.source(reg, bytes.max(1), local)?;
+        let recv_id = wr_id(peer, WrKind::Recv, 0);
+        let first = count.min(POSTED);
+        let link = self.test_link(peer, POSTED as u32 + 2, deadline, &mut |qp| {
+            (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
+        })?;
+        let step = deadline.saturating_duration_since(Instant::now());
+        let (mut posted_r, mut unacked) = (first, 0u64);
+        let mut round_trips = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut comps: Vec<Completion> = Vec::with_capacity(8);
+        // Wait for the next receive, counting send completions on the way.
+        let mut wait_recv = |me: &Self, posted_r: &mut u64, unacked: &mut u64, i: u64| -> Result<(), TransportError> {
+            let t0 = Instant::now();
+            loop {
+                comps.clear();
+                link.cq.poll(8, &mut comps).map_err(|e| me.verbs_err(e))?;
+                let mut got = false;
+                for c in &comps {
+                    if decode(c.wr_id).1 == Some(WrKind::Recv) {
+                        got = true;
+                    } else {
+                        *unacked = unacked.saturating_sub(1);
+                    }
+                }
+                if got {
+                    if *posted_r < count {
+                        link.qp
+                            .post_recv(inbox.reg(), 0, bytes, recv_id)
+                            .map_err(|e| me.verbs_err(e))?;
+                        *posted_r += 1;
+                    }
+                    return Ok(());
+                }
+                if t0.elapsed() >= step {
+                    return Err(me.stalled(peer, t0, format!("the SEND ping-pong (iteration {i})")));
+                }
+                std::hint::spin_loop();
+            }
+        };
+        for i in 0..count {
+            let t0 = Instant::now();
+            if !leader {
+                wait_recv(self, &mut posted_r, &mut unacked, i)?;
+            }
+            link.qp
+                .post(SendOp::Send, src.reg(), 0, bytes, wr_id(peer, WrKind::Send, 0))
+                .map_err(|e| self.verbs_err(e))?;
+            unacked += 1;
+            if leader {
+                wait_recv(self, &mut posted_r, &mut unacked, i)?;
+                round_trips.push(t0.elapsed().as_secs_f64());
+            }
+        }
+        // The last sends' completions before the link goes away.
+        let t0 = Instant::now();
+        while unacked > 0 {
+            comps.clear();
+            link.cq.poll(8, &mut comps).map_err(|e| self.verbs_err(e))?;
+            unacked = unacked.saturating_sub(comps.len() as u64);
+            if unacked > 0 && t0.elapsed() >= step {
+                return Err(self.stalled(peer, t0, "the last SEND ping-pong completion".into()));
+            }
+        }
+        self.swap(peer, [0u8; 12], deadline)?;
+        drop(link);
+        Ok(OneSidedResult {
+            round_trips,
+            ..Default::default()
+        })
+    }
+
+    pub(super) fn details_list(&self) -> Vec<(String, String)> {
+        let c = &self.choice;
+        let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
+        let mut v = vec![
+            ("Device".into(), c.device.clone()),
+            (
+                "Number of qps".into(),
+                format!(
+                    "1 per test (write, read, send -n; besides the mesh's {}, one per peer)",
+                    self.size.saturating_sub(1)
+                ),
+            ),
+            ("Transport type".into(), "IB".into()),
+            ("Connection type".into(), "RC".into()),
+            (
+                "CQ Moderation".into(),
+                format!("{CQ_MODERATION} (bandwidth tests; latency tests and the mesh's own traffic: 1)"),
+            ),
+            ("Mtu".into(), format!("{}[B]", self.mtu)),
+            (
+                "Link type".into(),
+                if ethernet { "Ethernet".into() } else { "IB".into() },
+            ),
+            (
+                "GID index".into(),
+                if ethernet { c.gid.index.to_string() } else { "-".into() },
+            ),
+            ("Max inline data".into(), format!("{}[B]", self.max_inline)),
+            (
+                "Staging".into(),
+                format!(
+                    "{} inbox slots of {} KiB per peer, {} with immediate, credits by RDMA write",
+                    self.slots,
+                    SLOT / 1024,
+                    if self.use_send { "SEND" } else { "RDMA write" }
+                ),
+            ),
+        ];
+        if self.use_send {
+            v.push((
+                "Send tests".into(),
+                "zero-copy: SEND between registered windows (-D: through the inbox slots)".into(),
+            ));
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn moderation_signals_every_hundredth_and_the_last() {
+        // Window 128, 250 posts: signalled at 100, 200 and 250; completions retire 100, 100, 50.
+        let mut m = Moderation::new(128);
+        let signaled: Vec<u64> = (1..=250u64).filter(|&i| m.next(i == 250)).collect();
+        assert_eq!(signaled, vec![100, 200, 250]);
+        assert_eq!((m.retired(), m.retired(), m.retired(), m.retired()), (100, 100, 50, 0));
+        // A window smaller than the interval signals once per window: never a full window of
+        // unsignalled requests, which would wait forever.
+        let mut m = Moderation::new(1);
+        assert!((0..5).all(|i| m.next(i == 4)));
+        let mut m = Moderation::new(16);
+        let n = (1..=40u64).filter(|&i| m.next(i == 40)).count();
+        assert_eq!(n, 3);
+        assert_eq!((m.retired(), m.retired(), m.retired()), (16, 16, 8));
+    }
+}
