@@ -11,6 +11,7 @@ pub mod transport;
 pub mod verbs;
 pub mod verbs_mesh;
 pub mod watchdog;
+pub mod wire;
 pub mod world;
 
 pub use transport::{

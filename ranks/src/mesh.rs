@@ -4,8 +4,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 use crate::netif::{self, NetifError};
-use crate::tcp::{self, TcpListening, TcpMesh, ENDPOINT_LEN};
+use crate::tcp::{self, TcpListening, TcpMesh};
 use crate::transport::TransportError;
+use crate::wire::Record;
 use crate::{Timeouts, World};
 
 /// Why the mesh could not be built.
@@ -105,12 +106,15 @@ pub fn connect_tcp(world: &World, opts: &TcpOptions, timeouts: Timeouts) -> Resu
         }
     }
     let rec = match &listening {
-        Ok(l) if token_err.is_none() => tcp::encode_endpoint(l.local_addr()),
-        _ => [0u8; ENDPOINT_LEN],
+        Ok(l) if token_err.is_none() => l.local_addr().to_bytes(),
+        _ => vec![0u8; <SocketAddr as Record>::LEN],
     };
     let all = world.all_gather_bytes(&rec, "exchanging TCP endpoints");
     world.broadcast_bytes(&mut token, "sharing the job token");
-    let endpoints: Vec<Option<SocketAddr>> = all.chunks(ENDPOINT_LEN).map(tcp::decode_endpoint).collect();
+    let endpoints: Vec<Option<SocketAddr>> = all
+        .chunks(<SocketAddr as Record>::LEN)
+        .map(SocketAddr::from_bytes)
+        .collect();
     let listening = listening?;
     if let Some(e) = token_err {
         return Err(e);

@@ -16,7 +16,7 @@ pub use mr::{ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, Wi
 use pd::Pd;
 pub use pd::{Access, ProtectionDomain};
 
-pub use qp::{CanRecv, Endpoint, Init, QueuePair, Reset, Rtr, Rts, SendOp, ENDPOINT_BYTES};
+pub use qp::{CanRecv, Endpoint, Init, QueuePair, Reset, Rtr, Rts, SendOp};
 
 use std::time::Duration;
 
@@ -66,21 +66,6 @@ fn errno() -> std::io::Error {
 mod tests {
     use super::*;
     use rdma_sys::ibv_access_flags;
-
-    #[test]
-    fn endpoint_round_trip() {
-        let e = Endpoint {
-            qpn: 0x11,
-            psn: 0xabcdef,
-            lid: 0x12,
-            gid: [7; 16],
-            mtu: 5,
-            addr: 0xdead_beef_0000,
-            rkey: 0x42,
-        };
-        assert_eq!(Endpoint::from_bytes(&e.to_bytes()), Some(e));
-        assert_eq!(Endpoint::from_bytes(&[0; 3]), None);
-    }
 
     #[test]
     fn access_flags_are_least_needed() {

@@ -101,42 +101,6 @@ pub struct Endpoint {
     pub rkey: u32,
 }
 
-/// Size of an encoded endpoint.
-pub const ENDPOINT_BYTES: usize = 48;
-
-impl Endpoint {
-    pub fn to_bytes(&self) -> [u8; ENDPOINT_BYTES] {
-        let mut b = [0u8; ENDPOINT_BYTES];
-        b[0..4].copy_from_slice(&self.qpn.to_le_bytes());
-        b[4..8].copy_from_slice(&self.psn.to_le_bytes());
-        b[8..10].copy_from_slice(&self.lid.to_le_bytes());
-        b[10..26].copy_from_slice(&self.gid);
-        b[26..30].copy_from_slice(&self.mtu.to_le_bytes());
-        b[30..38].copy_from_slice(&self.addr.to_le_bytes());
-        b[38..42].copy_from_slice(&self.rkey.to_le_bytes());
-        b
-    }
-    pub fn from_bytes(b: &[u8]) -> Option<Endpoint> {
-        if b.len() < ENDPOINT_BYTES {
-            return None;
-        }
-        let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        let mut gid = [0u8; 16];
-        gid.copy_from_slice(&b[10..26]);
-        let mut addr = [0u8; 8];
-        addr.copy_from_slice(&b[30..38]);
-        Some(Endpoint {
-            qpn: u32_at(0),
-            psn: u32_at(4),
-            lid: u16::from_le_bytes([b[8], b[9]]),
-            gid,
-            mtu: u32_at(26),
-            addr: u64::from_le_bytes(addr),
-            rkey: u32_at(38),
-        })
-    }
-}
-
 /// A reliable-connected queue pair in state `S`.
 pub struct QueuePair<S> {
     raw: NonNull<ibv_qp>,

@@ -1,7 +1,10 @@
 //! Connecting the mesh: local setup (device, port, queue pairs, inbox), one MPI allgather of
 //! endpoint records, a consistency check across ranks, then every queue pair to RTS.
 
+use std::collections::VecDeque;
+
 use super::*;
+use crate::wire::ConnectRecord;
 
 /// A peer's queue pair (in INIT, receives posted) and regions: send slots, inbox, credit source.
 type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion);
@@ -118,8 +121,6 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
     })
 }
 
-const DESC_LEN: usize = 120;
-
 /// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges
 /// even when its own setup failed, so one failure ends the job everywhere instead of hanging it.
 /// Its waits are MPI steps, each bounded by the MPI watchdog.
@@ -127,97 +128,131 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
     let slots = (STAGING_BUDGET / (2 * SLOT * n.saturating_sub(1).max(1))).clamp(2, 16);
     let local = setup_local(world, opts, slots);
-    // Record: ok, ethernet, gid kind, ipv4, description, then one endpoint per peer.
-    let rec_len = 4 + DESC_LEN + n * ENDPOINT_BYTES;
-    let mut rec = vec![0u8; rec_len];
-    if let Ok(l) = &local {
-        let s: GidSummary = l.choice.summary();
-        rec[0] = 1;
-        rec[1] = u8::from(s.ethernet);
-        rec[2] = s.kind;
-        rec[3] = u8::from(s.ipv4);
-        let d = s.describe.as_bytes();
-        rec[4..4 + d.len().min(DESC_LEN)].copy_from_slice(&d[..d.len().min(DESC_LEN)]);
-        for (p, e) in l.endpoints.iter().enumerate() {
-            rec[4 + DESC_LEN + p * ENDPOINT_BYTES..][..ENDPOINT_BYTES].copy_from_slice(&e.to_bytes());
-        }
-    }
-    let all = world.all_gather_bytes(&rec, "exchanging RDMA endpoints");
-    let recs: Vec<&[u8]> = all.chunks(rec_len).collect();
+    let records = exchange_records(world, local.as_ref().ok());
     let local = local.map_err(|msg| VerbsMeshError::Setup {
         rank,
         host: host.clone(),
         msg,
     })?;
-    let failed: Vec<String> = recs
+    let records = check_records(world, records)?;
+    let (peers, first_err) = connect_peers(
+        world,
+        local.qps,
+        &records,
+        slots,
+        &local.choice,
+        local.mtu_enum,
+        local.ethernet,
+    );
+    // Every rank votes: all connected (and all receives posted) before anyone sends, and a failure
+    // anywhere is a failure everywhere.
+    let all = world.all_ok(first_err.is_none(), "RDMA mesh connected");
+    if let Some(e) = first_err {
+        return Err(e);
+    }
+    if !all {
+        return Err(VerbsMeshError::PeersFailed {
+            rank,
+            host,
+            failed: "some".into(),
+        });
+    }
+    // What every queue pair was granted (all are created alike; a device may grant less than asked).
+    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
+    Ok(VerbsMesh {
+        pd: local.pd,
+        rank,
+        size: n,
+        hosts: world.hosts().to_vec(),
+        peers,
+        direct: direct::Direct::default(),
+        cq: local.cq,
+        _ctx: local.ctx,
+        slots,
+        choice: local.choice,
+        mtu: local.mtu,
+        max_inline,
+        use_send: false,
+        window_mem: None,
+        patient: false,
+    })
+}
+
+/// One MPI allgather of every rank's [`ConnectRecord`] (a rank whose setup failed sends an empty
+/// one); None for a record that does not decode.
+fn exchange_records(world: &World, local: Option<&Local>) -> Vec<Option<ConnectRecord>> {
+    let n = world.size();
+    let mine = ConnectRecord {
+        summary: local.map(|l| l.choice.summary()),
+        endpoints: local.map(|l| l.endpoints.clone()).unwrap_or_default(),
+    };
+    let all = world.all_gather_bytes(&mine.to_bytes(n), "exchanging RDMA endpoints");
+    all.chunks(ConnectRecord::len(n))
+        .map(|b| ConnectRecord::from_bytes(b, n))
+        .collect()
+}
+
+/// Every rank set up, and all chose GIDs that can talk to each other; returns each rank's
+/// endpoints.
+fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<Vec<Vec<Endpoint>>, VerbsMeshError> {
+    let failed: Vec<String> = records
         .iter()
         .enumerate()
-        .filter(|(_, r)| r[0] != 1)
+        .filter(|(_, r)| r.as_ref().and_then(|r| r.summary.as_ref()).is_none())
         .map(|(r, _)| format!("{r} ({})", world.hosts()[r]))
         .collect();
     if !failed.is_empty() {
         return Err(VerbsMeshError::PeersFailed {
-            rank,
-            host,
+            rank: world.rank(),
+            host: world.host().to_string(),
             failed: failed.join(", "),
         });
     }
-    let summaries: Vec<(usize, String, GidSummary)> = recs
-        .iter()
-        .enumerate()
-        .map(|(r, b)| {
-            let d = &b[4..4 + DESC_LEN];
-            let end = d.iter().position(|&x| x == 0).unwrap_or(DESC_LEN);
-            (
-                r,
-                world.hosts()[r].clone(),
-                GidSummary {
-                    ethernet: b[1] == 1,
-                    kind: b[2],
-                    ipv4: b[3] == 1,
-                    describe: String::from_utf8_lossy(&d[..end]).into_owned(),
-                },
-            )
-        })
-        .collect();
+    let mut summaries: Vec<(usize, String, GidSummary)> = Vec::with_capacity(records.len());
+    let mut endpoints = Vec::with_capacity(records.len());
+    for (r, rec) in records.into_iter().flatten().enumerate() {
+        if let Some(s) = rec.summary {
+            summaries.push((r, world.hosts()[r].clone(), s));
+        }
+        endpoints.push(rec.endpoints);
+    }
     devices::check_consistent(&summaries).map_err(VerbsMeshError::Inconsistent)?;
-    let Local {
-        ctx,
-        pd,
-        cq,
-        choice,
-        mtu_enum,
-        mtu,
-        ethernet,
-        qps,
-        ..
-    } = local;
-    // What every queue pair was granted (all are created alike; a device may grant less than asked).
-    let max_inline = qps.iter().flatten().map(|(qp, ..)| qp.max_inline()).min().unwrap_or(0);
+    Ok(endpoints)
+}
+
+/// Move every queue pair to RTS against its peer's endpoint; the first failure is returned
+/// beside the peers (this rank still votes, so the others learn of it).
+fn connect_peers(
+    world: &World,
+    qps: Vec<Option<PendingPeer>>,
+    endpoints: &[Vec<Endpoint>],
+    slots: usize,
+    choice: &Choice,
+    mtu_enum: u32,
+    ethernet: bool,
+) -> (Vec<Option<Peer>>, Option<VerbsMeshError>) {
+    let rank = world.rank();
     let setup_err = |msg: String| VerbsMeshError::Setup {
         rank,
-        host: host.clone(),
+        host: world.host().to_string(),
         msg,
     };
     let grh = ethernet.then_some(choice.gid.index as u8);
-    let mut peers = Vec::with_capacity(n);
+    let mut peers = Vec::with_capacity(qps.len());
     let mut first_err = None;
     for (p, q) in qps.into_iter().enumerate() {
         let Some((qp, send_mr, inbox, credit_src)) = q else {
             peers.push(None);
             continue;
         };
-        let (Some(remote), Some(mine)) = (
-            Endpoint::from_bytes(&recs[p][4 + DESC_LEN + rank * ENDPOINT_BYTES..]),
-            Endpoint::from_bytes(&recs[rank][4 + DESC_LEN + p * ENDPOINT_BYTES..]),
-        ) else {
+        let (Some(remote), Some(mine)) = (endpoints[p].get(rank), endpoints[rank].get(p)) else {
             first_err.get_or_insert_with(|| setup_err("malformed endpoint record".into()));
             peers.push(None);
             continue;
         };
         let path_mtu = mtu_enum.min(remote.mtu);
         match qp
-            .into_rtr(&remote, choice.port, path_mtu, grh)
+            .into_rtr(remote, choice.port, path_mtu, grh)
             .and_then(|q| q.into_rts(mine.psn))
         {
             Ok(qp) => peers.push(Some(Peer {
@@ -237,34 +272,5 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
             }
         }
     }
-    // Every rank votes: all connected (and all receives posted) before anyone sends, and a failure
-    // anywhere is a failure everywhere.
-    let all = world.all_ok(first_err.is_none(), "RDMA mesh connected");
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    if !all {
-        return Err(VerbsMeshError::PeersFailed {
-            rank,
-            host,
-            failed: "some".into(),
-        });
-    }
-    Ok(VerbsMesh {
-        pd,
-        rank,
-        size: n,
-        hosts: world.hosts().to_vec(),
-        peers,
-        direct: direct::Direct::default(),
-        cq,
-        _ctx: ctx,
-        slots,
-        choice,
-        mtu,
-        max_inline,
-        use_send: false,
-        window_mem: None,
-        patient: false,
-    })
+    (peers, first_err)
 }

@@ -14,6 +14,7 @@ use super::perftest::TestLink;
 use super::{decode, idle_wait, wr_id, VerbsMesh, WrKind};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
 use crate::verbs::{Access, Completion, ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, SendOp};
+use crate::wire::ClearToSend;
 
 /// Work requests in flight on one pair's data queue pair, and receives kept posted on it: the
 /// most receives one batch may hold from one peer.
@@ -58,21 +59,12 @@ struct Progress {
 }
 
 fn cts(addr: u64, rkey: u32, len: u32) -> [u8; CTS_BYTES] {
-    let mut b = [0u8; CTS_BYTES];
-    b[..8].copy_from_slice(&addr.to_le_bytes());
-    b[8..12].copy_from_slice(&rkey.to_le_bytes());
-    b[12..].copy_from_slice(&len.to_le_bytes());
-    b
+    ClearToSend { addr, rkey, len }.to_array()
 }
 
 fn uncts(b: &[u8; CTS_BYTES]) -> (u64, u32, u32) {
-    let mut a = [0u8; 8];
-    let mut k = [0u8; 4];
-    let mut l = [0u8; 4];
-    a.copy_from_slice(&b[..8]);
-    k.copy_from_slice(&b[8..12]);
-    l.copy_from_slice(&b[12..]);
-    (u64::from_le_bytes(a), u32::from_le_bytes(k), u32::from_le_bytes(l))
+    let c = ClearToSend::from_array(b);
+    (c.addr, c.rkey, c.len)
 }
 
 /// Writes a transfer of `len` bytes takes (a zero-byte transfer still sends its immediate).

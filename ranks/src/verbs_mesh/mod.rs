@@ -27,7 +27,7 @@ use crate::transport::{
 };
 use crate::verbs::{
     Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion, NicMemory,
-    ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory, ENDPOINT_BYTES,
+    ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory,
 };
 use crate::World;
 

@@ -2,6 +2,7 @@
 //! read bandwidth, SEND bandwidth between registered windows, and the latency ping-pongs.
 
 use super::*;
+use crate::wire::{Record, WindowKey};
 
 /// Send requests per completion in the pairwise bandwidth tests, perftest's default (--cq-mod).
 const CQ_MODERATION: u64 = 100;
@@ -57,18 +58,16 @@ pub(super) struct TestLink {
 
 /// A window's address and rkey as 12 bytes for the peer.
 fn key_of(r: &dyn Registered) -> [u8; 12] {
-    let mut key = [0u8; 12];
-    key[..8].copy_from_slice(&r.addr().to_le_bytes());
-    key[8..].copy_from_slice(&r.rkey().to_le_bytes());
-    key
+    WindowKey {
+        addr: r.addr(),
+        rkey: r.rkey(),
+    }
+    .to_array()
 }
 
 fn unkey(key: &[u8; 12]) -> (u64, u32) {
-    let mut a = [0u8; 8];
-    let mut k = [0u8; 4];
-    a.copy_from_slice(&key[..8]);
-    k.copy_from_slice(&key[8..]);
-    (u64::from_le_bytes(a), u32::from_le_bytes(k))
+    let k = WindowKey::from_array(key);
+    (k.addr, k.rkey)
 }
 
 /// A one-sided window: host memory (filled with a pattern) or foreign (GPU) memory.
@@ -425,7 +424,7 @@ impl VerbsMesh {
             addr: 0,
             rkey: 0,
         };
-        let mut theirs = [0u8; ENDPOINT_BYTES];
+        let mut theirs = [0u8; <Endpoint as Record>::LEN];
         self.exchange(
             &mut [Op::send(peer, &mine.to_bytes()), Op::recv(peer, &mut theirs)],
             deadline,

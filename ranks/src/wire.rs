@@ -1,0 +1,522 @@
+//! Everything ranks send each other as bytes, encoded in one place: little-endian fixed-size
+//! records ([`Record`]) read and written through [`Writer`] and [`Reader`], each with a round-trip
+//! test. The TCP hello and endpoints, the verbs endpoints and connect records, window keys,
+//! clear-to-sends, and the numbers gathered over MPI all go through here; nothing else in the
+//! crate packs bytes by hand.
+
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+
+use crate::devices::GidSummary;
+use crate::verbs::Endpoint;
+
+/// Appends little-endian fields to a buffer.
+#[derive(Debug, Default)]
+pub struct Writer(Vec<u8>);
+
+impl Writer {
+    pub fn with_capacity(n: usize) -> Writer {
+        Writer(Vec::with_capacity(n))
+    }
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.0.push(v);
+        self
+    }
+    pub fn u16(&mut self, v: u16) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(b);
+        self
+    }
+    /// Zeros up to a total length of `len` (a record's fixed size).
+    pub fn pad_to(&mut self, len: usize) -> &mut Self {
+        if self.0.len() < len {
+            self.0.resize(len, 0);
+        }
+        self
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// Reads little-endian fields; every read is None past the end.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(b: &'a [u8]) -> Reader<'a> {
+        Reader { b, at: 0 }
+    }
+    pub fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        let s = self.b.get(self.at..self.at.checked_add(n)?)?;
+        self.at += n;
+        Some(s)
+    }
+    pub fn array<const N: usize>(&mut self) -> Option<[u8; N]> {
+        self.take(N)?.try_into().ok()
+    }
+    pub fn u8(&mut self) -> Option<u8> {
+        Some(self.array::<1>()?[0])
+    }
+    pub fn u16(&mut self) -> Option<u16> {
+        self.array().map(u16::from_le_bytes)
+    }
+    pub fn u32(&mut self) -> Option<u32> {
+        self.array().map(u32::from_le_bytes)
+    }
+    pub fn u64(&mut self) -> Option<u64> {
+        self.array().map(u64::from_le_bytes)
+    }
+    pub fn skip(&mut self, n: usize) -> Option<()> {
+        self.take(n).map(|_| ())
+    }
+}
+
+/// A fixed-size record on the wire.
+pub trait Record: Sized {
+    /// Encoded size in bytes.
+    const LEN: usize;
+    fn put(&self, w: &mut Writer);
+    fn get(r: &mut Reader<'_>) -> Option<Self>;
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::LEN);
+        self.put(&mut w);
+        w.pad_to(Self::LEN);
+        w.into_bytes()
+    }
+    /// Decode from the start of `b` (None when too short or malformed).
+    fn from_bytes(b: &[u8]) -> Option<Self> {
+        let b = b.get(..Self::LEN)?;
+        Self::get(&mut Reader::new(b))
+    }
+}
+
+/// Decode a gathered buffer of `Self::LEN`-byte records, one per rank; a short or malformed
+/// record is an error naming the rank it came from.
+pub fn decode_all<T: Record>(bytes: &[u8], what: &str) -> Result<Vec<T>, WireError> {
+    if !bytes.chunks_exact(T::LEN).remainder().is_empty() {
+        return Err(WireError {
+            rank: bytes.len() / T::LEN,
+            what: what.to_string(),
+        });
+    }
+    bytes
+        .chunks(T::LEN)
+        .enumerate()
+        .map(|(rank, c)| {
+            T::from_bytes(c).ok_or_else(|| WireError {
+                rank,
+                what: what.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// A record from a rank could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {what} from rank {rank} could not be decoded (are all ranks running the same meshrun?)")]
+pub struct WireError {
+    pub rank: usize,
+    pub what: String,
+}
+
+impl Record for u64 {
+    const LEN: usize = 8;
+    fn put(&self, w: &mut Writer) {
+        w.u64(*self);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        r.u64()
+    }
+}
+
+impl Record for f64 {
+    const LEN: usize = 8;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.to_bits());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        r.u64().map(f64::from_bits)
+    }
+}
+
+/// A TCP listening address: family (4 or 6), 16 address bytes, port, padding.
+impl Record for SocketAddr {
+    const LEN: usize = 20;
+    fn put(&self, w: &mut Writer) {
+        match self.ip() {
+            IpAddr::V4(v4) => w.u8(4).bytes(&v4.octets()).pad_to(17),
+            IpAddr::V6(v6) => w.u8(6).bytes(&v6.octets()),
+        };
+        w.u16(self.port());
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        let family = r.u8()?;
+        let addr: [u8; 16] = r.array()?;
+        let port = r.u16()?;
+        let ip = match family {
+            4 => IpAddr::from([addr[0], addr[1], addr[2], addr[3]]),
+            6 => IpAddr::V6(Ipv6Addr::from(addr)),
+            _ => return None,
+        };
+        Some(SocketAddr::new(ip, port))
+    }
+}
+
+/// A random token shared by all ranks of one job.
+pub type JobToken = [u8; 16];
+
+/// The first bytes each way on a TCP connection: magic, version, job token, rank, job size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hello {
+    pub token: JobToken,
+    pub rank: u32,
+    pub size: u32,
+}
+
+impl Hello {
+    const MAGIC: &'static [u8; 4] = b"MSHR";
+    const VERSION: u32 = 2;
+
+    /// The sender's rank when `b` is a valid hello of the job with `token` and `size` ranks.
+    pub fn check(b: &[u8], token: &JobToken, size: usize) -> Option<usize> {
+        let h = Hello::from_bytes(b)?;
+        (&h.token == token && h.size as usize == size && (h.rank as usize) < size).then_some(h.rank as usize)
+    }
+}
+
+impl Record for Hello {
+    const LEN: usize = 32;
+    fn put(&self, w: &mut Writer) {
+        w.bytes(Self::MAGIC)
+            .u32(Self::VERSION)
+            .bytes(&self.token)
+            .u32(self.rank)
+            .u32(self.size);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        if &r.array::<4>()? != Self::MAGIC || r.u32()? != Self::VERSION {
+            return None;
+        }
+        Some(Hello {
+            token: r.array()?,
+            rank: r.u32()?,
+            size: r.u32()?,
+        })
+    }
+}
+
+/// A verbs queue pair's endpoint: QPN, PSN, LID, GID, MTU, and the inbox (address, rkey).
+impl Record for Endpoint {
+    const LEN: usize = 48;
+    fn put(&self, w: &mut Writer) {
+        w.u32(self.qpn)
+            .u32(self.psn)
+            .u16(self.lid)
+            .bytes(&self.gid)
+            .u32(self.mtu)
+            .u64(self.addr)
+            .u32(self.rkey);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(Endpoint {
+            qpn: r.u32()?,
+            psn: r.u32()?,
+            lid: r.u16()?,
+            gid: r.array()?,
+            mtu: r.u32()?,
+            addr: r.u64()?,
+            rkey: r.u32()?,
+        })
+    }
+}
+
+/// A one-sided window a peer may write into or read from: address and rkey.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowKey {
+    pub addr: u64,
+    pub rkey: u32,
+}
+
+impl WindowKey {
+    pub fn to_array(&self) -> [u8; 12] {
+        let mut b = [0u8; 12];
+        b.copy_from_slice(&self.to_bytes());
+        b
+    }
+    pub fn from_array(b: &[u8; 12]) -> WindowKey {
+        let mut r = Reader::new(b);
+        let (addr, rkey) = (r.u64().unwrap_or(0), r.u32().unwrap_or(0));
+        WindowKey { addr, rkey }
+    }
+}
+
+impl Record for WindowKey {
+    const LEN: usize = 12;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.addr).u32(self.rkey);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(WindowKey {
+            addr: r.u64()?,
+            rkey: r.u32()?,
+        })
+    }
+}
+
+/// A zero-copy receive's clear-to-send: where the sender may write, and how many bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClearToSend {
+    pub addr: u64,
+    pub rkey: u32,
+    pub len: u32,
+}
+
+impl ClearToSend {
+    pub fn to_array(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b.copy_from_slice(&self.to_bytes());
+        b
+    }
+    pub fn from_array(b: &[u8; 16]) -> ClearToSend {
+        let mut r = Reader::new(b);
+        let (addr, rkey, len) = (r.u64().unwrap_or(0), r.u32().unwrap_or(0), r.u32().unwrap_or(0));
+        ClearToSend { addr, rkey, len }
+    }
+}
+
+impl Record for ClearToSend {
+    const LEN: usize = 16;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.addr).u32(self.rkey).u32(self.len);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        Some(ClearToSend {
+            addr: r.u64()?,
+            rkey: r.u32()?,
+            len: r.u32()?,
+        })
+    }
+}
+
+/// What each rank contributes to the verbs connect allgather: its GID summary (None when its
+/// local setup failed) and one endpoint per rank of the job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConnectRecord {
+    pub summary: Option<GidSummary>,
+    pub endpoints: Vec<Endpoint>,
+}
+
+impl ConnectRecord {
+    /// Room for the GID description.
+    const DESC_LEN: usize = 120;
+    const HEAD: usize = 4 + Self::DESC_LEN;
+
+    /// Encoded size for a job of `n` ranks (every rank's record has the same size).
+    pub fn len(n: usize) -> usize {
+        Self::HEAD + n * Endpoint::LEN
+    }
+
+    /// Encode for a job of `n` ranks (a failed rank sends zeros after its flag).
+    pub fn to_bytes(&self, n: usize) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::len(n));
+        if let Some(s) = &self.summary {
+            let d = s.describe.as_bytes();
+            w.u8(1)
+                .u8(u8::from(s.ethernet))
+                .u8(s.kind)
+                .u8(u8::from(s.ipv4))
+                .bytes(&d[..d.len().min(Self::DESC_LEN)])
+                .pad_to(Self::HEAD);
+            for e in &self.endpoints {
+                let at = w.len();
+                e.put(&mut w);
+                w.pad_to(at + Endpoint::LEN);
+            }
+        }
+        w.pad_to(Self::len(n));
+        w.into_bytes()
+    }
+
+    /// Decode one rank's record of a job of `n` ranks; None when malformed.
+    pub fn from_bytes(b: &[u8], n: usize) -> Option<ConnectRecord> {
+        let b = b.get(..Self::len(n))?;
+        let mut r = Reader::new(b);
+        if r.u8()? != 1 {
+            return Some(ConnectRecord {
+                summary: None,
+                endpoints: Vec::new(),
+            });
+        }
+        let (ethernet, kind, ipv4) = (r.u8()? == 1, r.u8()?, r.u8()? == 1);
+        let d = r.take(Self::DESC_LEN)?;
+        let end = d.iter().position(|&x| x == 0).unwrap_or(Self::DESC_LEN);
+        let summary = GidSummary {
+            ethernet,
+            kind,
+            ipv4,
+            describe: String::from_utf8_lossy(&d[..end]).into_owned(),
+        };
+        let endpoints = (0..n)
+            .map(|_| Endpoint::from_bytes(r.take(Endpoint::LEN)?))
+            .collect::<Option<Vec<_>>>()?;
+        Some(ConnectRecord {
+            summary: Some(summary),
+            endpoints,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+
+    fn endpoint(k: u8) -> Endpoint {
+        Endpoint {
+            qpn: 0x11 + u32::from(k),
+            psn: 0xabcdef,
+            lid: 0x12,
+            gid: [7 + k; 16],
+            mtu: 5,
+            addr: 0xdead_beef_0000,
+            rkey: 0x42,
+        }
+    }
+
+    fn round_trip<T: Record + PartialEq + std::fmt::Debug>(v: T) {
+        let b = v.to_bytes();
+        assert_eq!(b.len(), T::LEN);
+        assert_eq!(T::from_bytes(&b), Some(v));
+        assert_eq!(T::from_bytes(&b[..T::LEN - 1]), None, "a short record is refused");
+    }
+
+    #[test]
+    fn every_record_round_trips() {
+        round_trip(endpoint(0));
+        round_trip(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), 40_000));
+        round_trip(SocketAddr::new(IpAddr::V6(Ipv6Addr::LOCALHOST), 1));
+        round_trip(Hello {
+            token: [9; 16],
+            rank: 3,
+            size: 8,
+        });
+        round_trip(WindowKey {
+            addr: 0x7f00_0000_1000,
+            rkey: 0x1234,
+        });
+        round_trip(ClearToSend {
+            addr: 0x7f00_dead_beef_0000,
+            rkey: 0x1234_5678,
+            len: 3 << 20,
+        });
+        let k = WindowKey {
+            addr: 0x7f00_0000_1000,
+            rkey: 0x1234,
+        };
+        assert_eq!(WindowKey::from_array(&k.to_array()), k);
+        let c = ClearToSend {
+            addr: 1,
+            rkey: 2,
+            len: 3,
+        };
+        assert_eq!(ClearToSend::from_array(&c.to_array()), c);
+        round_trip(12_345_678_901u64);
+        round_trip(-1.25e-7f64);
+    }
+
+    /// The layouts are what peers of this version expect, byte for byte.
+    #[test]
+    fn layouts_are_fixed() {
+        let e = endpoint(0).to_bytes();
+        assert_eq!(&e[0..4], &0x11u32.to_le_bytes());
+        assert_eq!(&e[10..26], &[7; 16]);
+        assert_eq!(&e[38..42], &0x42u32.to_le_bytes());
+        assert_eq!(&e[42..], &[0; 6]);
+        let a = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), 0x1234).to_bytes();
+        assert_eq!(a, [4, 10, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x34, 0x12, 0]);
+        let h = Hello {
+            token: [9; 16],
+            rank: 3,
+            size: 8,
+        }
+        .to_bytes();
+        assert_eq!(&h[0..8], b"MSHR\x02\x00\x00\x00");
+        assert_eq!(&h[24..], &[3, 0, 0, 0, 8, 0, 0, 0]);
+    }
+
+    #[test]
+    fn hello_checks_token_rank_and_size() {
+        let token = [5u8; 16];
+        let h = |rank, size, token| Hello { token, rank, size }.to_bytes();
+        assert_eq!(Hello::check(&h(2, 4, token), &token, 4), Some(2));
+        assert_eq!(Hello::check(&h(2, 4, [6; 16]), &token, 4), None, "another job's token");
+        assert_eq!(Hello::check(&h(2, 5, token), &token, 4), None, "another job's size");
+        assert_eq!(Hello::check(&h(4, 4, token), &token, 4), None, "no such rank");
+        let mut bad = h(2, 4, token);
+        bad[0] = b'X';
+        assert_eq!(Hello::check(&bad, &token, 4), None, "no magic");
+        assert_eq!(Hello::check(b"GET / HTTP/1.1\r\n\r\n", &token, 4), None);
+    }
+
+    #[test]
+    fn an_unknown_address_family_is_refused() {
+        let mut a = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 1).to_bytes();
+        a[0] = 5;
+        assert_eq!(SocketAddr::from_bytes(&a), None);
+    }
+
+    #[test]
+    fn connect_records_round_trip_and_failed_ranks_are_zeros() {
+        let n = 3;
+        let rec = ConnectRecord {
+            summary: Some(GidSummary {
+                ethernet: true,
+                kind: 2,
+                ipv4: true,
+                describe: "RoCE v2, IPv4-mapped".into(),
+            }),
+            endpoints: (0..n as u8).map(endpoint).collect(),
+        };
+        let b = rec.to_bytes(n);
+        assert_eq!(b.len(), ConnectRecord::len(n));
+        assert_eq!(ConnectRecord::from_bytes(&b, n), Some(rec));
+        let failed = ConnectRecord {
+            summary: None,
+            endpoints: Vec::new(),
+        };
+        let b = failed.to_bytes(n);
+        assert!(b.iter().all(|&x| x == 0));
+        assert_eq!(ConnectRecord::from_bytes(&b, n), Some(failed));
+        assert_eq!(ConnectRecord::from_bytes(&b[..10], n), None);
+    }
+
+    #[test]
+    fn gathered_numbers_decode_or_name_the_rank() {
+        let mut b = Vec::new();
+        for v in [1.5f64, 2.5, -0.0] {
+            b.extend(v.to_bytes());
+        }
+        assert_eq!(decode_all::<f64>(&b, "time").unwrap(), vec![1.5, 2.5, -0.0]);
+        let e = decode_all::<u64>(&b[..20], "count").unwrap_err();
+        assert_eq!(e.rank, 2);
+        assert!(e.to_string().contains("count from rank 2"), "{e}");
+    }
+}
