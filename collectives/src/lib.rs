@@ -16,24 +16,33 @@ pub mod stats;
 
 use std::time::Instant;
 
+use ranks::wire::WireError;
 use ranks::{Op, Transport, TransportError};
 
 /// Exit status for "the test ran and found a problem" (wrong data, slow or failed links).
 pub const EXIT_FOUND_PROBLEM: i32 = 1;
 
-/// Gather every rank's records at rank 0 (as JSON), indexed by rank; None on other ranks.
+/// Gather every rank's records at rank 0 (as JSON), indexed by rank; None on other ranks. A
+/// record that does not decode is an error naming the rank that sent it.
 pub fn gather_json<T: serde::Serialize + serde::de::DeserializeOwned>(
     world: &ranks::World,
     mine: &[T],
     step: &str,
-) -> Option<Vec<Vec<T>>> {
+) -> Result<Option<Vec<Vec<T>>>, WireError> {
     let bytes = serde_json::to_vec(mine).unwrap_or_default();
-    let all = world.gather_bytes(&bytes, step)?;
-    Some(
-        all.iter()
-            .map(|b| serde_json::from_slice(b).unwrap_or_default())
-            .collect(),
-    )
+    let Some(all) = world.gather_bytes(&bytes, step) else {
+        return Ok(None);
+    };
+    all.iter()
+        .enumerate()
+        .map(|(rank, b)| {
+            serde_json::from_slice(b).map_err(|_| WireError {
+                rank,
+                what: step.to_string(),
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(Some)
 }
 
 /// Send `send` to `peer` while receiving `recv` from it, bounded by `deadline`.

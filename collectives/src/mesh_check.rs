@@ -92,7 +92,7 @@ pub fn run(
 }
 
 /// Gather every rank's results at rank 0. Returns, on rank 0, the results indexed by rank.
-pub fn gather(world: &World, mine: &[PeerCheck]) -> Option<Vec<Vec<PeerCheck>>> {
+pub fn gather(world: &World, mine: &[PeerCheck]) -> Result<Option<Vec<Vec<PeerCheck>>>, ranks::wire::WireError> {
     crate::gather_json(world, mine, "gathering mesh-check results")
 }
 

@@ -9,10 +9,12 @@ use collectives::coll::report::{self, DeviceInfo};
 use collectives::dtype::{DataType, RedOp};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
-use ranks::{Transport, World};
+use ranks::wire::WireError;
+use ranks::{Transport, TransportKind, World};
 
 use crate::cli::{BaselineArg, CollArgs};
-use crate::rank::{run_rank, RankFailure, EXIT_USAGE};
+use crate::exit::{RankFailure, Status};
+use crate::rank::run_rank;
 
 /// Build the configuration, or say what is wrong with the flags.
 pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
@@ -126,7 +128,7 @@ fn open_gpu(
     a: &CollArgs,
     req: &GpuRequest,
 ) -> Result<(Box<dyn Gpu>, DataPath), String> {
-    if !req.staging && t.name() == "tcp" {
+    if !req.staging && t.kind() == TransportKind::Tcp {
         return Err(
             "-g over the TCP transport needs --gpu-staging: sockets cannot read GPU memory, so data is \
                     copied through pinned host buffers (GPUDirect RDMA needs --transport verbs)"
@@ -140,18 +142,23 @@ fn open_gpu(
         return Ok((g, DataPath::Staged));
     }
     let probe = g.alloc(2 << 20).map_err(|e| e.to_string())?;
-    let registered = g
-        .nic_memory(probe)
+    let registered = g.nic_memory(probe).map_err(|e| e.to_string()).and_then(|mem| {
+        t.require_rdma(
+            "cannot move GPU memory without a copy: GPUDirect RDMA needs --transport verbs; or add --gpu-staging",
+        )
+        .and_then(|r| r.register_region(mem))
         .map_err(|e| e.to_string())
-        .and_then(|mem| t.register_region(mem).map_err(|e| e.to_string()));
+    });
     g.free(probe);
     let (region, path) = registered?;
-    t.release_region(region);
+    if let Some(r) = t.rdma() {
+        r.release_region(region);
+    }
     Ok((g, DataPath::Direct(path)))
 }
 
 /// Every rank's `# Using devices` line: its GPU, and how that rank's GPU data reaches the network.
-fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) -> Vec<DeviceInfo> {
+fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) -> Result<Vec<DeviceInfo>, WireError> {
     let mine = match gpu {
         Some((g, path)) => serde_json::json!({
             "pid": std::process::id(), "host": world.host(), "gpu": g.info(), "path": path.describe()
@@ -164,10 +171,13 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
     all.iter()
         .enumerate()
         .map(|(rank, b)| {
-            let v: serde_json::Value = serde_json::from_slice(b).unwrap_or_default();
+            let v: serde_json::Value = serde_json::from_slice(b).map_err(|_| WireError {
+                rank,
+                what: "gathering device lines".into(),
+            })?;
             let pid = v["pid"].as_u64().unwrap_or(0) as u32;
             let host = v["host"].as_str().unwrap_or("?").to_string();
-            match serde_json::from_value::<GpuInfo>(v["gpu"].clone()) {
+            Ok(match serde_json::from_value::<GpuInfo>(v["gpu"].clone()) {
                 Ok(g) => DeviceInfo {
                     rank,
                     pid,
@@ -187,7 +197,7 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
                     bus_id: "host".into(),
                     name: format!("host memory over {transport}"),
                 },
-            }
+            })
         })
         .collect()
 }
@@ -195,20 +205,20 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
 pub fn run(name: &str, a: CollArgs) -> i32 {
     let Some(coll) = coll::by_name(name) else {
         eprintln!("meshrun: unknown collective {name}");
-        return EXIT_USAGE;
+        return Status::Usage.code();
     };
     let cfg = match config(&a) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("meshrun {name}: {e}");
-            return EXIT_USAGE;
+            return Status::Usage.code();
         }
     };
     let gpu_req = match gpu_request(&a) {
         Ok(g) => g,
         Err(e) => {
             eprintln!("meshrun {name}: {e}");
-            return EXIT_USAGE;
+            return Status::Usage.code();
         }
     };
     let fault = crate::fault_or_exit();
@@ -238,11 +248,11 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
                 Err(e) => crate::rank::say(&format!("rank {} ({}): {e}", world.rank(), world.host())),
             }
             if !world.all_ok(gpu.is_some(), "opening GPUs") {
-                return Ok(EXIT_USAGE);
+                return Ok(Status::Usage.code());
             }
         }
         let start = report::now_string();
-        let devs = devices(world, t.name(), gpu.as_ref().map(|(g, p)| (&**g, *p)));
+        let devs = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
         let root = world.rank() == 0;
         let mut out = std::io::stdout();
         if root {
@@ -300,7 +310,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             baseline_rows = Some(b);
         }
         let mut code = if harness::total_wrong(&rows) > 0 {
-            collectives::EXIT_FOUND_PROBLEM
+            Status::FoundProblem.code()
         } else {
             0
         };
@@ -317,7 +327,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
                 );
                 if let Err(e) = output::write_atomic(p, &doc, a.force) {
                     eprintln!("meshrun: {e}");
-                    code = EXIT_USAGE;
+                    code = Status::Usage.code();
                 }
             }
         }
@@ -333,10 +343,6 @@ fn coll_failure(world: &World, e: coll::CollError) -> RankFailure {
     match e {
         coll::CollError::Transport(t) => RankFailure::Transport(t),
         coll::CollError::Layout(l) => RankFailure::Usage(l.to_string()),
-        coll::CollError::Gpu(g) => RankFailure::Transport(ranks::TransportError::Setup(format!(
-            "rank {} ({}): {g}",
-            world.rank(),
-            world.host()
-        ))),
+        coll::CollError::Gpu(g) => RankFailure::Gpu(format!("rank {} ({}): {g}", world.rank(), world.host())),
     }
 }

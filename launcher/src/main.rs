@@ -2,6 +2,7 @@
 
 mod cli;
 mod coll_cmd;
+mod exit;
 mod launch;
 mod pairwise_cmd;
 mod rank;
@@ -16,8 +17,9 @@ use clap::Parser;
 use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
 use collectives::fault::Fault;
 use collectives::mesh_check::{self, MeshCheckConfig};
+use exit::{RankFailure, Status};
 use launch::{LaunchError, LaunchPlan};
-use rank::{run_rank, RankFailure, EXIT_USAGE};
+use rank::run_rank;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -26,7 +28,7 @@ fn main() -> ExitCode {
             Ok(code) => code,
             Err(e) => {
                 eprintln!("meshrun launch: {e}");
-                EXIT_USAGE
+                Status::Usage.code()
             }
         },
         Command::MeshCheck(a) => mesh_check_cmd(a),
@@ -125,7 +127,7 @@ pub(crate) fn fault_or_exit() -> Option<Fault> {
         Ok(f) => f,
         Err(e) => {
             eprintln!("meshrun: {e}");
-            std::process::exit(EXIT_USAGE);
+            std::process::exit(Status::Usage.code());
         }
     }
 }
@@ -145,17 +147,17 @@ fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
             )));
         }
         let mine = mesh_check::run(t, &cfg, fault)?;
-        let all = mesh_check::gather(world, &mine);
+        let all = mesh_check::gather(world, &mine)?;
         let ok = match all {
             Some(all) => {
-                let (text, ok) = mesh_check::report(world.hosts(), t.name(), &cfg, &all);
+                let (text, ok) = mesh_check::report(world.hosts(), t.kind().as_str(), &cfg, &all);
                 print!("{text}");
                 ok
             }
             None => true,
         };
         let ok = world.all_ok(ok, "agreeing on the verdict");
-        Ok(if ok { 0 } else { collectives::EXIT_FOUND_PROBLEM })
+        Ok(if ok { Status::Ok } else { Status::FoundProblem }.code())
     })
 }
 
@@ -165,7 +167,7 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
         Ok(d) => d,
         Err(e) => {
             eprintln!("meshrun devices: {e}");
-            return EXIT_USAGE;
+            return Status::Usage.code();
         }
     };
     print!("{}", devices::show_gids(&devs));
@@ -208,7 +210,7 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
         }
         Err(e) => {
             eprintln!("meshrun devices: {e}");
-            EXIT_USAGE
+            Status::Usage.code()
         }
     }
 }

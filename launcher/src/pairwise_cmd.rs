@@ -9,15 +9,20 @@ use collectives::pairwise::report::{csv, heatmap, json, text};
 use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
 use collectives::progress::Progress;
 
+use ranks::TransportKind;
+
 use crate::cli::{OpArg, PairwiseArgs, TestArg};
-use crate::rank::{run_rank, RankFailure};
+use crate::exit::{RankFailure, Status};
+use crate::rank::run_rank;
 
 /// perftest -a: 2 B .. 8 MiB by powers of two.
 pub fn sweep_sizes() -> Vec<usize> {
     (1..=23).map(|p| 1usize << p).collect()
 }
 
-fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) -> Result<PairwiseConfig, String> {
+fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, String> {
+    // One-sided write and read need the transport's RDMA extension.
+    let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
     let test = match a.test {
         TestArg::Bw => TestKind::Bw,
         TestArg::Lat => TestKind::Lat,
@@ -91,23 +96,11 @@ fn config(a: &PairwiseArgs, transport: &str, can_write: bool, can_read: bool) ->
 
 /// `--use-cuda`: move the one-sided windows into this rank's GPU, registered for GPUDirect RDMA,
 /// and print (rank 0) which GPU and registration path every rank uses.
-fn use_cuda(
-    world: &ranks::World,
-    t: &mut dyn ranks::Transport,
-    a: &PairwiseArgs,
-    sel: &str,
-    op: OpName,
-) -> Result<(), String> {
-    if !t.capabilities().write {
+fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs, sel: &str) -> Result<(), String> {
+    if !t.kind().has_rdma() {
         return Err(format!(
             "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs --transport verbs",
-            t.name()
-        ));
-    }
-    if op == OpName::Send && !t.capabilities().send {
-        return Err(format!(
-            "--use-cuda --op send: the {} transport cannot post receives in GPU memory; use --transport verbs",
-            t.name()
+            t.kind()
         ));
     }
     let ids = match sel {
@@ -118,7 +111,10 @@ fn use_cuda(
         .map_err(|e| e.to_string())?;
     window.set_call_limit(std::time::Duration::from_secs_f64(a.rank.timeout));
     let info = window.info().clone();
-    let path = t.use_window_memory(Box::new(window)).map_err(|e| e.to_string())?;
+    let path = t
+        .require_rdma("cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)")
+        .and_then(|r| r.use_window_memory(Box::new(window)))
+        .map_err(|e| e.to_string())?;
     if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &info.pci_bus_id) {
         crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
     }
@@ -169,8 +165,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         a.rank.gid_index = a.x;
     }
     run_rank(&a.rank.clone(), |world, t| {
-        let caps = t.capabilities();
-        let cfg = config(&a, t.name(), caps.write, caps.read);
+        let cfg = config(&a, t.kind());
         let mut problem = cfg.as_ref().err().cloned();
         if problem.is_none() {
             if let Some((x, y)) = a.pair {
@@ -187,14 +182,16 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         }
         let cfg = cfg.map_err(RankFailure::Usage)?;
         // `--op send` measures the SEND opcode (ib_send_bw), not the default RDMA write.
-        t.use_send_opcode(cfg.op == OpName::Send);
+        if let Some(r) = t.rdma() {
+            r.use_send_opcode(cfg.op == OpName::Send);
+        }
         if let Some(sel) = &a.use_cuda {
-            let problem = use_cuda(world, t, &a, sel, cfg.op).err();
+            let problem = use_cuda(world, t, &a, sel).err();
             if let Some(p) = &problem {
                 crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
             }
             if !world.all_ok(problem.is_none(), "setting up GPU memory") {
-                return Ok(crate::rank::EXIT_USAGE);
+                return Ok(Status::Usage.code());
             }
         }
         let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
@@ -231,9 +228,9 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 files_ok &= write(p, heatmap::render(&o, p));
             }
             code = if !files_ok {
-                crate::rank::EXIT_USAGE as u8
+                Status::Usage.code() as u8
             } else if !o.verdict.pass {
-                collectives::EXIT_FOUND_PROBLEM as u8
+                Status::FoundProblem.code() as u8
             } else {
                 0
             };

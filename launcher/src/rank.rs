@@ -4,28 +4,15 @@ use std::time::Duration;
 
 use ranks::mesh::{self, MeshError, TcpOptions};
 use ranks::verbs_mesh::{self, VerbsMeshError, VerbsOptions};
-use ranks::{Timeouts, Transport, TransportError, World};
+use ranks::{Timeouts, Transport, World};
 
 use crate::cli::{RankArgs, TransportChoice};
-
-/// Exit status for bad input or setup.
-pub const EXIT_USAGE: i32 = 2;
-/// Exit status when a peer died or a deadline expired.
-pub const EXIT_PEER: i32 = ranks::watchdog::EXIT_TIMEOUT;
-
-/// Why a rank stops early.
-#[derive(Debug, thiserror::Error)]
-pub enum RankFailure {
-    /// Bad input discovered on the ranks (same on every rank).
-    #[error("{0}")]
-    Usage(String),
-    #[error(transparent)]
-    Transport(#[from] TransportError),
-}
+use crate::exit::{RankFailure, Status};
 
 /// Join the job, connect the mesh, run `body`; returns the process exit status.
-/// On a transport failure the process leaves at once (without MPI_Finalize, which could block on
-/// the dead peer): the MPI launcher then ends the other ranks.
+/// Usage problems are the same on every rank: rank 0 says them and all leave with status 2. Any
+/// other failure leaves at once (without MPI_Finalize, which could block on a dead peer) with the
+/// status [`RankFailure::status`] gives; the MPI launcher then ends the other ranks.
 pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -> Result<i32, RankFailure>) -> i32 {
     let timeout = Duration::from_secs_f64(args.timeout);
     let timeouts = Timeouts::uniform(timeout);
@@ -33,14 +20,14 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
         Ok(w) => w,
         Err(e) => {
             eprintln!("meshrun: {e}");
-            return EXIT_USAGE;
+            return Status::Usage.code();
         }
     };
     let mut mesh: Box<dyn Transport> = match connect(&world, args, timeouts) {
         Ok(m) => m,
-        Err((msg, code)) => {
+        Err((msg, status)) => {
             eprintln!("meshrun: {msg}");
-            leave_now(code);
+            leave_now(status.code());
         }
     };
     match body(&world, mesh.as_mut()) {
@@ -49,11 +36,11 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             if world.rank() == 0 {
                 eprintln!("meshrun: {m}");
             }
-            EXIT_USAGE
+            Status::Usage.code()
         }
-        Err(RankFailure::Transport(e)) => {
+        Err(e) => {
             eprintln!("meshrun: {e}");
-            leave_now(EXIT_PEER);
+            leave_now(e.status().code());
         }
     }
 }
@@ -67,7 +54,7 @@ pub fn say(msg: &str) {
 /// A warning when this rank's GPU (`bus_id` as CUDA reports it) and its RDMA NIC sit on different
 /// NUMA nodes or PCIe root complexes (from sysfs under --sysfs-root); None over TCP.
 pub fn affinity_warning(args: &RankArgs, t: &dyn Transport, bus_id: &str) -> Option<String> {
-    if t.name() != "verbs" {
+    if t.kind() != ranks::TransportKind::Verbs {
         return None;
     }
     let details = t.details();
@@ -96,8 +83,8 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
 
 /// Build the mesh the user asked for. `auto` uses verbs only when every rank could set it up
 /// (the outcome is agreed over MPI, so all ranks pick the same transport).
-fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, (String, i32)> {
-    let tcp = || -> Result<Box<dyn Transport>, (String, i32)> {
+fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, (String, Status)> {
+    let tcp = || -> Result<Box<dyn Transport>, (String, Status)> {
         match mesh::connect_tcp(
             world,
             &TcpOptions {
@@ -110,8 +97,8 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
                 let code = match e {
                     MeshError::Address { .. }
                     | MeshError::LoopbackAcrossHosts { .. }
-                    | MeshError::PeersFailed { .. } => EXIT_USAGE,
-                    _ => EXIT_PEER,
+                    | MeshError::PeersFailed { .. } => Status::Usage,
+                    _ => Status::PeerOrDeadline,
                 };
                 Err((e.to_string(), code))
             }
@@ -121,7 +108,7 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
         TransportChoice::Tcp => tcp(),
         TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args))
             .map(|m| Box::new(m) as Box<dyn Transport>)
-            .map_err(|e| (e.to_string(), EXIT_USAGE)),
+            .map_err(|e| (e.to_string(), Status::Usage)),
         TransportChoice::Auto => match verbs_mesh::connect(world, &verbs_options(args)) {
             Ok(m) => Ok(Box::new(m)),
             Err(e) => {

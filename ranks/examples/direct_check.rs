@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ranks::verbs::{Access, ForeignPath, ForeignRegion, NicMemory, ProtectionDomain, VerbsError};
+use ranks::verbs::{Access, ForeignRegion, ProtectionDomain, VerbsError};
 use ranks::verbs_mesh::{self, VerbsOptions};
-use ranks::{DirectOp, Span, Transport, TransportError, World};
+use ranks::{DirectOp, Rdma, Span, TransportError, World};
+use ranks::{ForeignPath, NicMemory};
 
 /// Host memory another owner allocated, as a GPU buffer would be.
 struct HostMem(Arc<Vec<u8>>);
@@ -40,7 +41,7 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
     }
 }
 
-fn run(world: &World, m: &mut dyn Transport) -> Result<(), String> {
+fn run(world: &World, m: &mut dyn Rdma) -> Result<(), String> {
     let (rank, peer) = (world.rank(), 1 - world.rank());
     let e = |e: TransportError| e.to_string();
     const LEN: usize = 3 << 20;

@@ -15,8 +15,8 @@ pub mod wire;
 pub mod world;
 
 pub use transport::{
-    Capabilities, DirectKind, DirectOp, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, RegionId, Span,
-    Transport, TransportError,
+    DirectKind, DirectOp, ForeignPath, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Rdma, RegionId,
+    Span, Transport, TransportError, TransportKind, WindowMemory,
 };
 pub use world::{World, WorldError};
 

@@ -131,7 +131,7 @@ pub fn decode_all<T: Record>(bytes: &[u8], what: &str) -> Result<Vec<T>, WireErr
 
 /// A record from a rank could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the {what} from rank {rank} could not be decoded (are all ranks running the same meshrun?)")]
+#[error("{what}: what rank {rank} sent could not be decoded (are all ranks running the same meshrun?)")]
 pub struct WireError {
     pub rank: usize,
     pub what: String,
@@ -517,6 +517,6 @@ mod tests {
         assert_eq!(decode_all::<f64>(&b, "time").unwrap(), vec![1.5, 2.5, -0.0]);
         let e = decode_all::<u64>(&b[..20], "count").unwrap_err();
         assert_eq!(e.rank, 2);
-        assert!(e.to_string().contains("count from rank 2"), "{e}");
+        assert!(e.to_string().starts_with("count: what rank 2 sent"), "{e}");
     }
 }

@@ -109,7 +109,11 @@ impl<'g> DeviceRun<'g> {
     fn register(&mut self, t: &mut dyn Transport, buf: BufId) -> Result<(), CollError> {
         if let Path::Direct { regions } = &mut self.path {
             if !regions.iter().any(|(b, _)| *b == buf) {
-                let (id, _) = t.register_region(self.gpu.nic_memory(buf)?)?;
+                let (id, _) = t
+                    .require_rdma(
+                        "cannot move GPU memory without a copy: GPUDirect RDMA needs --transport verbs; or add --gpu-staging",
+                    )?
+                    .register_region(self.gpu.nic_memory(buf)?)?;
                 regions.push((buf, id));
             }
         }
@@ -137,7 +141,9 @@ impl<'g> DeviceRun<'g> {
         if let Path::Direct { regions } = &mut self.path {
             regions.retain(|&(b, id)| {
                 if b == buf {
-                    t.release_region(id);
+                    if let Some(r) = t.rdma() {
+                        r.release_region(id);
+                    }
                 }
                 b != buf
             });
@@ -149,7 +155,9 @@ impl<'g> DeviceRun<'g> {
     pub fn release(mut self, t: &mut dyn Transport) {
         if let Path::Direct { regions } = &mut self.path {
             for (_, id) in regions.drain(..) {
-                t.release_region(id);
+                if let Some(r) = t.rdma() {
+                    r.release_region(id);
+                }
             }
         }
         self.gpu.free(self.dev_scratch);
@@ -223,7 +231,8 @@ impl<'g> DeviceRun<'g> {
                         Xfer::Recv { peer, into, len } => DirectOp::recv(peer, span(into, len)?),
                     });
                 }
-                t.exchange_direct(&mut ops, deadline)?;
+                t.require_rdma("has no zero-copy operations between registered regions")?
+                    .exchange_direct(&mut ops, deadline)?;
                 Ok(())
             }
         }

@@ -15,7 +15,7 @@ use cudarc::nvrtc::Ptx;
 use super::kernels;
 use super::{pick_ordinal, At, BufId, Gpu, GpuError, GpuInfo, Staging};
 use crate::dtype::{DataType, RedOp};
-use ranks::verbs::NicMemory;
+use ranks::NicMemory;
 
 /// Advice for driver errors a user can act on.
 pub fn hint(e: &DriverError) -> &'static str {
@@ -478,7 +478,7 @@ struct GpuNicMemory {
     reg: Registrar,
 }
 
-impl ranks::verbs::NicMemory for GpuNicMemory {
+impl ranks::NicMemory for GpuNicMemory {
     fn len(&self) -> usize {
         self.len
     }
@@ -537,7 +537,7 @@ impl GpuWindow {
     }
 }
 
-impl ranks::verbs::WindowMemory for GpuWindow {
+impl ranks::WindowMemory for GpuWindow {
     fn register(
         &mut self,
         pd: &ranks::verbs::ProtectionDomain,

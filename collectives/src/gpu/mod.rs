@@ -110,7 +110,7 @@ pub trait Gpu {
     fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError>;
     /// A buffer as memory a transport can register in place (GPUDirect RDMA); it keeps the buffer
     /// allocated while the transport holds it.
-    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::verbs::NicMemory>, GpuError>;
+    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::NicMemory>, GpuError>;
     /// `dst[i] = a[i] op b[i]` over `bytes` bytes of `dt` elements, on the device. `dst` may be `a`.
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError>;
     /// The last step of `avg`: divide `range` of `buf` by `nranks` (other ops: nothing).
@@ -177,7 +177,7 @@ pub enum DataPath {
     /// `--gpu-staging`: copied through pinned host buffers around every transfer.
     Staged,
     /// GPUDirect RDMA: the NIC reads and writes the device buffers, registered as this says.
-    Direct(ranks::verbs::ForeignPath),
+    Direct(ranks::ForeignPath),
 }
 
 impl DataPath {

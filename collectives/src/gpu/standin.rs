@@ -68,7 +68,7 @@ impl HostStandIn {
 /// A stand-in buffer handed to a transport for registration (host memory registered in place).
 struct StandInNicMemory(Shared);
 
-impl ranks::verbs::NicMemory for StandInNicMemory {
+impl ranks::NicMemory for StandInNicMemory {
     fn len(&self) -> usize {
         lock(&self.0).len()
     }
@@ -142,7 +142,7 @@ impl Gpu for HostStandIn {
         let r = reduce::finalize(dt, op, &mut lock(&d).as_mut_slice()[r], nranks);
         r.map_err(|e| self.failed("finalize", e))
     }
-    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::verbs::NicMemory>, GpuError> {
+    fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::NicMemory>, GpuError> {
         let (b, _) = self.range(At::new(buf, 0), 0, "registering a freed buffer")?;
         Ok(Box::new(StandInNicMemory(b)))
     }

@@ -290,13 +290,13 @@ pub fn bw_one_sided(
             _ => OneSidedRole::Target,
         };
         if spec.warmup > 0 {
-            t.one_sided(peer, spec.bytes, target(spec.warmup), deadline())?;
+            one_sided(t)?.one_sided(peer, spec.bytes, target(spec.warmup), deadline())?;
         }
-        t.one_sided(peer, spec.bytes, target(iters), deadline())?;
+        one_sided(t)?.one_sided(peer, spec.bytes, target(iters), deadline())?;
         return Ok(None);
     }
     if spec.warmup > 0 {
-        t.one_sided(
+        one_sided(t)?.one_sided(
             peer,
             spec.bytes,
             OneSidedRole::Initiator {
@@ -307,7 +307,7 @@ pub fn bw_one_sided(
             deadline(),
         )?;
     }
-    let r = t.one_sided(
+    let r = one_sided(t)?.one_sided(
         peer,
         spec.bytes,
         OneSidedRole::Initiator {
@@ -366,14 +366,14 @@ pub fn latency_one_sided(
             for count in [spec.warmup, iters] {
                 if count > 0 {
                     let role = OneSidedRole::SendPingPong { count, leader };
-                    last = t.one_sided(peer, spec.bytes, role, deadline())?.round_trips;
+                    last = one_sided(t)?.one_sided(peer, spec.bytes, role, deadline())?.round_trips;
                 }
             }
             last.iter().map(|s| s * 1e6 / 2.0).collect()
         }
         OneSidedOp::Write => {
             if spec.warmup > 0 {
-                t.one_sided(
+                one_sided(t)?.one_sided(
                     peer,
                     spec.bytes,
                     OneSidedRole::PingPong {
@@ -383,7 +383,7 @@ pub fn latency_one_sided(
                     deadline(),
                 )?;
             }
-            let r = t.one_sided(
+            let r = one_sided(t)?.one_sided(
                 peer,
                 spec.bytes,
                 OneSidedRole::PingPong { count: iters, leader },
@@ -402,7 +402,7 @@ pub fn latency_one_sided(
                 } else {
                     OneSidedRole::Target
                 };
-                last = t.one_sided(peer, spec.bytes, role, deadline())?.completions;
+                last = one_sided(t)?.one_sided(peer, spec.bytes, role, deadline())?.completions;
             }
             gaps_us(&last)
         }
@@ -434,9 +434,9 @@ pub fn bw_one_sided_bidir(
         window: spec.window,
     };
     if spec.warmup > 0 {
-        t.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
+        one_sided(t)?.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
     }
-    let r = t.one_sided(peer, spec.bytes, both(iters), deadline())?;
+    let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), deadline())?;
     let mine = r.completions.last().copied().unwrap_or(0.0);
     let mut theirs = [0u8; 8];
     crate::swap(t, peer, &mine.to_le_bytes(), &mut theirs, deadline())?;
@@ -444,6 +444,11 @@ pub fn bw_one_sided_bidir(
         return Ok(None);
     }
     Ok(Some(duplex(spec.bytes, iters, mine.max(f64::from_le_bytes(theirs)))))
+}
+
+/// The transport's one-sided operations (RDMA only).
+fn one_sided(t: &mut dyn Transport) -> Result<&mut dyn ranks::Rdma, TransportError> {
+    t.require_rdma("has no one-sided operations")
 }
 
 #[cfg(test)]

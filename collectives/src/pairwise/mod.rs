@@ -8,6 +8,7 @@ pub mod verdict;
 
 use std::time::Duration;
 
+use ranks::wire::WireError;
 use ranks::{Transport, TransportError, World};
 use serde::{Deserialize, Serialize};
 
@@ -170,7 +171,7 @@ fn measure_pair(
     let one_sided = match cfg.op {
         OpName::Write => Some(ranks::OneSidedOp::Write),
         OpName::Read => Some(ranks::OneSidedOp::Read),
-        OpName::Send if t.capabilities().send && matches!(spec.amount, Amount::Iterations(_)) => {
+        OpName::Send if t.kind().has_rdma() && matches!(spec.amount, Amount::Iterations(_)) => {
             Some(ranks::OneSidedOp::Send)
         }
         OpName::Send => None,
@@ -254,10 +255,22 @@ pub struct PairwiseOutcome {
     pub verdict: verdict::Verdict,
 }
 
-fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Option<Vec<Measurement>> {
-    let mut out: Vec<Measurement> = crate::gather_json(world, mine, step)?.into_iter().flatten().collect();
+fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Result<Option<Vec<Measurement>>, WireError> {
+    let Some(all) = crate::gather_json(world, mine, step)? else {
+        return Ok(None);
+    };
+    let mut out: Vec<Measurement> = all.into_iter().flatten().collect();
     out.sort_by_key(|m| (m.bytes, m.src, m.dst));
-    Some(out)
+    Ok(Some(out))
+}
+
+/// Why a pairwise run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum PairwiseError {
+    #[error(transparent)]
+    Transport(#[from] TransportError),
+    #[error(transparent)]
+    Gathered(#[from] WireError),
 }
 
 /// Run the pairwise test on every rank. Rank 0 gets the outcome.
@@ -266,7 +279,7 @@ pub fn run(
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
     progress: &mut Progress,
-) -> Result<Option<PairwiseOutcome>, TransportError> {
+) -> Result<Option<PairwiseOutcome>, PairwiseError> {
     let me = t.rank();
     let rounds = rounds_for(t.size(), cfg.selection, world.node_of());
     let total_pairs: usize = rounds.iter().map(Vec::len).sum();
@@ -282,7 +295,7 @@ pub fn run(
         progress.round_done(k + 1, round.len());
     }
     progress.finish();
-    let first = gather_measurements(world, &mine, "gathering pairwise results");
+    let first = gather_measurements(world, &mine, "gathering pairwise results")?;
 
     // Rank 0 picks the suspects; every rank learns them and the pairs retest one at a time.
     let suspects: Vec<Pair> = match &first {
@@ -293,7 +306,10 @@ pub fn run(
         &serde_json::to_vec(&suspects).unwrap_or_default(),
         "sharing suspect pairs",
     );
-    let suspects: Vec<Pair> = serde_json::from_slice(&suspects_bytes).unwrap_or_default();
+    let suspects: Vec<Pair> = serde_json::from_slice(&suspects_bytes).map_err(|_| WireError {
+        rank: 0,
+        what: "sharing suspect pairs".into(),
+    })?;
     let mut mine_retest = Vec::new();
     for &(a, b) in &suspects {
         if me == a || me == b {
@@ -302,12 +318,12 @@ pub fn run(
         }
         world.barrier("end of a retest");
     }
-    let retests = gather_measurements(world, &mine_retest, "gathering retest results");
+    let retests = gather_measurements(world, &mine_retest, "gathering retest results")?;
     Ok(first.zip(retests).map(|(measurements, retests)| {
         let v = verdict::decide(&measurements, &retests, cfg, world.hosts());
         PairwiseOutcome {
             config: cfg.clone(),
-            transport: t.name().to_string(),
+            transport: t.kind().as_str().to_string(),
             transport_details: t.details(),
             hosts: world.hosts().to_vec(),
             rounds: rounds.len(),

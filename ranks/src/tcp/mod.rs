@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::transport::{Op, OpKind, Transport, TransportError};
+use crate::transport::{Op, OpKind, Transport, TransportError, TransportKind};
 use crate::wire::{Hello, Record};
 
 use frame::{pad_for, HEADER};
@@ -76,8 +76,8 @@ impl TcpMesh {
 }
 
 impl Transport for TcpMesh {
-    fn name(&self) -> &'static str {
-        "tcp"
+    fn kind(&self) -> TransportKind {
+        TransportKind::Tcp
     }
     fn rank(&self) -> usize {
         self.rank

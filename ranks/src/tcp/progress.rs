@@ -310,7 +310,7 @@ impl TcpMesh {
             match poll(&mut fds, poll_timeout(left)) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
                 Err(e) => {
-                    return Err(TransportError::Setup(format!(
+                    return Err(TransportError::Local(format!(
                         "rank {} ({}): poll failed: {e}",
                         self.rank, self.hosts[self.rank]
                     )))

@@ -12,7 +12,7 @@ mod qp;
 use context::Ctx;
 pub use context::{Context, PortInfo};
 pub use cq::{Completion, CompletionQueue};
-pub use mr::{ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, WindowMemory};
+pub use mr::{ForeignRegion, MemoryRegion, Registered};
 use pd::Pd;
 pub use pd::{Access, ProtectionDomain};
 

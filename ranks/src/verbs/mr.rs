@@ -6,6 +6,7 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::*;
+use crate::transport::rdma::ForeignPath;
 
 impl ProtectionDomain {
     /// Register a new zeroed, page-aligned buffer of `len` bytes with `access`.
@@ -262,46 +263,6 @@ impl Registered for MemoryRegion {
     }
     fn host_visible(&self) -> bool {
         true
-    }
-}
-
-/// Memory outside this layer (GPU memory) that one-sided windows use instead of host buffers.
-pub trait WindowMemory: Send {
-    /// Register at least `len` bytes of this memory with `pd`, trying the best path first.
-    fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
-}
-
-/// Memory allocated outside this layer (a GPU buffer) that a transport registers in place for
-/// zero-copy transfers. The object keeps the memory allocated for as long as it lives, and the
-/// transport keeps it for as long as the registration lives.
-pub trait NicMemory: Send {
-    /// Bytes to register.
-    fn len(&self) -> usize;
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// Register all of this memory with `pd`, trying the best path first.
-    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError>;
-}
-
-/// How memory outside this layer was registered with the NIC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ForeignPath {
-    /// `ibv_reg_dmabuf_mr` on a dma-buf file descriptor exported by the GPU driver.
-    DmaBuf,
-    /// `ibv_reg_mr` on the device address, resolved by the nvidia-peermem kernel module.
-    PeerMem,
-    /// `ibv_reg_mr` on host memory standing in for GPU memory (tests only).
-    HostStandIn,
-}
-
-impl ForeignPath {
-    pub fn describe(self) -> &'static str {
-        match self {
-            ForeignPath::DmaBuf => "GPUDirect RDMA via dma-buf (ibv_reg_dmabuf_mr)",
-            ForeignPath::PeerMem => "GPUDirect RDMA via nvidia-peermem (ibv_reg_mr on device memory)",
-            ForeignPath::HostStandIn => "direct RDMA on host memory standing in for a GPU (tests only)",
-        }
     }
 }
 

@@ -13,7 +13,8 @@ use std::time::Instant;
 use super::perftest::TestLink;
 use super::{decode, idle_wait, wr_id, VerbsMesh, WrKind};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
-use crate::verbs::{Access, Completion, ForeignPath, ForeignRegion, MemoryRegion, NicMemory, Registered, SendOp};
+use crate::transport::{ForeignPath, NicMemory};
+use crate::verbs::{Access, Completion, ForeignRegion, MemoryRegion, Registered, SendOp};
 use crate::wire::ClearToSend;
 
 /// Work requests in flight on one pair's data queue pair, and receives kept posted on it: the

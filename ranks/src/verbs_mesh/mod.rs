@@ -23,11 +23,12 @@ use std::time::Instant;
 
 use crate::devices::{self, Choice, GidSummary};
 use crate::transport::{
-    Capabilities, DirectOp, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, RegionId, Transport, TransportError,
+    DirectOp, ForeignPath, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Rdma, RegionId, Transport,
+    TransportError, TransportKind, WindowMemory,
 };
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, ForeignPath, ForeignRegion, Init, MemoryRegion, NicMemory,
-    ProtectionDomain, QueuePair, Registered, Rts, SendOp, VerbsError, WindowMemory,
+    Access, Completion, CompletionQueue, Context, Endpoint, ForeignRegion, Init, MemoryRegion, ProtectionDomain,
+    QueuePair, Registered, Rts, SendOp, VerbsError,
 };
 use crate::World;
 
@@ -126,6 +127,8 @@ impl VerbsMesh {
         }
     }
 
+    /// A verbs failure as a transport error: a failed completion of a peer's traffic is that peer
+    /// gone; any other verbs failure is this rank's own device.
     fn verbs_err(&self, e: VerbsError) -> TransportError {
         match e {
             VerbsError::Completion {
@@ -138,9 +141,13 @@ impl VerbsMesh {
                 if peer < self.size && peer != self.rank {
                     return self.fail(peer, format!("RDMA completion {status}{hint}"));
                 }
+                TransportError::Local(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank]))
+            }
+            // Memory that cannot be registered (GPU memory without a GPUDirect path) is setup.
+            VerbsError::Window(_) => {
                 TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank]))
             }
-            e => TransportError::Setup(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank])),
+            e => TransportError::Local(format!("rank {} ({}): {e}", self.rank, self.hosts[self.rank])),
         }
     }
 
@@ -170,8 +177,8 @@ fn idle_wait(idle: u32, patient: bool) {
 }
 
 impl Transport for VerbsMesh {
-    fn name(&self) -> &'static str {
-        "verbs"
+    fn kind(&self) -> TransportKind {
+        TransportKind::Verbs
     }
     fn rank(&self) -> usize {
         self.rank
@@ -183,14 +190,20 @@ impl Transport for VerbsMesh {
         &self.hosts[rank]
     }
 
-    fn capabilities(&self) -> Capabilities {
-        Capabilities {
-            write: true,
-            read: true,
-            send: true,
-        }
+    fn details(&self) -> Vec<(String, String)> {
+        self.details_list()
     }
 
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_ops(ops, deadline)
+    }
+
+    fn rdma(&mut self) -> Option<&mut dyn Rdma> {
+        Some(self)
+    }
+}
+
+impl Rdma for VerbsMesh {
     fn one_sided(
         &mut self,
         peer: usize,
@@ -218,17 +231,8 @@ impl Transport for VerbsMesh {
         result
     }
 
-    fn details(&self) -> Vec<(String, String)> {
-        self.details_list()
-    }
-
-    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
-        self.exchange_ops(ops, deadline)
-    }
-
-    fn use_send_opcode(&mut self, on: bool) -> bool {
+    fn use_send_opcode(&mut self, on: bool) {
         self.use_send = on;
-        true
     }
 
     fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {

@@ -1,0 +1,162 @@
+//! The operations every transport offers, and their errors.
+//!
+//! Collectives and pairwise tests are written against [`Transport`]: a batch of two-sided operations
+//! (send a buffer to a peer, receive a buffer from a peer) is posted and progressed concurrently
+//! until all complete or a deadline passes. Sends and receives between one pair of ranks match in
+//! the order they are posted, across batches, and the lengths must agree. What only RDMA can do
+//! (one-sided windows, zero-copy transfers between registered GPU memory, perftest's test links)
+//! is the [`Rdma`] extension, reached through [`Transport::rdma`].
+
+pub mod rdma;
+
+pub use rdma::{
+    DirectKind, DirectOp, ForeignPath, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma, RegionId, Span,
+    WindowMemory,
+};
+
+use std::time::{Duration, Instant};
+
+/// What one operation does.
+pub enum OpKind<'a> {
+    Send(&'a [u8]),
+    Recv(&'a mut [u8]),
+}
+
+/// One operation of a batch, with the time it completed once it has.
+pub struct Op<'a> {
+    pub peer: usize,
+    pub kind: OpKind<'a>,
+    pub done_at: Option<Instant>,
+}
+
+impl<'a> Op<'a> {
+    pub fn send(peer: usize, buf: &'a [u8]) -> Self {
+        Op {
+            peer,
+            kind: OpKind::Send(buf),
+            done_at: None,
+        }
+    }
+    pub fn recv(peer: usize, buf: &'a mut [u8]) -> Self {
+        Op {
+            peer,
+            kind: OpKind::Recv(buf),
+            done_at: None,
+        }
+    }
+    pub fn len(&self) -> usize {
+        match &self.kind {
+            OpKind::Send(b) => b.len(),
+            OpKind::Recv(b) => b.len(),
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A failure of a transport operation. Every variant names both ends.
+#[derive(Debug, thiserror::Error)]
+pub enum TransportError {
+    #[error("rank {rank} ({host}): timed out after {waited:.1?} waiting for rank {peer} ({peer_host}): {what}")]
+    Timeout {
+        rank: usize,
+        host: String,
+        peer: usize,
+        peer_host: String,
+        waited: Duration,
+        what: String,
+    },
+    #[error("rank {rank} ({host}): rank {peer} ({peer_host}) closed the connection ({what}); did that rank die?")]
+    PeerClosed {
+        rank: usize,
+        host: String,
+        peer: usize,
+        peer_host: String,
+        what: String,
+    },
+    #[error("rank {rank} ({host}): message from rank {peer} ({peer_host}) is {got} bytes where {expected} were posted; are both ranks running the same command?")]
+    LengthMismatch {
+        rank: usize,
+        host: String,
+        peer: usize,
+        peer_host: String,
+        expected: usize,
+        got: u64,
+    },
+    #[error("rank {rank} ({host}): {what} with rank {peer} ({peer_host}): {source}")]
+    Io {
+        rank: usize,
+        host: String,
+        peer: usize,
+        peer_host: String,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("rank {rank}: peer {peer} is not a rank of this job (size {size}) or is this rank itself")]
+    BadPeer { rank: usize, peer: usize, size: usize },
+    /// The ranks or the flags ask for something this transport or setup cannot do.
+    #[error("{0}")]
+    Setup(String),
+    /// A fault of this rank's own device or operating system (a NIC operation that failed
+    /// locally), not of a peer; the message names the rank and host.
+    #[error("{0}")]
+    Local(String),
+}
+
+/// Which transport carries the mesh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportKind {
+    Tcp,
+    Verbs,
+}
+
+impl TransportKind {
+    /// The name in reports and messages: `tcp`, `verbs`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TransportKind::Tcp => "tcp",
+            TransportKind::Verbs => "verbs",
+        }
+    }
+    /// Whether transports of this kind have the [`Rdma`] extension.
+    pub fn has_rdma(self) -> bool {
+        self == TransportKind::Verbs
+    }
+}
+
+impl std::fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An all-to-all set of connections of one rank to every other rank of the job.
+pub trait Transport {
+    fn kind(&self) -> TransportKind;
+    fn rank(&self) -> usize;
+    fn size(&self) -> usize;
+    /// Host name of a rank, for reports and error messages.
+    fn host_of(&self, rank: usize) -> &str;
+    /// Facts for report headers, in perftest's words (`Device`, `Mtu`, `Link type`, ...).
+    fn details(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+    /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
+    /// once `deadline` has passed, naming the peer that stalled.
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError>;
+    /// What only RDMA can do; None for transports without it (TCP).
+    fn rdma(&mut self) -> Option<&mut dyn Rdma> {
+        None
+    }
+}
+
+impl dyn Transport + '_ {
+    /// The RDMA extension, or an error saying this transport `cannot` (what it lacks, and the fix).
+    pub fn require_rdma(&mut self, cannot: &str) -> Result<&mut dyn Rdma, TransportError> {
+        let kind = self.kind();
+        self.rdma()
+            .ok_or_else(|| TransportError::Setup(format!("the {kind} transport {cannot}")))
+    }
+}

@@ -1,0 +1,180 @@
+//! The RDMA extension of a transport: one-sided windows (perftest's write and read tests), SEND
+//! between registered windows on queue pairs of their own, and zero-copy transfers between
+//! memory registered in place (GPUDirect RDMA), with the memory types those take.
+
+use std::time::Instant;
+
+use super::TransportError;
+
+use crate::verbs::{Access, ForeignRegion, ProtectionDomain, VerbsError};
+
+/// A region of memory registered with a transport for zero-copy transfers
+/// ([`Transport::register_region`]).
+pub type RegionId = usize;
+
+/// `len` bytes at `off` of a registered region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub region: RegionId,
+    pub off: usize,
+    pub len: usize,
+}
+
+impl Span {
+    pub fn new(region: RegionId, off: usize, len: usize) -> Span {
+        Span { region, off, len }
+    }
+}
+
+/// What one zero-copy operation does: send from, or receive into, registered memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DirectKind {
+    Send(Span),
+    Recv(Span),
+}
+
+/// One operation of a zero-copy batch ([`Transport::exchange_direct`]): the same matching rules
+/// as [`Op`] (in post order per pair of ranks, lengths must agree), with the data moved by the
+/// NIC between registered regions and never touched by the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DirectOp {
+    pub peer: usize,
+    pub kind: DirectKind,
+    pub done_at: Option<Instant>,
+}
+
+impl DirectOp {
+    pub fn send(peer: usize, span: Span) -> Self {
+        DirectOp {
+            peer,
+            kind: DirectKind::Send(span),
+            done_at: None,
+        }
+    }
+    pub fn recv(peer: usize, span: Span) -> Self {
+        DirectOp {
+            peer,
+            kind: DirectKind::Recv(span),
+            done_at: None,
+        }
+    }
+    pub fn span(&self) -> Span {
+        match self.kind {
+            DirectKind::Send(s) | DirectKind::Recv(s) => s,
+        }
+    }
+}
+
+/// A one-sided operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSidedOp {
+    Write,
+    Read,
+    /// Two-sided, but measured like the one-sided operations: SENDs from the initiator's window
+    /// into receives the peer posts in its window, on a queue pair of their own (as ib_send_bw),
+    /// so no copy and no credit traffic of the mesh's own messages is timed.
+    Send,
+}
+
+/// This rank's part in a one-sided measurement with one peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OneSidedRole {
+    /// Post `count` operations of `bytes` into (or from) the peer's window, at most `window` at once.
+    Initiator { op: OneSidedOp, count: u64, window: usize },
+    /// Expose a window of `bytes` and wait until the initiator is done (write and read).
+    Target,
+    /// The peer of a [`OneSidedOp::Send`] initiator: receive `count` messages of `bytes` into a
+    /// window, keeping up to `window` receives posted.
+    Receiver { count: u64, window: usize },
+    /// Both at once (perftest's -b): each side exposes a window and posts `count` operations into
+    /// the other's; each returns its own completions.
+    Both { op: OneSidedOp, count: u64, window: usize },
+    /// RDMA write ping-pong, as ib_write_lat: the leader writes `bytes` into the peer's window, the
+    /// peer sees the last byte change and writes back; `count` round trips. The leader returns
+    /// each round trip's seconds in `round_trips`.
+    PingPong { count: u64, leader: bool },
+    /// SEND ping-pong, as ib_send_lat: the leader sends `bytes`, the peer's receive completes and
+    /// it sends back; `count` round trips, each returned in `round_trips` (leader only).
+    SendPingPong { count: u64, leader: bool },
+}
+
+/// What the initiator saw: completion times in seconds since the first post.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OneSidedResult {
+    pub completions: Vec<f64>,
+    /// Ping-pong round trips, seconds (leader only).
+    pub round_trips: Vec<f64>,
+}
+
+/// Memory outside the verbs layer (GPU memory) that one-sided windows use instead of host buffers.
+pub trait WindowMemory: Send {
+    /// Register at least `len` bytes of this memory with `pd`, trying the best path first.
+    fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// Memory allocated outside the verbs layer (a GPU buffer) that a transport registers in place for
+/// zero-copy transfers. The object keeps the memory allocated for as long as it lives, and the
+/// transport keeps it for as long as the registration lives.
+pub trait NicMemory: Send {
+    /// Bytes to register.
+    fn len(&self) -> usize;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Register all of this memory with `pd`, trying the best path first.
+    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError>;
+}
+
+/// How memory outside the verbs layer was registered with the NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForeignPath {
+    /// `ibv_reg_dmabuf_mr` on a dma-buf file descriptor exported by the GPU driver.
+    DmaBuf,
+    /// `ibv_reg_mr` on the device address, resolved by the nvidia-peermem kernel module.
+    PeerMem,
+    /// `ibv_reg_mr` on host memory standing in for GPU memory (tests only).
+    HostStandIn,
+}
+
+impl ForeignPath {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForeignPath::DmaBuf => "GPUDirect RDMA via dma-buf (ibv_reg_dmabuf_mr)",
+            ForeignPath::PeerMem => "GPUDirect RDMA via nvidia-peermem (ibv_reg_mr on device memory)",
+            ForeignPath::HostStandIn => "direct RDMA on host memory standing in for a GPU (tests only)",
+        }
+    }
+}
+
+/// What a transport with RDMA offers beyond two-sided messages (see [`super::Transport::rdma`]).
+pub trait Rdma {
+    /// One-sided RDMA write or read (or a SEND test) with `peer` (see [`OneSidedRole`]).
+    fn one_sided(
+        &mut self,
+        peer: usize,
+        bytes: usize,
+        role: OneSidedRole,
+        deadline: Instant,
+    ) -> Result<OneSidedResult, TransportError>;
+
+    /// Make one-sided windows live in `mem` (GPU memory for `--use-cuda`) instead of host memory.
+    /// Registers a probe window at once, so an unusable path fails here, and says which path works.
+    fn use_window_memory(&mut self, mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError>;
+
+    /// Register `mem` (a GPU buffer) in place for [`Rdma::exchange_direct`]; the transport keeps
+    /// `mem`, and with it the memory, until [`Rdma::release_region`]. Returns the region and how it
+    /// was registered.
+    fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError>;
+
+    /// Deregister a region (no-op for an unknown id).
+    fn release_region(&mut self, region: RegionId);
+
+    /// Progress zero-copy `ops` between registered regions until all complete, or fail once
+    /// `deadline` has passed, naming the peer that stalled. Two ranks' first zero-copy batch with
+    /// each other must list each other on both sides (it connects them).
+    fn exchange_direct(&mut self, ops: &mut [DirectOp], deadline: Instant) -> Result<(), TransportError>;
+
+    /// Carry two-sided messages with the verbs SEND opcode (what perftest's ib_send_bw measures)
+    /// instead of RDMA WRITE-with-immediate.
+    fn use_send_opcode(&mut self, on: bool);
+}
