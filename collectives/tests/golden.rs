@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use collectives::coll::harness::{CollConfig, Placement, Row, Step, TimeAverage};
-use collectives::coll::report::{self, DeviceInfo};
+use collectives::coll::report::{self, DeviceInfo, Exporter};
 use collectives::dtype::{DataType, RedOp};
 use collectives::pairwise::report::{csv, heatmap, json, text};
 use collectives::pairwise::PairwiseOutcome;
@@ -198,4 +198,51 @@ fn collective_reports_match_their_golden_files() {
         .collect();
     failures.extend(check("all_reduce-4ranks.J.json", doc.as_bytes()));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // The exporters render the same bytes from a CollRun as the pieces above.
+    let notes = vec!["MPI has no bfloat16 type: no baseline for it".to_string()];
+    let run = |baseline| report::CollRun {
+        cfg: &cfg,
+        name: "all_reduce",
+        args: &args,
+        devices: &devices,
+        rows: &rows,
+        baseline,
+        start_time: "2026-11-30 17:00:00",
+    };
+    let text = report::Text.render(&run(None));
+    let meshrun_part = s.len()
+        - (report::table_header().len()
+            + base.iter().map(|r| report::row_line(r).len()).sum::<usize>()
+            + report::footer(&base).len());
+    assert_eq!(String::from_utf8(text).unwrap(), s[..meshrun_part]);
+    let with_baseline = run(Some(report::BaselineRun {
+        implementation: "mpi",
+        library: "Open MPI v4.1.4",
+        rows: &base,
+        notes: &notes,
+    }));
+    let text = String::from_utf8(report::Text.render(&with_baseline)).unwrap();
+    assert!(text.starts_with(&s[..meshrun_part]));
+    assert!(text[meshrun_part..].starts_with(
+        "# Baseline: the MPI library's own all_reduce (Open MPI v4.1.4) in the same harness, out-of-place only, each size run right after meshrun's\n#\n"
+    ));
+    assert!(text.ends_with(&format!("# {}\n{}", notes[0], report::footer(&base))));
+    let json = report::Json.render(&with_baseline);
+    let direct = report::json_report(
+        &cfg,
+        "all_reduce",
+        &args,
+        &devices,
+        &rows,
+        Some(("mpi", &base)),
+        "2026-11-30 17:00:00",
+    );
+    let strip = |b: &[u8]| -> String {
+        String::from_utf8_lossy(b)
+            .lines()
+            .filter(|l| !l.contains("end_time"))
+            .collect()
+    };
+    assert_eq!(strip(&json), strip(&direct));
 }

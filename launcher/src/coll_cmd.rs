@@ -1,11 +1,10 @@
 //! The collective subcommands (`meshrun all_reduce ...`) on each rank.
 
-use std::io::Write;
 use std::time::Duration;
 
 use collectives::coll;
 use collectives::coll::harness::{self, Baseline, CollConfig, Step, TimeAverage};
-use collectives::coll::report::{self, DeviceInfo};
+use collectives::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Exporter, Json};
 use collectives::dtype::{DataType, RedOp};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
@@ -254,25 +253,8 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         let start = report::now_string();
         let devs = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
         let root = world.rank() == 0;
-        let mut out = std::io::stdout();
-        if root {
-            let mut s = report::header(&cfg);
-            for d in &devs {
-                s.push_str(&report::device_line(
-                    d.rank, d.pid, &d.host, d.device, &d.bus_id, &d.name,
-                ));
-            }
-            s.push_str(&report::table_header());
-            let _ = out.write_all(s.as_bytes());
-            let _ = out.flush();
-        }
-        let print_row = |r: &harness::Row| {
-            if root {
-                let mut o = std::io::stdout();
-                let _ = o.write_all(report::row_line(r).as_bytes());
-                let _ = o.flush();
-            }
-        };
+        let stream = report::Stream { on: root };
+        stream.preamble(&cfg, &devs);
         let sweep = harness::run(
             world,
             t,
@@ -280,61 +262,51 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             &cfg,
             fault,
             gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
-            print_row,
+            |r: &harness::Row| stream.row(r),
         )
         .map_err(|e| coll_failure(world, e))?;
-        let rows = sweep.rows;
-        if root {
-            let _ = out.write_all(report::footer(&rows).as_bytes());
+        stream.footer(&sweep.rows);
+        let library = sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
+        let run = CollRun {
+            cfg: &cfg,
+            name: coll.name(),
+            args: &args,
+            devices: &devs,
+            rows: &sweep.rows,
+            baseline: sweep.baseline.as_ref().map(|(rows, notes)| BaselineRun {
+                implementation: "mpi",
+                library: &library,
+                rows,
+                notes,
+            }),
+            start_time: &start,
+        };
+        if let Some(b) = &run.baseline {
+            stream.baseline(run.name, b);
         }
-        let mut baseline_rows = None;
-        if let Some((b, notes)) = sweep.baseline {
-            if root {
-                let lib = mpi::environment::library_version().unwrap_or_default();
-                let lib = lib.replace('\0', "");
-                let lib = lib.lines().next().unwrap_or("unknown MPI").trim().to_string();
-                let _ = writeln!(
-                    out,
-                    "# Baseline: the MPI library's own {} ({lib}) in the same harness, out-of-place only, each size run right after meshrun's",
-                    coll.name()
-                );
-                let _ = out.write_all(report::table_header().as_bytes());
-                for r in &b {
-                    let _ = out.write_all(report::row_line(r).as_bytes());
-                }
-                for n in notes {
-                    let _ = writeln!(out, "# {n}");
-                }
-                let _ = out.write_all(report::footer(&b).as_bytes());
-            }
-            baseline_rows = Some(b);
-        }
-        let mut code = if harness::total_wrong(&rows) > 0 {
+        let mut code = if harness::total_wrong(run.rows) > 0 {
             Status::FoundProblem.code()
         } else {
             0
         };
         if root {
             if let Some(p) = &a.json {
-                let doc = report::json_report(
-                    &cfg,
-                    coll.name(),
-                    &args,
-                    &devs,
-                    &rows,
-                    baseline_rows.as_deref().map(|b| ("mpi", b)),
-                    &start,
-                );
-                if let Err(e) = output::write_atomic(p, &doc, a.force) {
+                if let Err(e) = output::write_atomic(p, &Json.render(&run), a.force) {
                     eprintln!("meshrun: {e}");
                     code = Status::Usage.code();
                 }
             }
         }
-        let _ = out.flush();
         let shared = world.broadcast_vec(&[code as u8], "sharing the exit status");
         Ok(i32::from(shared.first().copied().unwrap_or(0)))
     })
+}
+
+/// The MPI library's version line, for the baseline's title.
+fn mpi_library() -> String {
+    let lib = mpi::environment::library_version().unwrap_or_default();
+    let lib = lib.replace('\0', "");
+    lib.lines().next().unwrap_or("unknown MPI").trim().to_string()
 }
 
 /// Transport errors name their rank, host and peer already; a GPU error (a failed or stalled

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use collectives::output;
 use collectives::pairwise::measure::Amount;
-use collectives::pairwise::report::{csv, heatmap, json, text};
+use collectives::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
 use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
 use collectives::progress::Progress;
 
@@ -135,19 +135,27 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs
     Ok(())
 }
 
-fn outputs(a: &PairwiseArgs) -> Vec<PathBuf> {
-    [&a.json, &a.csv, &a.heatmap].into_iter().flatten().cloned().collect()
+/// An output file and the exporter of its format.
+type OutputFile = (PathBuf, Box<dyn Exporter>);
+
+/// The output files asked for, each with the exporter of its format.
+fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
+    let mut v: Vec<OutputFile> = Vec::new();
+    if let Some(p) = &a.json {
+        v.push((p.clone(), Box::new(Json)));
+    }
+    if let Some(p) = &a.csv {
+        v.push((p.clone(), Box::new(Csv)));
+    }
+    if let Some(p) = &a.heatmap {
+        v.push((p.clone(), Box::new(Heatmap::for_path(p)?)));
+    }
+    Ok(v)
 }
 
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
-    if let Some(h) = &a.heatmap {
-        let ext = h.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase);
-        if !matches!(ext.as_deref(), Some("png" | "svg")) {
-            return Err(format!("--heatmap {}: expected a .png or .svg file name", h.display()));
-        }
-    }
-    for p in outputs(a) {
+    for (p, _) in outputs(a)? {
         output::check_writable(&p, a.force).map_err(|e| e.to_string())?;
     }
     Ok(())
@@ -208,24 +216,15 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         let mut code = 0u8;
         if let Some(o) = outcome {
             print!("{}", text::render(&o));
-            let write = |p: &PathBuf, data: Result<Vec<u8>, String>| match data {
-                Ok(bytes) => output::write_atomic(p, &bytes, a.force)
-                    .map_err(|e| eprintln!("meshrun: {e}"))
-                    .is_ok(),
-                Err(e) => {
-                    eprintln!("meshrun: {e}");
-                    false
-                }
-            };
             let mut files_ok = true;
-            if let Some(p) = &a.json {
-                files_ok &= write(p, Ok(json::render(&o)));
-            }
-            if let Some(p) = &a.csv {
-                files_ok &= write(p, Ok(csv::render(&o).into_bytes()));
-            }
-            if let Some(p) = &a.heatmap {
-                files_ok &= write(p, heatmap::render(&o, p));
+            for (p, exporter) in outputs(&a).unwrap_or_default() {
+                let written = exporter
+                    .render(&o)
+                    .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
+                if let Err(e) = written {
+                    eprintln!("meshrun: {e}");
+                    files_ok = false;
+                }
             }
             code = if !files_ok {
                 Status::Usage.code() as u8

@@ -4,34 +4,24 @@
 use ranks::Transport;
 
 use super::device::{self, DevBufs, DeviceRun};
-use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct AllGather;
 
+const DESCRIPTION: Description = Description {
+    name: "all_gather",
+    layout: Layout::Gather,
+    bus: BusFactor::PerPeer,
+    reduces: false,
+    rooted: false,
+    mpi: super::mpi_baseline::all_gather,
+};
+
 impl Collective for AllGather {
-    fn name(&self) -> &'static str {
-        "all_gather"
-    }
-    fn counts(&self, count: usize, n: usize, rank: usize) -> Counts {
-        let per = count / n;
-        Counts {
-            send: per,
-            recv: per * n,
-            param: per,
-            send_inplace_offset: rank * per,
-            recv_inplace_offset: 0,
-        }
-    }
-    fn bus_factor(&self, n: usize) -> f64 {
-        (n as f64 - 1.0) / n as f64
-    }
-    fn reduces(&self) -> bool {
-        false
-    }
-    fn rooted(&self) -> bool {
-        false
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
@@ -65,14 +55,5 @@ impl Collective for AllGather {
             DevBufs::InPlace { buf } => buf,
         };
         device::ring_all_gather(t, ctx, dr, buf, &|c| c * block..(c + 1) * block)
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::all_gather(comm, ctx, send, recv)
     }
 }

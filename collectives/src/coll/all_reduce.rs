@@ -7,33 +7,24 @@
 use ranks::Transport;
 
 use super::device::{self, DevBufs, DeviceRun};
-use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct AllReduce;
 
+const DESCRIPTION: Description = Description {
+    name: "all_reduce",
+    layout: Layout::Whole,
+    bus: BusFactor::AllReduce,
+    reduces: true,
+    rooted: false,
+    mpi: super::mpi_baseline::all_reduce,
+};
+
 impl Collective for AllReduce {
-    fn name(&self) -> &'static str {
-        "all_reduce"
-    }
-    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
-        Counts {
-            send: count,
-            recv: count,
-            param: count,
-            send_inplace_offset: 0,
-            recv_inplace_offset: 0,
-        }
-    }
-    fn bus_factor(&self, n: usize) -> f64 {
-        2.0 * (n as f64 - 1.0) / n as f64
-    }
-    fn reduces(&self) -> bool {
-        true
-    }
-    fn rooted(&self) -> bool {
-        false
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         reduce::fill(ctx.dtype, send, |i| {
@@ -95,14 +86,5 @@ impl Collective for AllReduce {
         };
         dr.gpu.finalize(ctx.dtype, ctx.op, buf, bounds(ctx.rank), n)?;
         device::ring_all_gather(t, ctx, dr, buf, &bounds)
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::all_reduce(comm, ctx, send, recv)
     }
 }

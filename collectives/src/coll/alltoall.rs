@@ -6,7 +6,7 @@ use std::time::Instant;
 use ranks::{Op, Transport};
 
 use super::device::{DevBufs, DeviceRun, Xfer};
-use super::{data, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
@@ -30,28 +30,18 @@ fn exchange_blocks(t: &mut dyn Transport, ctx: &Ctx, send: &[u8], recv: &mut [u8
     Ok(())
 }
 
+const DESCRIPTION: Description = Description {
+    name: "alltoall",
+    layout: Layout::AllToAll,
+    bus: BusFactor::PerPeer,
+    reduces: false,
+    rooted: false,
+    mpi: super::mpi_baseline::alltoall,
+};
+
 impl Collective for AllToAll {
-    fn name(&self) -> &'static str {
-        "alltoall"
-    }
-    fn counts(&self, count: usize, n: usize, _rank: usize) -> Counts {
-        let per = count / n;
-        Counts {
-            send: per * n,
-            recv: per * n,
-            param: per,
-            send_inplace_offset: 0,
-            recv_inplace_offset: 0,
-        }
-    }
-    fn bus_factor(&self, n: usize) -> f64 {
-        (n as f64 - 1.0) / n as f64
-    }
-    fn reduces(&self) -> bool {
-        false
-    }
-    fn rooted(&self) -> bool {
-        false
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         let per = ctx.counts.param.max(1);
@@ -106,14 +96,5 @@ impl Collective for AllToAll {
             len: block,
         }));
         dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::alltoall(comm, ctx, send, recv)
     }
 }

@@ -6,33 +6,24 @@ use std::time::Instant;
 use ranks::{Op, Transport};
 
 use super::device::{DevBufs, DeviceRun, Xfer};
-use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct Broadcast;
 
+const DESCRIPTION: Description = Description {
+    name: "broadcast",
+    layout: Layout::Whole,
+    bus: BusFactor::One,
+    reduces: false,
+    rooted: true,
+    mpi: super::mpi_baseline::broadcast,
+};
+
 impl Collective for Broadcast {
-    fn name(&self) -> &'static str {
-        "broadcast"
-    }
-    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
-        Counts {
-            send: count,
-            recv: count,
-            param: count,
-            send_inplace_offset: 0,
-            recv_inplace_offset: 0,
-        }
-    }
-    fn bus_factor(&self, _n: usize) -> f64 {
-        1.0
-    }
-    fn reduces(&self) -> bool {
-        false
-    }
-    fn rooted(&self) -> bool {
-        true
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
@@ -112,14 +103,5 @@ impl Collective for Broadcast {
             }
         }
         Ok(())
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::broadcast(comm, ctx, send, recv)
     }
 }

@@ -74,17 +74,84 @@ pub enum CollError {
     Gpu(#[from] crate::gpu::GpuError),
 }
 
-/// What each collective's file provides.
-pub trait Collective: Sync {
+/// How a collective's buffers follow from the element count of a test size, as nccl-tests'
+/// `getCollByteCount` defines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Send and receive `count` elements (all_reduce, broadcast, reduce, sendrecv).
+    Whole,
+    /// Each rank sends `count / n`, everyone receives all `n` blocks; in place, a rank's data sits
+    /// at its own block (all_gather).
+    Gather,
+    /// Each rank sends `n` blocks of `count / n` and receives one; in place, the result lands at
+    /// its own block (reduce_scatter).
+    Scatter,
+    /// `n` blocks of `count / n` each way (alltoall).
+    AllToAll,
+}
+
+impl Layout {
+    pub fn counts(self, count: usize, n: usize, rank: usize) -> Counts {
+        let per = count / n.max(1);
+        let (send, recv, param, send_inplace_offset, recv_inplace_offset) = match self {
+            Layout::Whole => (count, count, count, 0, 0),
+            Layout::Gather => (per, per * n, per, rank * per, 0),
+            Layout::Scatter => (per * n, per, per, 0, rank * per),
+            Layout::AllToAll => (per * n, per * n, per, 0, 0),
+        };
+        Counts {
+            send,
+            recv,
+            param,
+            send_inplace_offset,
+            recv_inplace_offset,
+        }
+    }
+}
+
+/// busbw = algbw x this factor, nccl-tests' definitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BusFactor {
+    /// 2(n-1)/n: all_reduce.
+    AllReduce,
+    /// (n-1)/n: all_gather, reduce_scatter, alltoall.
+    PerPeer,
+    /// 1: broadcast, reduce, sendrecv.
+    One,
+}
+
+impl BusFactor {
+    pub fn of(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            BusFactor::AllReduce => 2.0 * (n - 1.0) / n,
+            BusFactor::PerPeer => (n - 1.0) / n,
+            BusFactor::One => 1.0,
+        }
+    }
+}
+
+/// The MPI library's own collective on the same buffers (out of place), for `--baseline mpi`.
+pub type MpiCollective = fn(&mpi::topology::SimpleCommunicator, &Ctx, &[u8], &mut [u8]) -> Result<(), String>;
+
+/// What a collective is, as data: everything the harness and the reports need besides its
+/// algorithm and data.
+#[derive(Debug, Clone, Copy)]
+pub struct Description {
     /// The name in messages and JSON: `all_reduce`.
-    fn name(&self) -> &'static str;
-    fn counts(&self, count: usize, nranks: usize, rank: usize) -> Counts;
-    /// busbw = algbw x this.
-    fn bus_factor(&self, nranks: usize) -> f64;
+    pub name: &'static str,
+    pub layout: Layout,
+    pub bus: BusFactor,
     /// Whether the `redop` column shows the operation (else `none`).
-    fn reduces(&self) -> bool;
+    pub reduces: bool,
     /// Whether the `root` column shows the root (else -1).
-    fn rooted(&self) -> bool;
+    pub rooted: bool,
+    pub mpi: MpiCollective,
+}
+
+/// What each collective's file provides: its description, its data, and its algorithm.
+pub trait Collective: Sync {
+    fn description(&self) -> &'static Description;
     /// Fill this rank's send data (`counts.send` elements).
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError>;
     /// Fill what this rank's receive buffer must hold afterwards (`counts.recv` elements); false
@@ -100,14 +167,33 @@ pub trait Collective: Sync {
         dr: &mut device::DeviceRun,
         bufs: device::DevBufs,
     ) -> Result<(), CollError>;
-    /// Run the MPI library's own collective on the same buffers (out of place), for `--baseline mpi`.
-    fn run_mpi(
+}
+
+impl dyn Collective + '_ {
+    pub fn name(&self) -> &'static str {
+        self.description().name
+    }
+    pub fn counts(&self, count: usize, nranks: usize, rank: usize) -> Counts {
+        self.description().layout.counts(count, nranks, rank)
+    }
+    pub fn bus_factor(&self, nranks: usize) -> f64 {
+        self.description().bus.of(nranks)
+    }
+    pub fn reduces(&self) -> bool {
+        self.description().reduces
+    }
+    pub fn rooted(&self) -> bool {
+        self.description().rooted
+    }
+    pub fn run_mpi(
         &self,
         comm: &mpi::topology::SimpleCommunicator,
         ctx: &Ctx,
         send: &[u8],
         recv: &mut [u8],
-    ) -> Result<(), String>;
+    ) -> Result<(), String> {
+        (self.description().mpi)(comm, ctx, send, recv)
+    }
 }
 
 /// All collectives by name (also accepting nccl-tests' program names, `all_reduce_perf`).

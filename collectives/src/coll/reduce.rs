@@ -7,33 +7,24 @@ use std::time::Instant;
 use ranks::{Op, Transport};
 
 use super::device::{DevBufs, DeviceRun, Xfer};
-use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self as kernels, LayoutError};
 
 pub struct Reduce;
 
+const DESCRIPTION: Description = Description {
+    name: "reduce",
+    layout: Layout::Whole,
+    bus: BusFactor::One,
+    reduces: true,
+    rooted: true,
+    mpi: super::mpi_baseline::reduce,
+};
+
 impl Collective for Reduce {
-    fn name(&self) -> &'static str {
-        "reduce"
-    }
-    fn counts(&self, count: usize, _n: usize, _rank: usize) -> Counts {
-        Counts {
-            send: count,
-            recv: count,
-            param: count,
-            send_inplace_offset: 0,
-            recv_inplace_offset: 0,
-        }
-    }
-    fn bus_factor(&self, _n: usize) -> f64 {
-        1.0
-    }
-    fn reduces(&self) -> bool {
-        true
-    }
-    fn rooted(&self) -> bool {
-        true
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         kernels::fill(ctx.dtype, send, |i| {
@@ -139,14 +130,5 @@ impl Collective for Reduce {
             dr.gpu.finalize(ctx.dtype, ctx.op, buf, 0..len, n)?;
         }
         Ok(())
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::reduce(comm, ctx, send, recv)
     }
 }

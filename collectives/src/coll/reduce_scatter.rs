@@ -4,34 +4,24 @@
 use ranks::Transport;
 
 use super::device::{self, DevBufs, DeviceRun};
-use super::{data, ring, Bufs, CollError, Collective, Counts, Ctx};
+use super::{data, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
 pub struct ReduceScatter;
 
+const DESCRIPTION: Description = Description {
+    name: "reduce_scatter",
+    layout: Layout::Scatter,
+    bus: BusFactor::PerPeer,
+    reduces: true,
+    rooted: false,
+    mpi: super::mpi_baseline::reduce_scatter,
+};
+
 impl Collective for ReduceScatter {
-    fn name(&self) -> &'static str {
-        "reduce_scatter"
-    }
-    fn counts(&self, count: usize, n: usize, rank: usize) -> Counts {
-        let per = count / n;
-        Counts {
-            send: per * n,
-            recv: per,
-            param: per,
-            send_inplace_offset: 0,
-            recv_inplace_offset: rank * per,
-        }
-    }
-    fn bus_factor(&self, n: usize) -> f64 {
-        (n as f64 - 1.0) / n as f64
-    }
-    fn reduces(&self) -> bool {
-        true
-    }
-    fn rooted(&self) -> bool {
-        false
+    fn description(&self) -> &'static Description {
+        &DESCRIPTION
     }
     fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
         reduce::fill(ctx.dtype, send, |i| {
@@ -77,14 +67,5 @@ impl Collective for ReduceScatter {
             }
         }
         Ok(())
-    }
-    fn run_mpi(
-        &self,
-        comm: &mpi::topology::SimpleCommunicator,
-        ctx: &Ctx,
-        send: &[u8],
-        recv: &mut [u8],
-    ) -> Result<(), String> {
-        super::mpi_baseline::reduce_scatter(comm, ctx, send, recv)
     }
 }

@@ -23,3 +23,12 @@ pub fn render(o: &PairwiseOutcome) -> String {
     }
     s
 }
+
+/// `--csv FILE`.
+pub struct Csv;
+
+impl super::Exporter for Csv {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+        Ok(render(o).into_bytes())
+    }
+}

@@ -226,21 +226,45 @@ pub fn png(o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// `--heatmap FILE`: PNG or SVG, by the file's extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Heatmap {
+    Png,
+    Svg,
+}
+
+impl Heatmap {
+    /// The image format a file name asks for.
+    pub fn for_path(path: &std::path::Path) -> Result<Heatmap, String> {
+        match path
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .as_deref()
+        {
+            Some("png") => Ok(Heatmap::Png),
+            Some("svg") => Ok(Heatmap::Svg),
+            _ => Err(format!(
+                "--heatmap {}: expected a .png or .svg file name",
+                path.display()
+            )),
+        }
+    }
+}
+
+impl super::Exporter for Heatmap {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+        match self {
+            Heatmap::Png => png(o),
+            Heatmap::Svg => Ok(svg(o).into_bytes()),
+        }
+    }
+}
+
 /// By file extension: `.png` or `.svg`.
 pub fn render(o: &PairwiseOutcome, path: &std::path::Path) -> Result<Vec<u8>, String> {
-    match path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase)
-        .as_deref()
-    {
-        Some("png") => png(o),
-        Some("svg") => Ok(svg(o).into_bytes()),
-        _ => Err(format!(
-            "--heatmap {}: expected a .png or .svg file name",
-            path.display()
-        )),
-    }
+    use super::Exporter;
+    Heatmap::for_path(path)?.render(o)
 }
 
 #[cfg(test)]

@@ -19,3 +19,12 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
     v.push(b'\n');
     v
 }
+
+/// `--json FILE`.
+pub struct Json;
+
+impl super::Exporter for Json {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+        Ok(render(o))
+    }
+}

@@ -8,6 +8,12 @@ pub mod text;
 
 use super::{Measurement, PairwiseOutcome, TestKind};
 
+/// One output format of a pairwise run (each in its own file here): the whole outcome rendered
+/// as the bytes of stdout or of an output file.
+pub trait Exporter {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String>;
+}
+
 /// The N x N matrix at the matrix size: Gb/s (bandwidth, row = source) or t_typical in usec
 /// (latency, symmetric). None where a pair was not tested.
 pub fn matrix(o: &PairwiseOutcome) -> Vec<Vec<Option<f64>>> {

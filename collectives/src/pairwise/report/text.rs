@@ -9,16 +9,39 @@ use crate::stats::median;
 
 const RULE: &str = "---------------------------------------------------------------------------------------";
 
+/// The whole text report, as printed on stdout.
 pub fn render(o: &PairwiseOutcome) -> String {
-    let c = &o.config;
-    let n = o.hosts.len();
+    let mut s = String::new();
+    header(&mut s, o);
+    rows(&mut s, o);
+    let mx = matrix(o);
+    matrix_table(&mut s, o, &mx);
+    summaries(&mut s, o, &mx);
+    verdict(&mut s, o);
+    s
+}
+
+/// Distinct host names, in rank order.
+fn nodes(o: &PairwiseOutcome) -> Vec<&String> {
     let mut nodes: Vec<&String> = Vec::new();
     for h in &o.hosts {
         if !nodes.contains(&h) {
             nodes.push(h);
         }
     }
-    let mut s = String::new();
+    nodes
+}
+
+/// Width of the host column.
+fn host_width(o: &PairwiseOutcome) -> usize {
+    o.hosts.iter().map(String::len).max().unwrap_or(4).max(4)
+}
+
+/// perftest's header block: test, transport, ranks, pairs, depth, direction, run, transport facts.
+fn header(s: &mut String, o: &PairwiseOutcome) {
+    let c = &o.config;
+    let n = o.hosts.len();
+    let nodes = nodes(o);
     let kind = match c.test {
         TestKind::Bw => "BW",
         TestKind::Lat => "Latency",
@@ -34,7 +57,7 @@ pub fn render(o: &PairwiseOutcome) -> String {
         kind
     );
     w(
-        &mut s,
+        s,
         "Transport",
         o.transport.clone(),
         "Ranks",
@@ -46,7 +69,7 @@ pub fn render(o: &PairwiseOutcome) -> String {
         Selection::InterNode => "inter-node".into(),
         Selection::IntraNode => "intra-node".into(),
     };
-    w(&mut s, "Pairs", sel, "Rounds", o.rounds.to_string());
+    w(s, "Pairs", sel, "Rounds", o.rounds.to_string());
     let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
         "one read in flight"
     } else if c.test == TestKind::Lat {
@@ -56,16 +79,21 @@ pub fn render(o: &PairwiseOutcome) -> String {
     } else {
         "unidirectional"
     };
-    w(&mut s, "TX depth", c.window.to_string(), "Direction", dir.into());
+    w(s, "TX depth", c.window.to_string(), "Direction", dir.into());
     let amount = match c.amount {
         crate::pairwise::measure::Amount::Iterations(i) => format!("{i} iterations"),
         crate::pairwise::measure::Amount::Duration(d) => format!("{d} s"),
     };
-    w(&mut s, "Run", amount, "Warm-up", c.warmup.to_string());
+    w(s, "Run", amount, "Warm-up", c.warmup.to_string());
     for (k, v) in &o.transport_details {
         let _ = writeln!(s, " {k:<16}: {v}");
     }
     let _ = writeln!(s, "{RULE}");
+}
+
+/// One row per measured direction (or pair), in perftest's columns plus ranks and hosts.
+fn rows(s: &mut String, o: &PairwiseOutcome) {
+    let c = &o.config;
     match c.test {
         TestKind::Bw => {
             let _ = writeln!(
@@ -99,9 +127,12 @@ pub fn render(o: &PairwiseOutcome) -> String {
         }
     }
     let _ = writeln!(s, "{RULE}");
+}
 
-    // Matrix.
-    let mx = matrix(o);
+/// The N x N matrix at the matrix size.
+fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
+    let c = &o.config;
+    let n = o.hosts.len();
     let what = match c.test {
         TestKind::Bw if c.bidirectional => "Bidirectional bandwidth [Gb/sec] (both directions summed)",
         TestKind::Bw => "Average bandwidth [Gb/sec], row = source, column = destination",
@@ -109,7 +140,7 @@ pub fn render(o: &PairwiseOutcome) -> String {
         TestKind::Lat => "Typical latency [usec] (half round trip)",
     };
     let _ = writeln!(s, "# {what}, at {} bytes", c.matrix_size());
-    let hw = o.hosts.iter().map(String::len).max().unwrap_or(4).max(4);
+    let hw = host_width(o);
     let _ = write!(s, "{:>6}  {:<hw$}", "rank", "host");
     for j in 0..n {
         let _ = write!(s, " {j:>8}");
@@ -127,8 +158,11 @@ pub fn render(o: &PairwiseOutcome) -> String {
         }
         s.push('\n');
     }
+}
 
-    // Per-host summaries and overall.
+/// Per-host min / median / max, from and to each host, and over all cells.
+fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
+    let hw = host_width(o);
     let stats = |v: &mut Vec<f64>| -> String {
         if v.is_empty() {
             return "-".into();
@@ -137,9 +171,9 @@ pub fn render(o: &PairwiseOutcome) -> String {
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         format!("min {min:.2} / median {:.2} / max {max:.2}", median(v))
     };
-    let u = unit(c.test);
+    let u = unit(o.config.test);
     let _ = writeln!(s, "# Per host [{u}]");
-    for h in &nodes {
+    for h in &nodes(o) {
         let mut out: Vec<f64> = Vec::new();
         let mut inn: Vec<f64> = Vec::new();
         for (i, row) in mx.iter().enumerate() {
@@ -159,8 +193,12 @@ pub fn render(o: &PairwiseOutcome) -> String {
     let mut all: Vec<f64> = mx.iter().flatten().flatten().copied().collect();
     let count = all.len();
     let _ = writeln!(s, "# All {count} measured cells: {}", stats(&mut all));
+}
 
-    // Verdict.
+/// The bar, what was cleared, the slow nodes and links, and PASS or FAIL.
+fn verdict(s: &mut String, o: &PairwiseOutcome) {
+    let c = &o.config;
+    let u = unit(c.test);
     let v = &o.verdict;
     let bar = score_to_value(c.test, v.bar);
     let med = score_to_value(c.test, v.median);
@@ -219,5 +257,13 @@ pub fn render(o: &PairwiseOutcome) -> String {
             v.slow_links.len()
         );
     }
-    s
+}
+
+/// The text report on stdout.
+pub struct Text;
+
+impl super::Exporter for Text {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+        Ok(render(o).into_bytes())
+    }
 }

@@ -5,11 +5,45 @@
 //! 2 decimals below 100 us, 1 below 10 ms, none above. (The newest nccl-tests widened `#wrong` to
 //! `%6g`; scripts split on whitespace either way.)
 
+mod json;
+mod text;
+
 use std::fmt::Write as _;
 
-use serde_json::{json, Value};
-
 use super::harness::{avg_busbw, total_wrong, CollConfig, Placement, Row, Step};
+
+pub use json::{json_report, now_string, DeviceInfo, Json};
+pub use text::{baseline_section, preamble, Stream, Text};
+
+/// Everything one collective run's reports show, once the run is over.
+pub struct CollRun<'a> {
+    pub cfg: &'a CollConfig,
+    /// The collective's name (`all_reduce`).
+    pub name: &'a str,
+    /// The command line, as the JSON records it.
+    pub args: &'a [String],
+    pub devices: &'a [DeviceInfo],
+    pub rows: &'a [Row],
+    pub baseline: Option<BaselineRun<'a>>,
+    /// When the run started, as nccl-tests writes it.
+    pub start_time: &'a str,
+}
+
+/// The MPI library's own collective, run in the same harness (`--baseline mpi`).
+pub struct BaselineRun<'a> {
+    /// The JSON's `implementation`: `mpi`.
+    pub implementation: &'a str,
+    /// The library's version line.
+    pub library: &'a str,
+    pub rows: &'a [Row],
+    /// Sizes or types the library could not run, one line each.
+    pub notes: &'a [String],
+}
+
+/// One output format of a collective run (each in its own file here).
+pub trait Exporter {
+    fn render(&self, run: &CollRun<'_>) -> Vec<u8>;
+}
 
 /// nccl-tests' time column.
 pub fn fmt_time(us: f64) -> String {
@@ -148,117 +182,6 @@ pub fn footer(rows: &[Row]) -> String {
         "Avg bus bandwidth",
         fmt_g(avg_busbw(rows))
     )
-}
-
-/// A device record of the JSON `config.devices` list.
-pub struct DeviceInfo {
-    pub rank: usize,
-    pub pid: u32,
-    pub host: String,
-    pub device: i32,
-    pub bus_id: String,
-    pub name: String,
-}
-
-fn placement_json(p: &Placement) -> Value {
-    json!({"time": p.time_us, "alg_bw": p.algbw, "bus_bw": p.busbw, "nwrong": p.wrong.map(|w| w as f64)})
-}
-
-fn rows_json(rows: &[Row], name: &str, iters: u64) -> Value {
-    Value::Array(
-        rows.iter()
-            .map(|r| {
-                json!({
-                    "size": r.size,
-                    "count": r.count,
-                    "type": r.dtype.name(),
-                    "redop": r.redop,
-                    "root": format!("{:6}", r.root),
-                    "out_of_place": placement_json(&r.out_of_place),
-                    "in_place": r.in_place.as_ref().map(placement_json),
-                    "actual_iterations": iters,
-                    "experiment_name": name,
-                })
-            })
-            .collect(),
-    )
-}
-
-/// Time as nccl-tests writes it (`%Y-%m-%d %H:%M:%S`), in UTC.
-pub fn now_string() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// The `-J` document, in nccl-tests' shape; `baseline` rows are a meshrun addition.
-pub fn json_report(
-    cfg: &CollConfig,
-    name: &str,
-    args: &[String],
-    devices: &[DeviceInfo],
-    rows: &[Row],
-    baseline: Option<(&str, &[Row])>,
-    start_time: &str,
-) -> Vec<u8> {
-    let mut config = json!({
-        "nthreads": 1,
-        "ngpus": 1,
-        "minimum_bytes": cfg.min_bytes,
-        "maximum_bytes": cfg.max_bytes,
-        "warmup_iters": cfg.warmup,
-        "iterations": cfg.iters,
-        "aggregated_iterations": cfg.agg,
-        "validation": u8::from(cfg.check),
-        "graph": 0,
-        "blocking_collectives": "false",
-        "parallel_init": "false",
-        "devices": devices.iter().map(|d| json!({
-            "rank": d.rank, "group": 0, "pid": d.pid, "hostname": d.host, "device": d.device,
-            "device_hex": d.bus_id, "device_info": d.name,
-        })).collect::<Vec<_>>(),
-    });
-    match cfg.step {
-        Step::Factor(f) => config["step_factor"] = json!(f),
-        Step::Bytes(b) => config["step_bytes"] = json!(b),
-    }
-    let wrong = total_wrong(rows);
-    let mut doc = json!({
-        "version": 1,
-        "start_time": start_time,
-        "args": args,
-        "env": [],
-        "meshrun_version": env!("CARGO_PKG_VERSION"),
-        "config": config,
-        "results": rows_json(rows, name, cfg.iters),
-        "out_of_bounds": {"count": wrong, "okay": if wrong == 0 { "true" } else { "false" }},
-        "average_bus_bandwidth": {"bandwidth": avg_busbw(rows), "okay": "unchecked"},
-        "errors": [],
-        "end_time": now_string(),
-    });
-    if let Some((what, b)) = baseline {
-        doc["baseline"] = json!({"implementation": what, "results": rows_json(b, name, cfg.iters), "average_bus_bandwidth": avg_busbw(b)});
-    }
-    let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-    v.push(b'\n');
-    v
 }
 
 #[cfg(test)]

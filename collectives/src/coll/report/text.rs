@@ -1,0 +1,80 @@
+//! The text report on stdout, as nccl-tests prints it: streamed row by row while the run goes
+//! ([`Stream`]), or rendered whole ([`Text`]) from the same pieces.
+
+use std::io::Write;
+
+use super::{
+    device_line, footer, header, row_line, table_header, BaselineRun, CollConfig, CollRun, DeviceInfo, Exporter, Row,
+};
+
+/// The lines before the first row: the header, one `# Using devices` line per rank, the columns.
+pub fn preamble(cfg: &CollConfig, devices: &[DeviceInfo]) -> String {
+    let mut s = header(cfg);
+    for d in devices {
+        s.push_str(&device_line(d.rank, d.pid, &d.host, d.device, &d.bus_id, &d.name));
+    }
+    s.push_str(&table_header());
+    s
+}
+
+/// The baseline's own table, after meshrun's.
+pub fn baseline_section(name: &str, b: &BaselineRun<'_>) -> String {
+    let mut s = format!(
+        "# Baseline: the MPI library's own {name} ({}) in the same harness, out-of-place only, each size run right after meshrun's\n",
+        b.library
+    );
+    s.push_str(&table_header());
+    for r in b.rows {
+        s.push_str(&row_line(r));
+    }
+    for n in b.notes {
+        s.push_str(&format!("# {n}\n"));
+    }
+    s.push_str(&footer(b.rows));
+    s
+}
+
+/// The whole text report.
+pub struct Text;
+
+impl Exporter for Text {
+    fn render(&self, run: &CollRun<'_>) -> Vec<u8> {
+        let mut s = preamble(run.cfg, run.devices);
+        for r in run.rows {
+            s.push_str(&row_line(r));
+        }
+        s.push_str(&footer(run.rows));
+        if let Some(b) = &run.baseline {
+            s.push_str(&baseline_section(run.name, b));
+        }
+        s.into_bytes()
+    }
+}
+
+/// The text report printed as the run goes, on rank 0 only (`on`), each piece flushed at once
+/// so a long sweep shows its rows as they are measured.
+pub struct Stream {
+    pub on: bool,
+}
+
+impl Stream {
+    fn put(&self, s: &str) {
+        if self.on {
+            let mut o = std::io::stdout();
+            let _ = o.write_all(s.as_bytes());
+            let _ = o.flush();
+        }
+    }
+    pub fn preamble(&self, cfg: &CollConfig, devices: &[DeviceInfo]) {
+        self.put(&preamble(cfg, devices));
+    }
+    pub fn row(&self, r: &Row) {
+        self.put(&row_line(r));
+    }
+    pub fn footer(&self, rows: &[Row]) {
+        self.put(&footer(rows));
+    }
+    pub fn baseline(&self, name: &str, b: &BaselineRun<'_>) {
+        self.put(&baseline_section(name, b));
+    }
+}
