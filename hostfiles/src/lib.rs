@@ -11,6 +11,8 @@
 //! A host named on several lines is one host whose slots add up (a line without a count is one
 //! slot), in the order hosts first appear. Nothing here touches the network or MPI.
 
+#![forbid(unsafe_code)]
+
 mod error;
 mod hostlist;
 mod parse;

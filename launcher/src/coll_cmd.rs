@@ -156,6 +156,45 @@ fn open_gpu(
     Ok((g, DataPath::Direct(path)))
 }
 
+/// Problems with the flags that only the ranks can see (the root against the job's size; the -J
+/// file, on rank 0), agreed by all ranks.
+fn check_options(world: &World, cfg: &CollConfig, a: &CollArgs) -> Result<(), RankFailure> {
+    let mut problem = None;
+    if cfg.root >= world.size() {
+        problem = Some(format!("-r {}: this job has ranks 0 to {}", cfg.root, world.size() - 1));
+    }
+    if problem.is_none() && world.rank() == 0 {
+        if let Some(p) = &a.json {
+            problem = output::check_writable(p, a.force).err().map(|e| e.to_string());
+        }
+    }
+    if !world.all_ok(problem.is_none(), "checking options") {
+        return Err(RankFailure::Usage(problem.unwrap_or_default()));
+    }
+    Ok(())
+}
+
+/// [`open_gpu`], saying on stderr why it failed, or warning when the GPU and the NIC are far apart.
+fn open_gpu_reporting(
+    world: &World,
+    t: &mut dyn Transport,
+    a: &CollArgs,
+    req: &GpuRequest,
+) -> Option<(Box<dyn Gpu>, DataPath)> {
+    match open_gpu(world, t, a, req) {
+        Ok((g, path)) => {
+            if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &g.info().pci_bus_id) {
+                crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
+            }
+            Some((g, path))
+        }
+        Err(e) => {
+            crate::rank::say(&format!("rank {} ({}): {e}", world.rank(), world.host()));
+            None
+        }
+    }
+}
+
 /// Every rank's `# Using devices` line: its GPU, and how that rank's GPU data reaches the network.
 fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) -> Result<Vec<DeviceInfo>, WireError> {
     let mine = match gpu {
@@ -223,29 +262,10 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
     let fault = crate::fault_or_exit();
     let args: Vec<String> = std::env::args().collect();
     run_rank(&a.rank, |world, t| {
-        let mut problem = None;
-        if cfg.root >= world.size() {
-            problem = Some(format!("-r {}: this job has ranks 0 to {}", cfg.root, world.size() - 1));
-        }
-        if problem.is_none() && world.rank() == 0 {
-            if let Some(p) = &a.json {
-                problem = output::check_writable(p, a.force).err().map(|e| e.to_string());
-            }
-        }
-        if !world.all_ok(problem.is_none(), "checking options") {
-            return Err(RankFailure::Usage(problem.unwrap_or_default()));
-        }
+        check_options(world, &cfg, &a)?;
         let mut gpu: Option<(Box<dyn Gpu>, DataPath)> = None;
         if let Some(req) = &gpu_req {
-            match open_gpu(world, t, &a, req) {
-                Ok((g, path)) => {
-                    if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &g.info().pci_bus_id) {
-                        crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
-                    }
-                    gpu = Some((g, path))
-                }
-                Err(e) => crate::rank::say(&format!("rank {} ({}): {e}", world.rank(), world.host())),
-            }
+            gpu = open_gpu_reporting(world, t, &a, req);
             if !world.all_ok(gpu.is_some(), "opening GPUs") {
                 return Ok(Status::Usage.code());
             }

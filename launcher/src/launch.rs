@@ -234,7 +234,7 @@ pub struct LaunchPlan {
     pub program_args: Vec<String>,
 }
 
-/// The argv to execute (argv[0] is mpirun).
+/// The argv to execute (`argv[0]` is mpirun).
 pub fn build_argv(p: &LaunchPlan) -> Vec<String> {
     let np: u64 = p.placement.iter().map(|(_, c)| c).sum();
     let host_arg = p

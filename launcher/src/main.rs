@@ -1,5 +1,7 @@
 //! `meshrun`: prove a GPU/RDMA fabric works before a training job trusts it.
 
+#![forbid(unsafe_code)]
+
 mod cli;
 mod coll_cmd;
 mod exit;

@@ -1,5 +1,5 @@
 //! Everything one meshrun rank needs to join a job: MPI bootstrap ([`World`]), bounded waits
-//! ([`watchdog`]), and an all-to-all [`Mesh`] of connections behind the [`Transport`] trait.
+//! ([`watchdog`]), and an all-to-all mesh of connections ([`mesh`]) behind the [`Transport`] trait.
 
 pub mod devices;
 pub mod mesh;

@@ -4,6 +4,8 @@
 //! and the test fails. Prerequisites that are missing (mpirun, root for namespaces) fail the test
 //! with the reason; nothing is skipped silently.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};

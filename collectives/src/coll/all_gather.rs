@@ -23,9 +23,6 @@ impl Collective for AllGather {
     fn description(&self) -> &'static Description {
         &DESCRIPTION
     }
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
-        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
-    }
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
         let per = ctx.counts.param;
         reduce::fill(ctx.dtype, expected, |i| {

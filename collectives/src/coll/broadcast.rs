@@ -25,9 +25,6 @@ impl Collective for Broadcast {
     fn description(&self) -> &'static Description {
         &DESCRIPTION
     }
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
-        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
-    }
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
         reduce::fill(ctx.dtype, expected, |i| data::plain_value(ctx.root, i)).map(|_| true)
     }

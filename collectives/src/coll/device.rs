@@ -1,5 +1,5 @@
 //! Collectives over GPU buffers. Every reduction runs on the GPU between device buffers; how the
-//! data crosses the network is the run's [`Path`]:
+//! data crosses the network is the run's path:
 //! - staged (`--gpu-staging`): device -> pinned host buffer -> network -> pinned host buffer ->
 //!   device, on any transport;
 //! - direct (GPUDirect RDMA): the device buffers are registered with the NIC and the transport's

@@ -152,8 +152,18 @@ pub struct Description {
 /// What each collective's file provides: its description, its data, and its algorithm.
 pub trait Collective: Sync {
     fn description(&self) -> &'static Description;
-    /// Fill this rank's send data (`counts.send` elements).
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError>;
+    /// Fill this rank's send data (`counts.send` elements): by default, values crafted so any
+    /// reduction order gives the same bits for reducing collectives, and the rank's plain
+    /// pattern for the others.
+    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
+        if self.description().reduces {
+            crate::reduce::fill(ctx.dtype, send, |i| {
+                data::reduction_value(ctx.dtype, ctx.op, ctx.rank, i)
+            })
+        } else {
+            crate::reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
+        }
+    }
     /// Fill what this rank's receive buffer must hold afterwards (`counts.recv` elements); false
     /// when this rank's result is not defined (a non-root rank of `reduce`).
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError>;

@@ -26,11 +26,6 @@ impl Collective for Reduce {
     fn description(&self) -> &'static Description {
         &DESCRIPTION
     }
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
-        kernels::fill(ctx.dtype, send, |i| {
-            data::reduction_value(ctx.dtype, ctx.op, ctx.rank, i)
-        })
-    }
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
         if ctx.rank != ctx.root {
             return Ok(false);

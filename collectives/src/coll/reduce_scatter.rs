@@ -23,11 +23,6 @@ impl Collective for ReduceScatter {
     fn description(&self) -> &'static Description {
         &DESCRIPTION
     }
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
-        reduce::fill(ctx.dtype, send, |i| {
-            data::reduction_value(ctx.dtype, ctx.op, ctx.rank, i)
-        })
-    }
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
         data::reduced(ctx.dtype, ctx.op, ctx.nranks, ctx.rank * ctx.counts.param, expected).map(|_| true)
     }

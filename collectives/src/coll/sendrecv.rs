@@ -25,9 +25,6 @@ impl Collective for SendRecv {
     fn description(&self) -> &'static Description {
         &DESCRIPTION
     }
-    fn init_send(&self, ctx: &Ctx, send: &mut [u8]) -> Result<(), LayoutError> {
-        reduce::fill(ctx.dtype, send, |i| data::plain_value(ctx.rank, i))
-    }
     fn expected(&self, ctx: &Ctx, expected: &mut [u8]) -> Result<bool, LayoutError> {
         let left = (ctx.rank + ctx.nranks - 1) % ctx.nranks;
         reduce::fill(ctx.dtype, expected, |i| data::plain_value(left, i)).map(|_| true)

@@ -4,9 +4,9 @@
 //!   both directions (perftest's `duplex` doubles the transferred size).
 //! - MsgRate in Mpps is messages per second / 1e6.
 //! - Latency (perftest `print_report_lat`): the samples are sorted and the two largest dropped
-//!   (`LAT_MEASURE_TAIL`); with `m` the remaining count, t_min = d[0], t_max = d[m], t_typical is the
+//!   (`LAT_MEASURE_TAIL`); with `m` the remaining count, `t_min = d[0]`, `t_max = d[m]`, t_typical is the
 //!   median of the first m, t_avg and t_stdev (population) are over the first m, and the 99% and
-//!   99.9% percentiles are d[ceil(m * 0.99)] and d[ceil(m * 0.999)]. Samples are half round trips
+//!   99.9% percentiles are `d[ceil(m * 0.99)]` and `d[ceil(m * 0.999)]`. Samples are half round trips
 //!   (send and write ping-pong) or whole RDMA read round trips (read, as ib_read_lat reports).
 
 use serde::{Deserialize, Serialize};

@@ -9,7 +9,7 @@ use super::TransportError;
 use crate::verbs::{Access, ForeignRegion, ProtectionDomain, VerbsError};
 
 /// A region of memory registered with a transport for zero-copy transfers
-/// ([`Transport::register_region`]).
+/// ([`Rdma::register_region`]).
 pub type RegionId = usize;
 
 /// `len` bytes at `off` of a registered region.
@@ -33,8 +33,8 @@ pub enum DirectKind {
     Recv(Span),
 }
 
-/// One operation of a zero-copy batch ([`Transport::exchange_direct`]): the same matching rules
-/// as [`Op`] (in post order per pair of ranks, lengths must agree), with the data moved by the
+/// One operation of a zero-copy batch ([`Rdma::exchange_direct`]): the same matching rules
+/// as [`super::Op`] (in post order per pair of ranks, lengths must agree), with the data moved by the
 /// NIC between registered regions and never touched by the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DirectOp {

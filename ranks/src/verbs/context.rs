@@ -16,6 +16,7 @@ pub(super) struct Ctx {
 // SAFETY: an ibv_context may be used from any thread (libibverbs is thread-safe); we never hand out
 // the raw pointer.
 unsafe impl Send for Ctx {}
+// SAFETY: as for Send: libibverbs serialises what needs it; shared use is sound.
 unsafe impl Sync for Ctx {}
 
 impl Drop for Ctx {

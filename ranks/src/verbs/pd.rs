@@ -14,6 +14,7 @@ pub(super) struct Pd {
 
 // SAFETY: protection domains are thread-safe objects of libibverbs; the pointer is never exposed.
 unsafe impl Send for Pd {}
+// SAFETY: as for Send: libibverbs serialises what needs it; shared use is sound.
 unsafe impl Sync for Pd {}
 
 impl Drop for Pd {

@@ -43,7 +43,6 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
         .map_err(|e| e.to_string())?;
     let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
     let n = world.size();
-    let depth = (2 * slots + 8) as u32;
     let cq = ctx
         .create_cq(((n.saturating_sub(1)) * (3 * slots + 8)).max(256) as i32)
         .map_err(|e| e.to_string())?;
@@ -63,39 +62,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             });
             continue;
         }
-        // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
-        // peer may touch is limited by each memory region's own access.
-        let qp = pd
-            .create_rc_qp(&cq, &cq, depth, MAX_INLINE)
-            .and_then(|q| {
-                q.into_init(
-                    choice.port,
-                    Access {
-                        remote_write: true,
-                        remote_read: true,
-                        ..Access::default()
-                    },
-                )
-            })
-            .map_err(|e| e.to_string())?;
-        let send_mr = pd
-            .register(slots * SLOT, Access::default())
-            .map_err(|e| e.to_string())?;
-        // The inbox: slots the peer writes fragments into, then its credit word (8 bytes).
-        let inbox = pd
-            .register(
-                slots * SLOT + 8,
-                Access {
-                    remote_write: true,
-                    ..Access::default()
-                },
-            )
-            .map_err(|e| e.to_string())?;
-        let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
-        for s in 0..slots {
-            qp.post_recv(&inbox, s * SLOT, SLOT, wr_id(p, WrKind::Recv, s))
-                .map_err(|e| e.to_string())?;
-        }
+        let (qp, send_mr, inbox, credit_src) = peer_resources(&pd, &cq, choice.port, p, slots)?;
         let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
         endpoints.push(Endpoint {
             qpn: qp.qpn(),
@@ -119,6 +86,52 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
         qps,
         endpoints,
     })
+}
+
+/// The queue pair (in INIT, every inbox slot's receive posted) and the regions of one peer: send
+/// staging slots, the inbox, and the source of our credit writes.
+fn peer_resources(
+    pd: &ProtectionDomain,
+    cq: &CompletionQueue,
+    port: u8,
+    p: usize,
+    slots: usize,
+) -> Result<PendingPeer, String> {
+    let depth = (2 * slots + 8) as u32;
+    // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
+    // peer may touch is limited by each memory region's own access.
+    let qp = pd
+        .create_rc_qp(cq, cq, depth, MAX_INLINE)
+        .and_then(|q| {
+            q.into_init(
+                port,
+                Access {
+                    remote_write: true,
+                    remote_read: true,
+                    ..Access::default()
+                },
+            )
+        })
+        .map_err(|e| e.to_string())?;
+    let send_mr = pd
+        .register(slots * SLOT, Access::default())
+        .map_err(|e| e.to_string())?;
+    // The inbox: slots the peer writes fragments into, then its credit word (8 bytes).
+    let inbox = pd
+        .register(
+            slots * SLOT + 8,
+            Access {
+                remote_write: true,
+                ..Access::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
+    for s in 0..slots {
+        qp.post_recv(&inbox, s * SLOT, SLOT, wr_id(p, WrKind::Recv, s))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok((qp, send_mr, inbox, credit_src))
 }
 
 /// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges

@@ -199,8 +199,38 @@ impl VerbsMesh {
         for op in ops.iter_mut() {
             op.done_at = None;
         }
-        // 1. Clear-to-send: each receive names its buffer to its sender, all at once, over the
-        // mesh's two-sided path (matched in post order per pair, as every two-sided message).
+        self.send_clear_to_sends(ops, deadline)?;
+        let mut b = DirectBatch::new(ops, peers, self.size);
+        let mut comps: Vec<Completion> = Vec::with_capacity(32);
+        let mut idle = 0u32;
+        while b.remaining > 0 {
+            let cleared = self.take_clear_to_sends(&mut b, ops, &mut comps)?;
+            let posted = self.post_writes(&mut b, ops)?;
+            if let Some((peer, theirs, mine)) = b.mismatch {
+                // The immediate that tells the receiver is posted; this side stops here.
+                return Err(TransportError::Setup(format!(
+                    "rank {} ({}): a {mine}-byte zero-copy send to rank {peer} ({}), which posted a {theirs}-byte \
+                     receive for it; are both ranks running the same command?",
+                    self.rank, self.hosts[self.rank], self.hosts[peer]
+                )));
+            }
+            let completed = self.reap_direct(&mut b, ops, &mut comps)?;
+            if cleared || posted || completed {
+                idle = 0;
+                continue;
+            }
+            if Instant::now() >= deadline {
+                return Err(self.direct_stalled(&b, ops, start));
+            }
+            idle += 1;
+            idle_wait(idle, false);
+        }
+        Ok(())
+    }
+
+    /// Step 1, clear-to-send: each receive names its buffer to its sender, all at once, over the
+    /// mesh's two-sided path (matched in post order per pair, as every two-sided message).
+    fn send_clear_to_sends(&mut self, ops: &[DirectOp], deadline: Instant) -> Result<(), TransportError> {
         let outs: Vec<(usize, [u8; CTS_BYTES])> = ops
             .iter()
             .filter_map(|o| match o.kind {
@@ -210,174 +240,200 @@ impl VerbsMesh {
                 DirectKind::Send(_) => None,
             })
             .collect();
-        {
-            let mut ctl: Vec<Op<'_>> = outs.iter().map(|(p, b)| Op::send(*p, b)).collect();
-            self.exchange_ops(&mut ctl, deadline)?;
+        let mut ctl: Vec<Op<'_>> = outs.iter().map(|(p, b)| Op::send(*p, b)).collect();
+        self.exchange_ops(&mut ctl, deadline)
+    }
+
+    /// Step 2, clear-to-sends that have arrived: each send may go as soon as its own is in (a peer may
+    /// post the matching receives one batch at a time, a chain forwarding slice by slice). A
+    /// length that differs from the send's is sent on as the immediate alone (no data), so both
+    /// ends fail naming the two lengths instead of one waiting out its deadline.
+    fn take_clear_to_sends(
+        &mut self,
+        b: &mut DirectBatch,
+        ops: &[DirectOp],
+        comps: &mut Vec<Completion>,
+    ) -> Result<bool, TransportError> {
+        let mut moved = false;
+        for &p in &b.peers {
+            while let Some(&i) = b.waiting[p].front() {
+                let mut raw = [0u8; CTS_BYTES];
+                if !self.try_recv_small(p, &mut raw, comps)? {
+                    break;
+                }
+                b.waiting[p].pop_front();
+                moved = true;
+                let (addr, rkey, theirs) = uncts(&raw);
+                let len = ops[i].span().len;
+                let s = &mut b.st[i];
+                s.remote = (addr, rkey);
+                s.cleared = true;
+                s.frags = fragments(len);
+                if theirs as usize != len {
+                    s.frags = 1;
+                    s.mismatched = true;
+                    b.mismatch.get_or_insert((p, theirs as usize, len));
+                }
+            }
         }
-        // 2. Each send waits for its clear-to-send and is posted as soon as it is in: a peer may
-        // post the matching receives one batch at a time (a chain forwarding slice by slice).
-        let mut st = vec![Progress::default(); ops.len()];
-        let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
-        let mut recv_q: Vec<VecDeque<usize>> = vec![VecDeque::new(); self.size];
+        Ok(moved)
+    }
+
+    /// Step 3: post what each link's send queue has room for: the fragments of cleared sends, the last
+    /// one carrying the immediate.
+    fn post_writes(&mut self, b: &mut DirectBatch, ops: &[DirectOp]) -> Result<bool, TransportError> {
+        let mut moved = false;
+        for (i, op) in ops.iter().enumerate() {
+            let DirectKind::Send(span) = op.kind else { continue };
+            while b.st[i].cleared && b.st[i].posted < b.st[i].frags && b.inflight[op.peer] < DEPTH {
+                let s = &mut b.st[i];
+                let f = s.posted;
+                let (off, len) = if s.mismatched {
+                    (0, 0)
+                } else {
+                    (f * FRAGMENT, (span.len - f * FRAGMENT).min(FRAGMENT))
+                };
+                let (addr, rkey) = s.remote;
+                let remote_addr = addr + off as u64;
+                let how = if f + 1 == s.frags {
+                    SendOp::WriteImm {
+                        remote_addr,
+                        rkey,
+                        imm: span.len as u32,
+                    }
+                } else {
+                    SendOp::Write { remote_addr, rkey }
+                };
+                let (Some(link), Some(local)) = (
+                    self.direct.links[op.peer].as_ref(),
+                    self.direct.regions[span.region].as_ref(),
+                ) else {
+                    unreachable!("links and regions were checked above")
+                };
+                link.link
+                    .qp
+                    .post(
+                        how,
+                        &local.region,
+                        span.off + off,
+                        len,
+                        wr_id(op.peer, WrKind::DirectWrite, i),
+                    )
+                    .map_err(|e| self.verbs_err(e))?;
+                s.posted += 1;
+                s.outstanding += 1;
+                b.inflight[op.peer] += 1;
+                moved = true;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Step 4, completions of every link this batch uses: our writes done, and the immediates that say
+    /// a peer's data has landed in one of our receives (in post order per peer).
+    fn reap_direct(
+        &mut self,
+        b: &mut DirectBatch,
+        ops: &mut [DirectOp],
+        comps: &mut Vec<Completion>,
+    ) -> Result<bool, TransportError> {
+        let mut moved = false;
+        for &p in &b.peers {
+            let Some(link) = self.direct.links[p].as_ref() else {
+                continue;
+            };
+            comps.clear();
+            link.link.cq.poll(16, comps).map_err(|e| self.verbs_err(e))?;
+            for c in comps.drain(..) {
+                moved = true;
+                let (peer, kind, i) = decode(c.wr_id);
+                if kind == Some(WrKind::DirectWrite) {
+                    let s = &mut b.st[i];
+                    s.outstanding -= 1;
+                    b.inflight[peer] -= 1;
+                    if s.outstanding == 0 && s.posted == s.frags {
+                        ops[i].done_at = Some(Instant::now());
+                        b.remaining -= 1;
+                    }
+                    continue;
+                }
+                let Some(i) = b.recv_q[peer].pop_front() else {
+                    return Err(TransportError::Setup(format!(
+                        "rank {}: zero-copy data from rank {peer} that no receive was posted for",
+                        self.rank
+                    )));
+                };
+                let want = ops[i].span().len;
+                let got = c.imm.unwrap_or(u32::MAX);
+                if got as usize != want {
+                    return Err(self.length_mismatch(peer, want, got));
+                }
+                link.link
+                    .qp
+                    .post_recv(&link.sink, 0, 64, wr_id(peer, WrKind::DirectImm, 0))
+                    .map_err(|e| self.verbs_err(e))?;
+                ops[i].done_at = Some(Instant::now());
+                b.remaining -= 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// The deadline passed: name the peer of the first op not done, and what it waits for.
+    fn direct_stalled(&self, b: &DirectBatch, ops: &[DirectOp], start: Instant) -> TransportError {
+        let stalled = ops.iter().zip(&b.st).find(|(o, _)| o.done_at.is_none());
+        let (peer, what) = match stalled {
+            Some((o, s)) if matches!(o.kind, DirectKind::Send(_)) && !s.cleared => {
+                (o.peer, "its clear-to-send (it has not posted the matching receive)")
+            }
+            Some((o, _)) if matches!(o.kind, DirectKind::Send(_)) => {
+                (o.peer, "an RDMA write into its registered buffer to complete")
+            }
+            Some((o, _)) => (
+                o.peer,
+                "its data to land (RDMA write into this rank's registered buffer)",
+            ),
+            None => (self.rank, "nothing"),
+        };
+        self.stalled(peer, start, format!("waiting for {what}"))
+    }
+}
+
+/// One zero-copy batch in progress.
+struct DirectBatch {
+    /// The peers of the batch, ascending.
+    peers: Vec<usize>,
+    st: Vec<Progress>,
+    /// Per peer, sends still waiting for their clear-to-send, in post order.
+    waiting: Vec<VecDeque<usize>>,
+    /// Per peer, receives not yet landed, in post order.
+    recv_q: Vec<VecDeque<usize>>,
+    /// Writes posted and not completed, per peer (each link's send queue holds DEPTH).
+    inflight: Vec<usize>,
+    remaining: usize,
+    /// The first send whose receiver posted another length: (peer, its length, ours).
+    mismatch: Option<(usize, usize, usize)>,
+}
+
+impl DirectBatch {
+    fn new(ops: &[DirectOp], peers: Vec<usize>, size: usize) -> DirectBatch {
+        let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); size];
+        let mut recv_q: Vec<VecDeque<usize>> = vec![VecDeque::new(); size];
         for (i, op) in ops.iter().enumerate() {
             match op.kind {
                 DirectKind::Recv(_) => recv_q[op.peer].push_back(i),
                 DirectKind::Send(_) => waiting[op.peer].push_back(i),
             }
         }
-        let mut mismatch = None;
-        // Writes posted and not completed, per peer (each link's send queue holds DEPTH).
-        let mut inflight = vec![0usize; self.size];
-        let mut remaining = ops.len();
-        let mut comps: Vec<Completion> = Vec::with_capacity(32);
-        let mut idle = 0u32;
-        while remaining > 0 {
-            let mut moved = false;
-            // Clear-to-sends that have arrived. A length that differs from the send's is sent
-            // on as the immediate alone (no data), so both ends fail naming the two lengths
-            // instead of one waiting out its deadline.
-            for &p in &peers {
-                while let Some(&i) = waiting[p].front() {
-                    let mut b = [0u8; CTS_BYTES];
-                    if !self.try_recv_small(p, &mut b, &mut comps)? {
-                        break;
-                    }
-                    waiting[p].pop_front();
-                    moved = true;
-                    let (addr, rkey, theirs) = uncts(&b);
-                    let len = ops[i].span().len;
-                    st[i].remote = (addr, rkey);
-                    st[i].cleared = true;
-                    st[i].frags = fragments(len);
-                    if theirs as usize != len {
-                        st[i].frags = 1;
-                        st[i].mismatched = true;
-                        mismatch.get_or_insert((p, theirs as usize, len));
-                    }
-                }
-            }
-            // Post what each link's send queue has room for.
-            for (i, op) in ops.iter().enumerate() {
-                let DirectKind::Send(span) = op.kind else { continue };
-                while st[i].cleared && st[i].posted < st[i].frags && inflight[op.peer] < DEPTH {
-                    let f = st[i].posted;
-                    let (off, len) = if st[i].mismatched {
-                        (0, 0)
-                    } else {
-                        (f * FRAGMENT, (span.len - f * FRAGMENT).min(FRAGMENT))
-                    };
-                    let (addr, rkey) = st[i].remote;
-                    let remote_addr = addr + off as u64;
-                    let how = if f + 1 == st[i].frags {
-                        SendOp::WriteImm {
-                            remote_addr,
-                            rkey,
-                            imm: span.len as u32,
-                        }
-                    } else {
-                        SendOp::Write { remote_addr, rkey }
-                    };
-                    let (Some(link), Some(local)) = (
-                        self.direct.links[op.peer].as_ref(),
-                        self.direct.regions[span.region].as_ref(),
-                    ) else {
-                        unreachable!("links and regions were checked above")
-                    };
-                    link.link
-                        .qp
-                        .post(
-                            how,
-                            &local.region,
-                            span.off + off,
-                            len,
-                            wr_id(op.peer, WrKind::DirectWrite, i),
-                        )
-                        .map_err(|e| self.verbs_err(e))?;
-                    st[i].posted += 1;
-                    st[i].outstanding += 1;
-                    inflight[op.peer] += 1;
-                    moved = true;
-                }
-            }
-            if let Some((peer, theirs, mine)) = mismatch {
-                // The immediate that tells the receiver is posted; this side stops here.
-                return Err(TransportError::Setup(format!(
-                    "rank {} ({}): a {mine}-byte zero-copy send to rank {peer} ({}), which posted a {theirs}-byte \
-                     receive for it; are both ranks running the same command?",
-                    self.rank, self.hosts[self.rank], self.hosts[peer]
-                )));
-            }
-            // Completions of every link this batch uses.
-            for &p in &peers {
-                let Some(link) = self.direct.links[p].as_ref() else {
-                    continue;
-                };
-                comps.clear();
-                link.link.cq.poll(16, &mut comps).map_err(|e| self.verbs_err(e))?;
-                for c in comps.drain(..) {
-                    moved = true;
-                    let (peer, kind, i) = decode(c.wr_id);
-                    if kind == Some(WrKind::DirectWrite) {
-                        let s = &mut st[i];
-                        s.outstanding -= 1;
-                        inflight[peer] -= 1;
-                        if s.outstanding == 0 && s.posted == s.frags {
-                            ops[i].done_at = Some(Instant::now());
-                            remaining -= 1;
-                        }
-                        continue;
-                    }
-                    let Some(i) = recv_q[peer].pop_front() else {
-                        return Err(TransportError::Setup(format!(
-                            "rank {}: zero-copy data from rank {peer} that no receive was posted for",
-                            self.rank
-                        )));
-                    };
-                    let want = ops[i].span().len;
-                    let got = c.imm.unwrap_or(u32::MAX);
-                    if got as usize != want {
-                        return Err(TransportError::LengthMismatch {
-                            rank: self.rank,
-                            host: self.hosts[self.rank].clone(),
-                            peer,
-                            peer_host: self.hosts[peer].clone(),
-                            expected: want,
-                            got: u64::from(got),
-                        });
-                    }
-                    link.link
-                        .qp
-                        .post_recv(&link.sink, 0, 64, wr_id(peer, WrKind::DirectImm, 0))
-                        .map_err(|e| self.verbs_err(e))?;
-                    ops[i].done_at = Some(Instant::now());
-                    remaining -= 1;
-                }
-            }
-            if moved {
-                idle = 0;
-                continue;
-            }
-            if Instant::now() >= deadline {
-                let stalled = ops.iter().zip(&st).find(|(o, _)| o.done_at.is_none());
-                let (peer, what) = match stalled {
-                    Some((o, s)) if matches!(o.kind, DirectKind::Send(_)) && !s.cleared => {
-                        (o.peer, "its clear-to-send (it has not posted the matching receive)")
-                    }
-                    Some((o, _)) if matches!(o.kind, DirectKind::Send(_)) => {
-                        (o.peer, "an RDMA write into its registered buffer to complete")
-                    }
-                    Some((o, _)) => (
-                        o.peer,
-                        "its data to land (RDMA write into this rank's registered buffer)",
-                    ),
-                    None => (self.rank, "nothing"),
-                };
-                return Err(self.stalled(peer, start, format!("waiting for {what}")));
-            }
-            idle += 1;
-            idle_wait(idle, false);
+        DirectBatch {
+            peers,
+            st: vec![Progress::default(); ops.len()],
+            waiting,
+            recv_q,
+            inflight: vec![0; size],
+            remaining: ops.len(),
+            mismatch: None,
         }
-        Ok(())
     }
 }
 
