@@ -89,7 +89,7 @@ pub fn neighbours(ctx: &Ctx) -> (usize, usize) {
 }
 
 /// Every piece of a ring phase in order: steps 0..n-1, each cut into slices. The host rings here
-/// and the staged GPU rings (`staged.rs`) walk the same schedule.
+/// and the device rings (`device.rs`, staged or GPUDirect) walk the same schedule.
 pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>) -> Vec<Piece> {
     let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
     let mut v = Vec::new();
