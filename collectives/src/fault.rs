@@ -1,6 +1,6 @@
 //! Test-only fault injection, so end-to-end tests can show what the tool does when a rank dies,
 //! stalls or corrupts data. Read from `MESHRUN_FAULT`, e.g. `kill:rank=2:round=1`,
-//! `stall:rank=1:round=0`, `corrupt:rank=1`. Unset in normal runs; a malformed value is an error.
+//! `stall:rank=1:round=0`, `corrupt:rank=1`, `gpu:rank=1` (a device call of that rank's GPU fails). Unset in normal runs; a malformed value is an error.
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -11,6 +11,8 @@ pub enum FaultKind {
     Stall,
     /// Flip bits in data this rank sends.
     Corrupt,
+    /// This rank's GPU fails a device call (as a GPU with an Xid error would).
+    Gpu,
 }
 
 /// A fault for one rank, at one round or step (any step when `round` is None).
@@ -31,9 +33,10 @@ impl Fault {
             Some("kill") => FaultKind::Kill,
             Some("stall") => FaultKind::Stall,
             Some("corrupt") => FaultKind::Corrupt,
+            Some("gpu") => FaultKind::Gpu,
             other => {
                 return Err(format!(
-                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall or corrupt"
+                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall, corrupt or gpu"
                 ))
             }
         };
@@ -81,8 +84,13 @@ impl Fault {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
                 }
             }
-            FaultKind::Corrupt => {}
+            FaultKind::Corrupt | FaultKind::Gpu => {}
         }
+    }
+
+    /// Whether this rank's GPU should fail a device call at this round.
+    pub fn fails_gpu(this: Option<Fault>, rank: usize, round: usize) -> bool {
+        this.is_some_and(|f| f.kind == FaultKind::Gpu && f.applies(rank, round))
     }
 
     /// Whether data sent by this rank at this round should be corrupted.
@@ -111,5 +119,8 @@ mod tests {
         assert!(Fault::parse("kill:rank=x").is_err());
         assert!(Fault::corrupts(Some(Fault::parse("corrupt:rank=1").unwrap()), 1, 7));
         assert!(!Fault::corrupts(Some(Fault::parse("corrupt:rank=1").unwrap()), 0, 7));
+        assert!(Fault::fails_gpu(Some(Fault::parse("gpu:rank=1").unwrap()), 1, 0));
+        assert!(!Fault::fails_gpu(Some(Fault::parse("gpu:rank=1").unwrap()), 0, 0));
+        assert!(!Fault::fails_gpu(Some(Fault::parse("corrupt:rank=1").unwrap()), 1, 0));
     }
 }

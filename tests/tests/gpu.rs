@@ -146,6 +146,37 @@ fn corrupted_element_on_the_gpu_path_fails_the_run() {
     assert!(r.stdout.contains("# Out of bounds values : 4 FAILED"), "{}", r.stdout);
 }
 
+/// A GPU that fails a device call mid-run is this rank's own fault: exit 4 (not 3, "a peer
+/// died"), with the rank, host, GPU and call named, and the job ends instead of waiting for it.
+#[test]
+fn a_failed_gpu_call_is_a_local_fault_not_a_dead_peer() {
+    let r = mpirun(
+        2,
+        &[
+            "all_reduce",
+            "-g",
+            "--gpu-staging",
+            "-b",
+            "1K",
+            "-e",
+            "1K",
+            "-n",
+            "1",
+            "-T",
+            "20",
+        ],
+        &[STANDIN, ("MESHRUN_FAULT", "gpu:rank=1")],
+        LIMIT,
+    );
+    r.expect_code(4);
+    assert!(
+        r.stderr.contains("rank 1 (") && r.stderr.contains("cuLaunchKernel failed: CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "{}",
+        r.all()
+    );
+    assert!(!r.stderr.contains("did that rank die"), "{}", r.all());
+}
+
 fn libcuda_installed() -> bool {
     std::process::Command::new("ldconfig")
         .arg("-p")

@@ -332,6 +332,16 @@ impl Run<'_> {
         recv_h: &HostBuffer,
     ) -> Result<Placement, CollError> {
         load(dr, dev, send_h, recv_h)?;
+        if Fault::fails_gpu(self.fault, ctx.rank, 0) {
+            let info = dr.gpu.info();
+            return Err(CollError::Gpu(crate::gpu::GpuError::Call {
+                ordinal: info.ordinal,
+                name: info.name.clone(),
+                call: "cuLaunchKernel",
+                error: "CUDA_ERROR_ILLEGAL_ADDRESS (injected by MESHRUN_FAULT, tests only)".into(),
+                hint: String::new(),
+            }));
+        }
         let secs = self.timed(|| self.coll.run_gpu(t, ctx, dr, dev))?;
         let wrong = if self.cfg.check {
             let (send_v, mut recv_v) = self.verify_buffers(ctx, in_place)?;
