@@ -163,25 +163,11 @@ impl Job<'_> {
     }
 
     fn io_err(&self, peer: usize, what: String, source: io::Error) -> TransportError {
-        TransportError::Io {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            what,
-            source,
-        }
+        TransportError::io(self.rank, self.hosts, peer, what, source)
     }
 
     fn timeout(&self, peer: usize, what: String) -> TransportError {
-        TransportError::Timeout {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            waited: self.timeout,
-            what,
-        }
+        TransportError::timeout(self.rank, self.hosts, peer, self.timeout, what)
     }
 
     /// Connect to lower rank `peer` at `addr` (retrying while it is not listening yet) and send

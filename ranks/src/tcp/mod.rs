@@ -48,13 +48,7 @@ pub struct TcpMesh {
 
 impl TcpMesh {
     fn closed(&self, peer: usize, what: String) -> TransportError {
-        TransportError::PeerClosed {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            what,
-        }
+        TransportError::peer_closed(self.rank, &self.hosts, peer, what)
     }
 
     fn io(&self, peer: usize, what: &str, e: io::Error) -> TransportError {
@@ -64,14 +58,7 @@ impl TcpMesh {
         ) {
             return self.closed(peer, format!("{what}: {e}"));
         }
-        TransportError::Io {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            what: what.into(),
-            source: e,
-        }
+        TransportError::io(self.rank, &self.hosts, peer, what.into(), e)
     }
 }
 

@@ -123,14 +123,13 @@ impl TcpMesh {
             if !q.have_header && q.progress >= HEADER {
                 let len = u64::from_le_bytes(q.hdr);
                 if len != expected as u64 {
-                    return Err(TransportError::LengthMismatch {
-                        rank: self.rank,
-                        host: self.hosts[self.rank].clone(),
+                    return Err(TransportError::length_mismatch(
+                        self.rank,
+                        &self.hosts,
                         peer,
-                        peer_host: self.hosts[peer].clone(),
                         expected,
-                        got: len,
-                    });
+                        len,
+                    ));
                 }
                 q.have_header = true;
             }
@@ -235,14 +234,7 @@ impl TcpMesh {
             q.progress.saturating_sub(HEADER + q.pads[q.head]).min(cur),
             cur
         );
-        TransportError::Timeout {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            waited,
-            what,
-        }
+        TransportError::timeout(self.rank, &self.hosts, peer, waited, what)
     }
 
     pub(super) fn exchange_batch(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {

@@ -105,6 +105,49 @@ pub enum TransportError {
     Local(String),
 }
 
+/// Constructors that name both ends: `rank` is this rank, `hosts` every rank's host.
+impl TransportError {
+    pub fn timeout(rank: usize, hosts: &[String], peer: usize, waited: Duration, what: String) -> Self {
+        TransportError::Timeout {
+            rank,
+            host: hosts[rank].clone(),
+            peer,
+            peer_host: hosts[peer].clone(),
+            waited,
+            what,
+        }
+    }
+    pub fn peer_closed(rank: usize, hosts: &[String], peer: usize, what: String) -> Self {
+        TransportError::PeerClosed {
+            rank,
+            host: hosts[rank].clone(),
+            peer,
+            peer_host: hosts[peer].clone(),
+            what,
+        }
+    }
+    pub fn io(rank: usize, hosts: &[String], peer: usize, what: String, source: std::io::Error) -> Self {
+        TransportError::Io {
+            rank,
+            host: hosts[rank].clone(),
+            peer,
+            peer_host: hosts[peer].clone(),
+            what,
+            source,
+        }
+    }
+    pub fn length_mismatch(rank: usize, hosts: &[String], peer: usize, expected: usize, got: u64) -> Self {
+        TransportError::LengthMismatch {
+            rank,
+            host: hosts[rank].clone(),
+            peer,
+            peer_host: hosts[peer].clone(),
+            expected,
+            got,
+        }
+    }
+}
+
 /// Which transport carries the mesh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TransportKind {

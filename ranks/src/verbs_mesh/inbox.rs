@@ -212,14 +212,7 @@ impl VerbsMesh {
 
     /// A message from `p` whose length is not the `expected` one posted.
     pub(super) fn length_mismatch(&self, p: usize, expected: usize, got: u32) -> TransportError {
-        TransportError::LengthMismatch {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer: p,
-            peer_host: self.hosts[p].clone(),
-            expected,
-            got: u64::from(got),
-        }
+        TransportError::length_mismatch(self.rank, &self.hosts, p, expected, u64::from(got))
     }
 }
 

@@ -118,13 +118,7 @@ impl VerbsMesh {
     }
 
     fn fail(&self, peer: usize, what: String) -> TransportError {
-        TransportError::PeerClosed {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            what,
-        }
+        TransportError::peer_closed(self.rank, &self.hosts, peer, what)
     }
 
     /// A verbs failure as a transport error: a failed completion of a peer's traffic is that peer
@@ -152,14 +146,7 @@ impl VerbsMesh {
     }
 
     pub(super) fn stalled(&self, peer: usize, since: Instant, what: String) -> TransportError {
-        TransportError::Timeout {
-            rank: self.rank,
-            host: self.hosts[self.rank].clone(),
-            peer,
-            peer_host: self.hosts[peer].clone(),
-            waited: since.elapsed(),
-            what,
-        }
+        TransportError::timeout(self.rank, &self.hosts, peer, since.elapsed(), what)
     }
 }
 
