@@ -11,7 +11,7 @@ use collectives::coll::harness::{CollConfig, Placement, Row, Step, TimeAverage};
 use collectives::coll::report::{self, DeviceInfo, Exporter};
 use collectives::dtype::{DataType, RedOp};
 use collectives::pairwise::report::{csv, heatmap, json, text};
-use collectives::pairwise::PairwiseOutcome;
+use collectives::pairwise::{verdict, Measurement, PairwiseConfig, PairwiseOutcome};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")
@@ -42,14 +42,41 @@ fn check(name: &str, got: &[u8]) -> Option<String> {
     }
 }
 
+/// A run's measurements as saved from a real run; the verdict is decided here from them.
+#[derive(serde::Deserialize)]
+struct Fixture {
+    config: PairwiseConfig,
+    transport: String,
+    transport_details: Vec<(String, String)>,
+    hosts: Vec<String>,
+    rounds: usize,
+    measurements: Vec<Measurement>,
+    retests: Vec<Measurement>,
+}
+
+fn outcome(f: Fixture) -> PairwiseOutcome {
+    let plan = verdict::retest_plan(&f.measurements, &f.config, &f.hosts);
+    let verdict = verdict::decide(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
+    PairwiseOutcome {
+        config: f.config,
+        transport: f.transport,
+        transport_details: f.transport_details,
+        hosts: f.hosts,
+        rounds: f.rounds,
+        measurements: f.measurements,
+        retests: f.retests,
+        verdict,
+    }
+}
+
 fn outcomes() -> Vec<(String, PairwiseOutcome)> {
     let mut v: Vec<(String, PairwiseOutcome)> = std::fs::read_dir(dir())
         .expect("golden folder")
         .filter_map(|e| {
             let p = e.ok()?.path();
             let stem = p.file_name()?.to_str()?.strip_suffix(".outcome.json")?.to_string();
-            let o = serde_json::from_slice(&std::fs::read(&p).ok()?).expect("a fixture outcome");
-            Some((stem, o))
+            let f: Fixture = serde_json::from_slice(&std::fs::read(&p).ok()?).expect("a fixture outcome");
+            Some((stem, outcome(f)))
         })
         .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));

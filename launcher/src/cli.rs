@@ -226,6 +226,10 @@ pub fn parse_timeout(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+fn parse_pattern(s: &str) -> Result<collectives::schedule::Pattern, String> {
+    collectives::schedule::Pattern::parse(s)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TestArg {
     /// Bandwidth (like ib_write_bw)
@@ -242,7 +246,7 @@ pub enum OpArg {
 }
 
 #[derive(Args, Debug)]
-#[command(group(clap::ArgGroup::new("pairs").args(["pair", "inter_node", "intra_node"])))]
+#[command(group(clap::ArgGroup::new("selection").args(["pair", "inter_node", "intra_node"])))]
 pub struct PairwiseArgs {
     #[command(flatten)]
     pub rank: RankArgs,
@@ -282,9 +286,18 @@ pub struct PairwiseArgs {
     /// Only pairs on the same host
     #[arg(long)]
     pub intra_node: bool,
-    /// A pair is suspect below this fraction of the median of all pairs
-    #[arg(long, default_value_t = 0.9, value_parser = parse_fraction)]
-    pub threshold: f64,
+    /// A pair is suspect below this fraction of the median of all pairs (default: decided from
+    /// the distribution, see README "How meshrun decides")
+    #[arg(long, value_parser = parse_fraction)]
+    pub threshold: Option<f64>,
+    /// Which partners each rank measures: all, ring, shift:K (i+-1..K, as mpiGraph) or random:K
+    /// (K random partners); the quick patterns screen a big fabric in a few rounds
+    #[arg(long = "pairs", value_name = "PATTERN", default_value = "all", value_parser = parse_pattern)]
+    pub pairs: collectives::schedule::Pattern,
+    /// Which hosts hang off which leaf switch (`leaf1: node[01-16]` lines, or Slurm's
+    /// topology.conf), to blame a switch uplink when the slow host links all cross it
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
     /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)
     #[arg(long, value_parser = parse_positive)]
     pub expect_gbps: Option<f64>,
@@ -385,4 +398,28 @@ pub struct DeviceArgs {
 pub struct DevicesArgs {
     #[command(flatten)]
     pub dev: DeviceArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// clap's own consistency checks (ids, groups, conflicts) over every subcommand; they
+    /// otherwise fire only when a debug binary parses its arguments.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn pairs_patterns_and_the_default_rule() {
+        let cli = Cli::try_parse_from(["meshrun", "pairwise", "--pairs", "shift:3"]).unwrap();
+        let Command::Pairwise(a) = cli.command else {
+            panic!("pairwise")
+        };
+        assert_eq!(a.pairs, collectives::schedule::Pattern::Shift(3));
+        assert_eq!(a.threshold, None, "no --threshold: the robust rule");
+        assert!(Cli::try_parse_from(["meshrun", "pairwise", "--pairs", "star"]).is_err());
+    }
 }

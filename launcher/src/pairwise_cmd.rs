@@ -6,6 +6,7 @@ use std::time::Duration;
 use collectives::output;
 use collectives::pairwise::measure::Amount;
 use collectives::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
+use collectives::pairwise::topology::Topology;
 use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
 use collectives::progress::Progress;
 
@@ -87,6 +88,7 @@ fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, 
         warmup: a.warmup.unwrap_or(if test == TestKind::Lat { 10 } else { a.tx_depth }),
         bidirectional: a.bidirectional,
         selection,
+        pattern: a.pairs,
         threshold: a.threshold,
         expect_gbps: a.expect_gbps,
         retest: !a.no_retest,
@@ -153,6 +155,26 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     Ok(v)
 }
 
+/// `--topology FILE`, read on rank 0; a warning names the job's hosts it does not place (their
+/// links are judged without a switch).
+fn read_topology(path: &std::path::Path, hosts: &[String]) -> Result<Topology, String> {
+    let t = Topology::read(path).map_err(|e| format!("--topology {e}"))?;
+    let mut missing: Vec<&str> = hosts
+        .iter()
+        .filter(|h| t.switch_of(h).is_none())
+        .map(String::as_str)
+        .collect();
+    missing.dedup();
+    if !missing.is_empty() {
+        eprintln!(
+            "meshrun: warning: --topology {} places no switch above {}",
+            path.display(),
+            missing.join(", ")
+        );
+    }
+    Ok(t)
+}
+
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
     for (p, _) in outputs(a)? {
@@ -182,8 +204,15 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 }
             }
         }
+        let mut topology = None;
         if problem.is_none() && world.rank() == 0 {
             problem = check_outputs(&a).err();
+            if let (None, Some(p)) = (&problem, &a.topology) {
+                match read_topology(p, world.hosts()) {
+                    Ok(t) => topology = Some(t),
+                    Err(e) => problem = Some(e),
+                }
+            }
         }
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
@@ -202,7 +231,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 return Ok(Status::Usage.code());
             }
         }
-        let rounds = pairwise::rounds_for(world.size(), cfg.selection, world.node_of());
+        let rounds = pairwise::rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(
                 "no pairs to test: {} rank(s) on {} host(s) with this selection",
@@ -211,7 +240,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             )));
         }
         let mut progress = Progress::new(world.rank() == 0);
-        let outcome = pairwise::run(world, t, &cfg, &mut progress)?;
+        let outcome = pairwise::run(world, t, &cfg, topology.as_ref(), &mut progress)?;
         // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.
         let mut code = 0u8;
         if let Some(o) = outcome {

@@ -156,6 +156,11 @@ static NETNS_LOCK: Mutex<()> = Mutex::new(());
 
 impl NetnsCluster {
     pub fn up(n: usize) -> NetnsCluster {
+        NetnsCluster::up_with_slots(n, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each in the hostfile.
+    pub fn up_with_slots(n: usize, slots: usize) -> NetnsCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
@@ -164,7 +169,7 @@ impl NetnsCluster {
         let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
         let r = run_bounded(
             Command::new(root().join("scripts/netns-cluster"))
-                .args(["up", &n.to_string()])
+                .args(["up", &n.to_string(), &slots.to_string()])
                 .env("MR_NETNS_DIR", &dir),
             Duration::from_secs(60),
         );

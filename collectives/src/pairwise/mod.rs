@@ -1,9 +1,13 @@
-//! All-pairs bandwidth and latency: circle-method rounds of disjoint pairs run at once, results
-//! gathered at rank 0, suspects retested alone, then blamed on a link or a node.
+//! All-pairs bandwidth and latency: circle-method rounds of disjoint pairs run at once (or a quick
+//! pattern of partners), results gathered at rank 0, suspects and reference pairs retested
+//! alone, then blamed on an uplink, a node, a host link, a NIC or a rank pair.
 
+pub mod blame;
+pub mod bulk;
 pub mod formulas;
 pub mod measure;
 pub mod report;
+pub mod topology;
 pub mod verdict;
 
 use std::time::Duration;
@@ -13,9 +17,11 @@ use ranks::{Transport, TransportError, World};
 use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
-use crate::schedule::{circle_rounds, filter_rounds, peer_in, Pair};
+pub use crate::schedule::Pattern;
+use crate::schedule::{filter_rounds, peer_in, Pair};
 use formulas::LatencyStats;
 use measure::{Amount, BwResult, MeasureSpec};
+use topology::Topology;
 
 /// Bandwidth or latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,13 +79,21 @@ pub struct PairwiseConfig {
     pub warmup: u64,
     pub bidirectional: bool,
     pub selection: Selection,
-    /// Fraction of the median below which a pair is suspect.
-    pub threshold: f64,
+    /// Which partners each rank has (`--pairs`).
+    #[serde(default = "all_pairs")]
+    pub pattern: Pattern,
+    /// `--threshold F`: a pair is suspect below F times the median; None decides from the
+    /// distribution (see [`verdict`]).
+    pub threshold: Option<f64>,
     /// Absolute floor in Gb/s (bandwidth tests).
     pub expect_gbps: Option<f64>,
     pub retest: bool,
     #[serde(with = "secs")]
     pub op_timeout: Duration,
+}
+
+fn all_pairs() -> Pattern {
+    Pattern::All
 }
 
 mod secs {
@@ -135,8 +149,8 @@ impl Measurement {
 }
 
 /// The pairs to test, in rounds.
-pub fn rounds_for(n: usize, selection: Selection, node_of: &[usize]) -> Vec<Vec<Pair>> {
-    filter_rounds(circle_rounds(n), |(a, b)| match selection {
+pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[usize]) -> Vec<Vec<Pair>> {
+    filter_rounds(pattern.rounds(n), |(a, b)| match selection {
         Selection::All => true,
         Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
         Selection::InterNode => node_of[a] != node_of[b],
@@ -278,10 +292,11 @@ pub fn run(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
+    topology: Option<&Topology>,
     progress: &mut Progress,
 ) -> Result<Option<PairwiseOutcome>, PairwiseError> {
     let me = t.rank();
-    let rounds = rounds_for(t.size(), cfg.selection, world.node_of());
+    let rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
     let total_pairs: usize = rounds.iter().map(Vec::len).sum();
     progress.start(rounds.len(), total_pairs);
     let mut mine = Vec::new();
@@ -297,21 +312,19 @@ pub fn run(
     progress.finish();
     let first = gather_measurements(world, &mine, "gathering pairwise results")?;
 
-    // Rank 0 picks the suspects; every rank learns them and the pairs retest one at a time.
-    let suspects: Vec<Pair> = match &first {
-        Some(all) if cfg.retest => verdict::suspects(all, cfg),
-        _ => Vec::new(),
+    // Rank 0 picks the suspects and reference pairs; every rank learns them and the pairs retest
+    // one at a time.
+    let plan = match &first {
+        Some(all) if cfg.retest => verdict::retest_plan(all, cfg, world.hosts()),
+        _ => verdict::RetestPlan::default(),
     };
-    let suspects_bytes = world.broadcast_vec(
-        &serde_json::to_vec(&suspects).unwrap_or_default(),
-        "sharing suspect pairs",
-    );
-    let suspects: Vec<Pair> = serde_json::from_slice(&suspects_bytes).map_err(|_| WireError {
+    let plan_bytes = world.broadcast_vec(&serde_json::to_vec(&plan).unwrap_or_default(), "sharing suspect pairs");
+    let plan: verdict::RetestPlan = serde_json::from_slice(&plan_bytes).map_err(|_| WireError {
         rank: 0,
         what: "sharing suspect pairs".into(),
     })?;
     let mut mine_retest = Vec::new();
-    for &(a, b) in &suspects {
+    for (a, b) in plan.pairs() {
         if me == a || me == b {
             let peer = if me == a { b } else { a };
             mine_retest.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
@@ -320,7 +333,7 @@ pub fn run(
     }
     let retests = gather_measurements(world, &mine_retest, "gathering retest results")?;
     Ok(first.zip(retests).map(|(measurements, retests)| {
-        let v = verdict::decide(&measurements, &retests, cfg, world.hosts());
+        let v = verdict::decide(&measurements, &retests, cfg, world.hosts(), &plan, topology);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),

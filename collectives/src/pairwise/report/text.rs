@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 
 use super::{matrix, score_to_value, unit};
-use crate::pairwise::{OpName, PairwiseOutcome, Selection, TestKind};
+use crate::pairwise::blame::{Counts, Part};
+use crate::pairwise::bulk::{DEVIATIONS, MIN_DROP};
+use crate::pairwise::verdict::{Population, Rule};
+use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 use crate::stats::median;
 
 const RULE: &str = "---------------------------------------------------------------------------------------";
@@ -63,12 +66,24 @@ fn header(s: &mut String, o: &PairwiseOutcome) {
         "Ranks",
         format!("{n} on {} host(s)", nodes.len()),
     );
-    let sel = match c.selection {
+    let mut sel = match c.selection {
         Selection::All => "all pairs".to_string(),
         Selection::Pair(a, b) => format!("pair {a},{b}"),
         Selection::InterNode => "inter-node".into(),
         Selection::IntraNode => "intra-node".into(),
     };
+    let pattern = match c.pattern {
+        Pattern::All => None,
+        Pattern::Ring => Some("ring".to_string()),
+        Pattern::Shift(k) => Some(format!("shift:{k}")),
+        Pattern::Random(k) => Some(format!("random:{k}")),
+    };
+    if let Some(p) = pattern {
+        sel = match c.selection {
+            Selection::All => p,
+            _ => format!("{p}, {sel}"),
+        };
+    }
     w(s, "Pairs", sel, "Rounds", o.rounds.to_string());
     let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
         "one read in flight"
@@ -195,19 +210,59 @@ fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
     let _ = writeln!(s, "# All {count} measured cells: {}", stats(&mut all));
 }
 
-/// The bar, what was cleared, the slow nodes and links, and PASS or FAIL.
+/// The bar, what was cleared, the blamed parts, and PASS or FAIL.
 fn verdict(s: &mut String, o: &PairwiseOutcome) {
     let c = &o.config;
     let u = unit(c.test);
     let v = &o.verdict;
-    let bar = score_to_value(c.test, v.bar);
-    let med = score_to_value(c.test, v.median);
+    let val = |score: f64| score_to_value(c.test, score);
     let cmp = if c.test == TestKind::Bw { "below" } else { "above" };
-    let mut why = format!("{:.0}% of the median {med:.2} {u}", c.threshold * 100.0);
-    if let (TestKind::Bw, Some(f)) = (c.test, c.expect_gbps) {
-        why = format!("{why}, or the floor --expect-gbps {f}");
+    let floor = match (c.test, c.expect_gbps) {
+        (TestKind::Bw, Some(f)) => format!(", or the floor --expect-gbps {f}"),
+        _ => String::new(),
+    };
+    for j in &v.judged {
+        let b = &j.bulk;
+        match v.rule {
+            Rule::Threshold(f) => {
+                let _ = writeln!(
+                    s,
+                    "# Slow: {cmp} {:.2} {u} ({:.0}% of the median {:.2} {u}{floor}); suspects are retested alone",
+                    val(b.bar),
+                    f * 100.0,
+                    val(b.median)
+                );
+            }
+            Rule::Robust => {
+                let pop = match (v.judged.len(), j.population) {
+                    (1, _) => "",
+                    (_, Population::BetweenHosts) => " (between hosts)",
+                    (_, Population::WithinHost) => " (within a host)",
+                };
+                let _ = writeln!(
+                    s,
+                    "# Slow{pop}: {cmp} {:.2} {u}, the larger of {DEVIATIONS} robust deviations and {:.0}% from the healthy bulk \
+                     (median {:.2} {u}, spread +-{:.0}%, {} of {} cells){floor}",
+                    val(b.bar),
+                    (1.0 - (-MIN_DROP).exp()) * 100.0,
+                    val(b.median),
+                    (b.spread.exp() - 1.0) * 100.0,
+                    b.healthy,
+                    b.cells
+                );
+                if let Some(alone) = j.reference_alone {
+                    let _ = writeln!(
+                        s,
+                        "# Retested alone{pop}: the suspects, and {} reference pair(s) from the bulk, which ran at {:.2} {u} alone: \
+                         {cmp} {:.2} {u} alone is slow",
+                        j.references.len(),
+                        val(alone),
+                        val(j.bar_alone)
+                    );
+                }
+            }
+        }
     }
-    let _ = writeln!(s, "# Slow: {cmp} {bar:.2} {u} ({why}); suspects are retested alone");
     for (a, b) in &v.cleared {
         let _ = writeln!(
             s,
@@ -215,55 +270,95 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
             o.hosts[*a], o.hosts[*b]
         );
     }
-    for node in &v.slow_nodes {
-        let _ = writeln!(
-            s,
-            "# SLOW NODE: {}: {} of its {} pairs are slow",
-            node.host, node.slow_pairs, node.pairs
-        );
-    }
-    for p in &v.confirmed {
-        let explained = v
-            .slow_nodes
-            .iter()
-            .find(|nd| nd.host == p.host_a || nd.host == p.host_b);
-        let dirs: Vec<String> = p.directions.iter().map(|(x, y)| format!("{x}->{y}")).collect();
-        let retest = p.retest.map_or("not retested".to_string(), |r| {
-            format!("alone {:.2}", score_to_value(c.test, r))
-        });
-        let label = match explained {
-            Some(nd) => format!("slow pair (node {})", nd.host),
-            None => "SLOW LINK".to_string(),
+    let bulk_of = |within: bool| {
+        let want = if within {
+            Population::WithinHost
+        } else {
+            Population::BetweenHosts
         };
-        let _ = writeln!(
-            s,
-            "# {label}: rank {} ({}) <-> rank {} ({}): {:.2} {u} ({retest}), direction {}",
-            p.a,
-            p.host_a,
-            p.b,
-            p.host_b,
-            score_to_value(c.test, p.first),
-            dirs.join(", ")
-        );
+        let j = v.judged.iter().find(|j| j.population == want).or(v.judged.first());
+        j.map_or(String::new(), |j| {
+            format!("; healthy bulk {:.2} {u}", val(j.bulk.median))
+        })
+    };
+    let figures = |k: &Counts| {
+        let alone = k
+            .worst_retest
+            .map_or(", not retested".to_string(), |r| format!(", alone {:.2}", val(r)));
+        format!("worst {:.2} {u}{alone}{}", val(k.worst), bulk_of(false))
+    };
+    for part in &v.blamed {
+        let _ = match part {
+            Part::Uplink {
+                switch_a,
+                switch_b,
+                counts: k,
+            } => writeln!(
+                s,
+                "# SLOW UPLINK: {switch_a} <-> {switch_b}: {} of the {} host links across it are slow ({} rank pairs); {}",
+                k.slow,
+                k.of,
+                k.slow_pairs,
+                figures(k)
+            ),
+            Part::Node { host, counts: k } => writeln!(
+                s,
+                "# SLOW NODE: {host}: {} of its {} host links are slow ({} rank pairs); {}",
+                k.slow,
+                k.of,
+                k.slow_pairs,
+                figures(k)
+            ),
+            Part::HostLink {
+                host_a,
+                host_b,
+                counts: k,
+            } => writeln!(
+                s,
+                "# SLOW HOST LINK: {host_a} <-> {host_b}: {} of its {} rank pairs are slow; {}",
+                k.slow,
+                k.of,
+                figures(k)
+            ),
+            Part::Nic { rank, host, counts: k } => writeln!(
+                s,
+                "# SLOW NIC: rank {rank} ({host}): {} of its {} pairs to other hosts are slow, the other ranks of {host} are fine; {}",
+                k.slow,
+                k.of,
+                figures(k)
+            ),
+            Part::RankPair { pair: p } => {
+                let dirs: Vec<String> = p.directions.iter().map(|(x, y)| format!("{x}->{y}")).collect();
+                let retest = p
+                    .retest
+                    .map_or("not retested".to_string(), |r| format!("alone {:.2}", val(r)));
+                writeln!(
+                    s,
+                    "# SLOW RANK PAIR: rank {} ({}) <-> rank {} ({}): {:.2} {u} ({retest}), direction {}{}",
+                    p.a,
+                    p.host_a,
+                    p.b,
+                    p.host_b,
+                    val(p.first),
+                    dirs.join(", "),
+                    bulk_of(p.host_a == p.host_b)
+                )
+            }
+        };
     }
     if v.pass {
         let _ = writeln!(s, "# PASS: no slow pairs");
     } else {
+        let count = |level: &str| v.blamed.iter().filter(|p| p.level() == level).count();
         let _ = writeln!(
             s,
-            "# FAIL: {} slow pair(s): {} slow node(s), {} slow link(s)",
+            "# FAIL: {} slow rank pair(s): {} uplink(s), {} node(s), {} host link(s), {} NIC(s), {} other rank pair(s)",
             v.confirmed.len(),
-            v.slow_nodes.len(),
-            v.slow_links.len()
+            count("uplink"),
+            count("node"),
+            count("host link"),
+            count("NIC"),
+            count("rank pair")
         );
-    }
-}
-
-/// The text report on stdout.
-pub struct Text;
-
-impl super::Exporter for Text {
-    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
-        Ok(render(o).into_bytes())
     }
 }

@@ -1,0 +1,409 @@
+//! Where the confirmed slow rank pairs point: a switch uplink, a node, a host-to-host link, one
+//! rank's NIC, or (none of these) the rank pairs themselves.
+//!
+//! Rank pairs are first grouped into host links (every rank pair between two hosts). In order:
+//! 1. with a topology, an uplink between two leaf switches is slow when more than half of the
+//!    host links across it (at least two) are slow;
+//! 2. a node is slow when more than half of its host links (at least two, so three hosts or
+//!    more) are slow, not counting links an uplink explains: counted over hosts, so a node with
+//!    eight ranks weighs as one node;
+//! 3. a host link is slow when more than half of its rank pairs are slow;
+//! 4. a rank (its NIC, or its GPU) is slow when more than half of its pairs to other hosts are
+//!    slow while no other rank of its host is: the bad NIC of an eight-NIC node;
+//! 5. what is left are single rank pairs.
+//!
+//! Each level only sees the slow pairs the levels before it did not explain.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::topology::Topology;
+use crate::schedule::Pair;
+
+/// A slow pair with its figures, as the verdict confirmed it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SlowPair {
+    pub a: usize,
+    pub b: usize,
+    pub host_a: String,
+    pub host_b: String,
+    /// Worst first-pass score of the pair (either direction).
+    pub first: f64,
+    /// Worst retest score, when retested.
+    pub retest: Option<f64>,
+    /// The slow directions (src, dst) of the first pass.
+    pub directions: Vec<HostPair>,
+}
+
+/// Figures behind one blamed part: how many of its members are slow, and the worst scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Slow members (host links for uplinks and nodes, rank pairs otherwise) of `of`.
+    pub slow: usize,
+    pub of: usize,
+    /// Slow rank pairs behind it.
+    pub slow_pairs: usize,
+    /// Worst first-pass and retest scores of those rank pairs.
+    pub worst: f64,
+    pub worst_retest: Option<f64>,
+}
+
+/// A blamed part of the fabric.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "level", rename_all = "snake_case")]
+pub enum Part {
+    Uplink {
+        switch_a: String,
+        switch_b: String,
+        counts: Counts,
+    },
+    Node {
+        host: String,
+        counts: Counts,
+    },
+    HostLink {
+        host_a: String,
+        host_b: String,
+        counts: Counts,
+    },
+    Nic {
+        rank: usize,
+        host: String,
+        counts: Counts,
+    },
+    RankPair {
+        pair: SlowPair,
+    },
+}
+
+impl Part {
+    /// The level's name in reports: `uplink`, `node`, `host link`, `NIC`, `rank pair`.
+    pub fn level(&self) -> &'static str {
+        match self {
+            Part::Uplink { .. } => "uplink",
+            Part::Node { .. } => "node",
+            Part::HostLink { .. } => "host link",
+            Part::Nic { .. } => "NIC",
+            Part::RankPair { .. } => "rank pair",
+        }
+    }
+}
+
+/// Two hosts, by index, lower first.
+type HostPair = (usize, usize);
+
+/// A host link's rank pairs: tested, and confirmed slow.
+#[derive(Default)]
+struct LinkPairs<'a> {
+    tested: Vec<Pair>,
+    slow: Vec<&'a SlowPair>,
+}
+
+impl LinkPairs<'_> {
+    /// More than half of its rank pairs slow.
+    fn is_slow(&self) -> bool {
+        self.slow.len() * 2 > self.tested.len()
+    }
+}
+
+/// The host link (by host index, lower first) of a rank pair; None within one host.
+fn link_of(host_idx: &[usize], (a, b): Pair) -> Option<HostPair> {
+    let (x, y) = (host_idx[a], host_idx[b]);
+    (x != y).then_some((x.min(y), x.max(y)))
+}
+
+/// Blame the confirmed slow pairs of a run in which `tested` rank pairs were measured; `hosts`
+/// is every rank's host.
+pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology: Option<&Topology>) -> Vec<Part> {
+    let mut names: Vec<&str> = Vec::new();
+    for h in hosts {
+        if !names.contains(&h.as_str()) {
+            names.push(h);
+        }
+    }
+    let host_idx: Vec<usize> = hosts
+        .iter()
+        .map(|h| names.iter().position(|n| n == h).unwrap_or(0))
+        .collect();
+    // Rank pairs per host link: tested, and the slow ones.
+    let mut links: BTreeMap<HostPair, LinkPairs> = BTreeMap::new();
+    for &p in tested {
+        if let Some(l) = link_of(&host_idx, p) {
+            links.entry(l).or_default().tested.push(p);
+        }
+    }
+    for s in confirmed {
+        if let Some(l) = link_of(&host_idx, (s.a, s.b)) {
+            links.entry(l).or_default().slow.push(s);
+        }
+    }
+    let mut explained: Vec<HostPair> = Vec::new();
+    let mut parts = Vec::new();
+
+    // 1. Uplinks between leaf switches.
+    if let Some(t) = topology {
+        let switch = |h: usize| t.switch_of(names[h]);
+        let mut across: BTreeMap<(&str, &str), Vec<HostPair>> = BTreeMap::new();
+        for &l in links.keys() {
+            if let (Some(x), Some(y)) = (switch(l.0), switch(l.1)) {
+                if x != y {
+                    across.entry((x.min(y), x.max(y))).or_default().push(l);
+                }
+            }
+        }
+        for ((x, y), ls) in across {
+            let slow: Vec<HostPair> = ls.iter().copied().filter(|l| links[l].is_slow()).collect();
+            if slow.len() >= 2 && slow.len() * 2 > ls.len() {
+                parts.push(Part::Uplink {
+                    switch_a: x.to_string(),
+                    switch_b: y.to_string(),
+                    counts: counts(
+                        slow.len(),
+                        ls.len(),
+                        slow.iter().flat_map(|l| links[l].slow.iter().copied()),
+                    ),
+                });
+                explained.extend(slow);
+            }
+        }
+    }
+
+    // 2. Nodes, over host links not explained above; the worst host first, so the one slow
+    //    link a slow node gives each neighbour does not make that neighbour look bad too.
+    let mut node_hosts: Vec<usize> = Vec::new();
+    loop {
+        // (slow fraction, host, its slow links, its links)
+        let mut best: Option<(f64, usize, Vec<HostPair>, usize)> = None;
+        for h in (0..names.len()).filter(|h| !node_hosts.contains(h)) {
+            let mine: Vec<HostPair> = links.keys().copied().filter(|l| l.0 == h || l.1 == h).collect();
+            let slow: Vec<HostPair> = mine
+                .iter()
+                .copied()
+                .filter(|l| !explained.contains(l) && links[l].is_slow())
+                .collect();
+            let fraction = slow.len() as f64 / mine.len().max(1) as f64;
+            if mine.len() >= 2 && slow.len() * 2 > mine.len() && best.as_ref().is_none_or(|b| fraction > b.0) {
+                best = Some((fraction, h, slow, mine.len()));
+            }
+        }
+        let Some((_, h, slow, of)) = best else { break };
+        parts.push(Part::Node {
+            host: names[h].to_string(),
+            counts: counts(slow.len(), of, slow.iter().flat_map(|l| links[l].slow.iter().copied())),
+        });
+        node_hosts.push(h);
+        explained.extend(links.keys().copied().filter(|l| l.0 == h || l.1 == h));
+    }
+
+    // 3. Host links.
+    for (l, v) in &links {
+        if !explained.contains(l) && v.is_slow() {
+            parts.push(Part::HostLink {
+                host_a: names[l.0].to_string(),
+                host_b: names[l.1].to_string(),
+                counts: counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
+            });
+            explained.push(*l);
+        }
+    }
+    let unexplained: Vec<&SlowPair> = confirmed
+        .iter()
+        .filter(|s| link_of(&host_idx, (s.a, s.b)).is_none_or(|l| !explained.contains(&l)))
+        .collect();
+
+    // 4. One rank's NIC: most of its pairs to other hosts slow, no other rank of its host so.
+    let inter = |r: usize| -> Vec<Pair> {
+        tested
+            .iter()
+            .copied()
+            .filter(|&(a, b)| (a == r || b == r) && host_idx[a] != host_idx[b])
+            .collect()
+    };
+    let slow_of = |r: usize| -> Vec<&SlowPair> {
+        unexplained
+            .iter()
+            .copied()
+            .filter(|s| (s.a == r || s.b == r) && host_idx[s.a] != host_idx[s.b])
+            .collect()
+    };
+    let mostly_slow = |r: usize| {
+        let n = inter(r).len();
+        n >= 2 && slow_of(r).len() * 2 > n
+    };
+    let mut nic_ranks = Vec::new();
+    for r in 0..hosts.len() {
+        let peers_on_host: Vec<usize> = (0..hosts.len())
+            .filter(|&o| o != r && host_idx[o] == host_idx[r])
+            .collect();
+        if !peers_on_host.is_empty() && mostly_slow(r) && !peers_on_host.iter().any(|&o| mostly_slow(o)) {
+            let slow = slow_of(r);
+            parts.push(Part::Nic {
+                rank: r,
+                host: hosts[r].clone(),
+                counts: counts(slow.len(), inter(r).len(), slow.iter().copied()),
+            });
+            nic_ranks.push(r);
+        }
+    }
+
+    // 5. What is left.
+    for s in unexplained {
+        if !nic_ranks.contains(&s.a) && !nic_ranks.contains(&s.b) {
+            parts.push(Part::RankPair { pair: s.clone() });
+        }
+    }
+    parts
+}
+
+fn counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> Counts {
+    let pairs: Vec<&SlowPair> = pairs.collect();
+    Counts {
+        slow,
+        of,
+        slow_pairs: pairs.len(),
+        worst: pairs.iter().map(|p| p.first).fold(f64::INFINITY, f64::min),
+        worst_retest: pairs.iter().filter_map(|p| p.retest).reduce(f64::min),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ppn` ranks on each of `h` hosts (`n0`, `n1`, ...), all pairs tested.
+    fn cluster(h: usize, ppn: usize) -> (Vec<String>, Vec<Pair>) {
+        let hosts: Vec<String> = (0..h * ppn).map(|r| format!("n{}", r / ppn)).collect();
+        let n = hosts.len();
+        let tested = (0..n).flat_map(|a| (a + 1..n).map(move |b| (a, b))).collect();
+        (hosts, tested)
+    }
+
+    fn slow(hosts: &[String], pairs: &[Pair]) -> Vec<SlowPair> {
+        pairs
+            .iter()
+            .map(|&(a, b)| SlowPair {
+                a,
+                b,
+                host_a: hosts[a].clone(),
+                host_b: hosts[b].clone(),
+                first: 0.1,
+                retest: Some(0.12),
+                directions: vec![(a, b)],
+            })
+            .collect()
+    }
+
+    fn levels(parts: &[Part]) -> Vec<String> {
+        parts
+            .iter()
+            .map(|p| match p {
+                Part::Uplink { switch_a, switch_b, .. } => format!("uplink {switch_a}-{switch_b}"),
+                Part::Node { host, .. } => format!("node {host}"),
+                Part::HostLink { host_a, host_b, .. } => format!("link {host_a}-{host_b}"),
+                Part::Nic { rank, .. } => format!("nic {rank}"),
+                Part::RankPair { pair } => format!("pair {}-{}", pair.a, pair.b),
+            })
+            .collect()
+    }
+
+    /// Every rank pair between hosts `x` and `y`.
+    fn between(hosts: &[String], tested: &[Pair], x: &str, y: &str) -> Vec<Pair> {
+        tested
+            .iter()
+            .copied()
+            .filter(|&(a, b)| (hosts[a] == x && hosts[b] == y) || (hosts[a] == y && hosts[b] == x))
+            .collect()
+    }
+
+    #[test]
+    fn one_host_link_of_four_hosts_with_two_ranks_each() {
+        let (hosts, tested) = cluster(4, 2);
+        let s = slow(&hosts, &between(&hosts, &tested, "n0", "n1"));
+        let parts = blame(&hosts, &tested, &s, None);
+        assert_eq!(levels(&parts), vec!["link n0-n1"]);
+        let Part::HostLink { counts, .. } = &parts[0] else {
+            unreachable!()
+        };
+        assert_eq!(
+            (counts.slow, counts.of, counts.worst, counts.worst_retest),
+            (4, 4, 0.1, Some(0.12))
+        );
+    }
+
+    #[test]
+    fn a_slow_node_is_one_node_however_many_ranks() {
+        for ppn in 1..=8 {
+            let (hosts, tested) = cluster(4, ppn);
+            let pairs: Vec<Pair> = ["n0", "n2", "n3"]
+                .iter()
+                .flat_map(|o| between(&hosts, &tested, "n1", o))
+                .collect();
+            let parts = blame(&hosts, &tested, &slow(&hosts, &pairs), None);
+            assert_eq!(levels(&parts), vec!["node n1"], "ppn {ppn}");
+            let Part::Node { counts, .. } = &parts[0] else {
+                unreachable!()
+            };
+            assert_eq!((counts.slow, counts.of, counts.slow_pairs), (3, 3, 3 * ppn * ppn));
+        }
+    }
+
+    #[test]
+    fn one_bad_nic_of_an_eight_nic_node() {
+        let (hosts, tested) = cluster(4, 8);
+        // Rank 11 is on n1: every pair from it to another host is slow.
+        let pairs: Vec<Pair> = tested
+            .iter()
+            .copied()
+            .filter(|&(a, b)| (a == 11 || b == 11) && hosts[a] != hosts[b])
+            .collect();
+        let parts = blame(&hosts, &tested, &slow(&hosts, &pairs), None);
+        assert_eq!(levels(&parts), vec!["nic 11"]);
+        let Part::Nic { host, counts, .. } = &parts[0] else {
+            unreachable!()
+        };
+        assert_eq!((host.as_str(), counts.slow, counts.of), ("n1", 24, 24));
+    }
+
+    #[test]
+    fn an_uplink_between_two_leaves() {
+        let (hosts, tested) = cluster(4, 2);
+        let topo = Topology::parse("a: n[0-1]\nb: n[2-3]\n", "t").unwrap();
+        let pairs: Vec<Pair> = [("n0", "n2"), ("n0", "n3"), ("n1", "n2"), ("n1", "n3")]
+            .iter()
+            .flat_map(|(x, y)| between(&hosts, &tested, x, y))
+            .collect();
+        let parts = blame(&hosts, &tested, &slow(&hosts, &pairs), Some(&topo));
+        assert_eq!(levels(&parts), vec!["uplink a-b"]);
+        // Without the topology the same pairs look like two slow nodes on one side (each host
+        // has 2 of its 3 host links slow): the file is what tells an uplink from nodes.
+        let parts = blame(&hosts, &tested, &slow(&hosts, &pairs), None);
+        assert_eq!(levels(&parts), vec!["node n0", "node n1"]);
+    }
+
+    #[test]
+    fn a_node_under_a_leaf_is_not_the_uplink() {
+        let (hosts, tested) = cluster(4, 1);
+        let topo = Topology::parse("a: n[0-1]\nb: n[2-3]\n", "t").unwrap();
+        let pairs: Vec<Pair> = vec![(0, 1), (0, 2), (0, 3)];
+        let parts = blame(&hosts, &tested, &slow(&hosts, &pairs), Some(&topo));
+        assert_eq!(levels(&parts), vec!["node n0"]);
+    }
+
+    #[test]
+    fn a_lone_slow_rank_pair_stays_a_rank_pair() {
+        let (hosts, tested) = cluster(3, 2);
+        let parts = blame(&hosts, &tested, &slow(&hosts, &[(0, 2)]), None);
+        assert_eq!(levels(&parts), vec!["pair 0-2"]);
+        // Within one host: no host link to blame.
+        let parts = blame(&hosts, &tested, &slow(&hosts, &[(0, 1)]), None);
+        assert_eq!(levels(&parts), vec!["pair 0-1"]);
+    }
+
+    #[test]
+    fn two_hosts_cannot_tell_a_node_from_its_link() {
+        let (hosts, tested) = cluster(2, 1);
+        let parts = blame(&hosts, &tested, &slow(&hosts, &[(0, 1)]), None);
+        assert_eq!(levels(&parts), vec!["link n0-n1"]);
+    }
+}

@@ -1,0 +1,154 @@
+//! The healthy bulk of a set of scores, and the bar below which a score is an outlier, decided
+//! from the distribution itself rather than from a fixed fraction of the median.
+//!
+//! Scores (Gb/s, or 1/latency) are compared in log space, where a link at half speed is the same
+//! distance below the bulk on a 10 Gb/s and on a 400 Gb/s fabric. The bulk's centre is the median
+//! and its spread the MAD (median absolute deviation, scaled by 1.4826 to estimate a standard
+//! deviation), both taken over the healthy cells only: starting from the upper half (a fault
+//! makes a link slower, never faster, so the faster half is healthy even when nearly half the
+//! cells are slow, as when one node of four is), cells more than the bar below the centre are
+//! set aside and the estimate is made again, until it no longer changes. The bar is the larger of
+//! [`DEVIATIONS`] spreads and [`MIN_DROP`], so a very quiet fabric does not flag a few percent,
+//! and a noisy one (other tenants' traffic: +-60% is common on shared Ethernet) does not flag
+//! its own noise.
+
+use crate::stats::median;
+
+/// How many robust standard deviations below the bulk's centre a score must be to be slow.
+pub const DEVIATIONS: f64 = 4.0;
+/// The least drop that counts: 30% below the bulk's centre (ln(1/0.7)).
+pub const MIN_DROP: f64 = 0.356_674_943_938_732_4;
+/// The spread assumed when the bulk has fewer than [`MIN_CELLS`] cells to estimate it from
+/// (+-40%, what a short run on a busy machine shows): a pair of ranks alone cannot tell noise
+/// from a fault, so only a factor of about 4 counts there.
+pub const PRIOR_SPREAD: f64 = 0.35;
+/// Cells needed to estimate the spread from the data.
+pub const MIN_CELLS: usize = 4;
+/// Spread floor (log units, about 1%): identical scores still get a finite bar.
+const MIN_SPREAD: f64 = 0.01;
+/// MAD to standard deviation, for normally distributed noise.
+const MAD_TO_SD: f64 = 1.4826;
+
+/// Where the healthy cells sit and where the bar is.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Bulk {
+    /// Median score of the healthy cells.
+    pub median: f64,
+    /// Robust standard deviation of the healthy cells' log scores.
+    pub spread: f64,
+    /// Scores below this are slow.
+    pub bar: f64,
+    /// Cells in the healthy bulk, of `cells`.
+    pub healthy: usize,
+    pub cells: usize,
+}
+
+impl Bulk {
+    /// The bulk of `scores` (higher is better; a score of 0 or less is always slow). None for no
+    /// scores.
+    pub fn of(scores: &[f64]) -> Option<Bulk> {
+        let logs: Vec<f64> = scores
+            .iter()
+            .map(|&s| if s > 0.0 { s.ln() } else { f64::NEG_INFINITY })
+            .collect();
+        if logs.is_empty() {
+            return None;
+        }
+        let mut all = logs.clone();
+        let centre = median(&mut all);
+        let mut bulk: Vec<f64> = logs.iter().copied().filter(|&x| x >= centre).collect();
+        let (mut m, mut drop, mut s) = (0.0, 0.0, 0.0);
+        for _ in 0..64 {
+            (m, s) = centre_and_spread(&mut bulk);
+            drop = (DEVIATIONS * s).max(MIN_DROP);
+            let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= m - drop).collect();
+            if next.len() == bulk.len() {
+                break;
+            }
+            bulk = next;
+        }
+        Some(Bulk {
+            median: m.exp(),
+            spread: s,
+            bar: (m - drop).exp(),
+            healthy: bulk.len(),
+            cells: logs.len(),
+        })
+    }
+
+    /// How far below the centre the bar is, as a fraction of the centre (0.3 for 30%).
+    pub fn drop_fraction(&self) -> f64 {
+        if self.median > 0.0 {
+            1.0 - self.bar / self.median
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Median and robust spread of finite log scores (the prior spread for too few cells).
+fn centre_and_spread(bulk: &mut [f64]) -> (f64, f64) {
+    let mut finite: Vec<f64> = bulk.iter().copied().filter(|x| x.is_finite()).collect();
+    if finite.is_empty() {
+        return (f64::NEG_INFINITY, PRIOR_SPREAD);
+    }
+    let m = median(&mut finite);
+    if finite.len() < MIN_CELLS {
+        return (m, PRIOR_SPREAD);
+    }
+    let mut dev: Vec<f64> = finite.iter().map(|x| (x - m).abs()).collect();
+    (m, (MAD_TO_SD * median(&mut dev)).max(MIN_SPREAD))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic spread of `n` scores around `centre`, within +-`frac` (log-uniform).
+    pub fn noisy(n: usize, centre: f64, frac: f64, seed: u64) -> Vec<f64> {
+        let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                let u = (x >> 11) as f64 / (1u64 << 53) as f64; // 0..1
+                centre * (1.0 + frac).powf(2.0 * u - 1.0)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_quiet_fabric_gets_the_floor_and_a_noisy_one_a_wide_bar() {
+        let quiet = Bulk::of(&noisy(56, 100.0, 0.02, 1)).unwrap();
+        assert!((quiet.median - 100.0).abs() < 3.0, "{quiet:?}");
+        assert!((quiet.drop_fraction() - 0.3).abs() < 1e-9, "the floor: {quiet:?}");
+        assert_eq!(quiet.healthy, 56);
+        let noisy_fabric = Bulk::of(&noisy(56, 6.0, 0.6, 2)).unwrap();
+        assert_eq!(noisy_fabric.healthy, 56, "its own noise is not slow: {noisy_fabric:?}");
+        assert!(noisy_fabric.bar < 6.0 / 1.6, "{noisy_fabric:?}");
+        assert!(noisy_fabric.bar > 0.5, "a 1/20 link is still found: {noisy_fabric:?}");
+    }
+
+    #[test]
+    fn half_the_cells_slow_still_finds_the_fast_half_as_the_bulk() {
+        // One node of four slow: half of the inter-host directions.
+        let mut v = noisy(24, 10.0, 0.1, 3);
+        v.extend(noisy(24, 0.1, 0.1, 4));
+        let b = Bulk::of(&v).unwrap();
+        assert_eq!(b.healthy, 24, "{b:?}");
+        assert!(b.median > 9.0 && b.bar > 0.5, "{b:?}");
+    }
+
+    #[test]
+    fn zero_and_tiny_samples() {
+        let b = Bulk::of(&[10.0, 10.0, 0.0]).unwrap();
+        assert!(b.bar > 0.0 && b.healthy == 2, "{b:?}");
+        // Two cells: the prior spread, so only a large drop counts.
+        let b = Bulk::of(&[12.8, 5.0]).unwrap();
+        assert_eq!(b.healthy, 2, "{b:?}");
+        let b = Bulk::of(&[12.8, 1.0]).unwrap();
+        assert_eq!(b.healthy, 1, "{b:?}");
+        assert_eq!(Bulk::of(&[]), None);
+    }
+}
