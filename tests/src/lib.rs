@@ -161,6 +161,12 @@ impl NetnsCluster {
 
     /// `n` hosts with `slots` ranks each in the hostfile.
     pub fn up_with_slots(n: usize, slots: usize) -> NetnsCluster {
+        NetnsCluster::up_with(n, slots, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each, under `leaves` (1 or 2) leaf bridges joined by an
+    /// uplink (`dir/topology` says which host is under which).
+    pub fn up_with(n: usize, slots: usize, leaves: usize) -> NetnsCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
@@ -169,7 +175,7 @@ impl NetnsCluster {
         let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
         let r = run_bounded(
             Command::new(root().join("scripts/netns-cluster"))
-                .args(["up", &n.to_string(), &slots.to_string()])
+                .args(["up", &n.to_string(), &slots.to_string(), &leaves.to_string()])
                 .env("MR_NETNS_DIR", &dir),
             Duration::from_secs(60),
         );

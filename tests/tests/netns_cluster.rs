@@ -128,3 +128,32 @@ fn four_hosts_two_ranks_each_one_host_shaped() {
         r.stdout
     );
 }
+
+/// Two leaf switches (bridges) of two hosts each, joined by an uplink limited to 200 Mbit/s both
+/// ways: with --topology the uplink is named, and nothing else.
+#[test]
+fn two_leaves_and_a_slow_uplink_with_a_topology_file() {
+    let c = NetnsCluster::up_with(4, 2, 2);
+    c.script(&["shape-uplink", "200mbit"]).expect_code(0);
+    let topology = c.dir.join("topology").display().to_string();
+    let args = [
+        "pairwise",
+        "-s",
+        "64K",
+        "-n",
+        "100",
+        "--timeout",
+        "60",
+        "--topology",
+        &topology,
+    ];
+    let r = c.launch(&[], &args, Duration::from_secs(300));
+    r.expect_code(1);
+    let b = blamed(&r.stdout);
+    assert_eq!(b.len(), 1, "{}", r.stdout);
+    assert!(
+        b[0].starts_with("# SLOW UPLINK: leaf0 <-> leaf1: 4 of the 4 host links across it are slow (16 rank pairs)"),
+        "{}",
+        r.stdout
+    );
+}

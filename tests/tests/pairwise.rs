@@ -178,6 +178,36 @@ fn pair_selection() {
     assert!(r.stderr.contains("no pairs to test"), "{}", r.stderr);
 }
 
+/// The quick patterns measure each rank's partners only: a ring of 5 ranks is 5 pairs (10
+/// directions) in 3 rounds instead of 10 pairs in 5.
+#[test]
+fn quick_ring_pattern() {
+    let r = mpirun(
+        5,
+        &["pairwise", "--pairs", "ring", "-n", "50", "--threshold", "0.01"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let mut ends: Vec<(usize, usize)> = perftest_rows(&r.stdout)
+        .iter()
+        .map(|row| (row[5].parse().unwrap(), row[6].parse().unwrap()))
+        .collect();
+    ends.sort_unstable();
+    let mut want: Vec<(usize, usize)> = (0..5).flat_map(|i| [(i, (i + 1) % 5), ((i + 1) % 5, i)]).collect();
+    want.sort_unstable();
+    assert_eq!(ends, want, "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains(" Pairs           : ring            Rounds         : 3"),
+        "{}",
+        r.stdout
+    );
+    let r = mpirun(2, &["pairwise", "--pairs", "shift:0"], &[], LIMIT);
+    r.expect_code(2);
+    assert!(r.stderr.contains("--pairs shift:0"), "{}", r.stderr);
+}
+
 #[test]
 fn bad_input_is_rejected_with_status_2() {
     for (args, want) in [

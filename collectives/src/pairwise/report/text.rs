@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{matrix, score_to_value, unit};
 use crate::pairwise::blame::{Counts, Part};
-use crate::pairwise::bulk::{DEVIATIONS, MIN_DROP};
+use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::verdict::{Population, Rule};
 use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 use crate::stats::median;
@@ -239,10 +239,11 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
                     (_, Population::BetweenHosts) => " (between hosts)",
                     (_, Population::WithinHost) => " (within a host)",
                 };
+                let assumed = if b.healthy < MIN_CELLS { " assumed" } else { "" };
                 let _ = writeln!(
                     s,
                     "# Slow{pop}: {cmp} {:.2} {u}, the larger of {DEVIATIONS} robust deviations and {:.0}% from the healthy bulk \
-                     (median {:.2} {u}, spread +-{:.0}%, {} of {} cells){floor}",
+                     (median {:.2} {u}, spread +-{:.0}%{assumed}, {} of {} cells){floor}",
                     val(b.bar),
                     (1.0 - (-MIN_DROP).exp()) * 100.0,
                     val(b.median),
