@@ -5,6 +5,7 @@ pub mod buffers;
 pub mod coll;
 pub mod dtype;
 pub mod fault;
+pub mod findings;
 pub mod gpu;
 pub mod mesh_check;
 pub mod output;

@@ -66,6 +66,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         measurements: f.measurements,
         retests: f.retests,
         verdict,
+        config_findings: Vec::new(),
     }
 }
 

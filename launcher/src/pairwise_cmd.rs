@@ -239,8 +239,12 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 world.node_count()
             )));
         }
+        let found = crate::rank::config_findings(world, t, &a.rank)?;
         let mut progress = Progress::new(world.rank() == 0);
-        let outcome = pairwise::run(world, t, &cfg, topology.as_ref(), &mut progress)?;
+        let mut outcome = pairwise::run(world, t, &cfg, topology.as_ref(), &mut progress)?;
+        if let Some(o) = outcome.as_mut() {
+            o.config_findings = found;
+        }
         // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.
         let mut code = 0u8;
         if let Some(o) = outcome {

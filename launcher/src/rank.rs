@@ -6,6 +6,8 @@ use ranks::mesh::{self, MeshError, TcpOptions};
 use ranks::verbs_mesh::{self, VerbsMeshError, VerbsOptions};
 use ranks::{Timeouts, Transport, World};
 
+use collectives::findings::{findings, Pcie, RankFacts};
+
 use crate::cli::{RankArgs, TransportChoice};
 use crate::exit::{RankFailure, Status};
 
@@ -123,4 +125,71 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
             }
         },
     }
+}
+
+/// What this rank's NIC is and how it is set up, for the configuration findings (read before
+/// any traffic: sysfs under --sysfs-root, the mesh's own facts).
+pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFacts {
+    let mut f = RankFacts {
+        rank: world.rank(),
+        host: world.host().to_string(),
+        ..RankFacts::default()
+    };
+    let root = &args.sysfs_root;
+    let pcie = |addr: &str| {
+        ranks::pci::link(root, addr).map(|l| Pcie {
+            speed: l.speed,
+            width: l.width,
+            max_speed: l.max_speed,
+            max_width: l.max_width,
+        })
+    };
+    match t.kind() {
+        ranks::TransportKind::Verbs => {
+            let mtu = t.details().into_iter().find(|(k, _)| k == "Mtu").map(|(_, v)| v);
+            f.mtu = mtu.and_then(|v| v.trim_end_matches("[B]").parse().ok());
+            let opts = verbs_options(args);
+            let (Ok(c), Ok(devs)) = (opts.choice(world.local_rank()), ranks::devices::discover(root)) else {
+                return f;
+            };
+            f.nic = Some(format!("{} port {}", c.device, c.port));
+            if let Some(d) = devs.iter().find(|d| d.name == c.device) {
+                f.rate = d.ports.iter().find(|p| p.num == c.port).map(|p| p.rate.clone());
+                f.rate_gbps = f.rate.as_deref().and_then(collectives::findings::rate_gbps);
+                f.pci = d.pci.clone();
+                f.pcie = d.pci.as_deref().and_then(pcie);
+            }
+        }
+        ranks::TransportKind::Tcp => {
+            let opts = TcpOptions {
+                tcp_if: args.tcp_if.clone(),
+            };
+            let Some(i) = mesh::choose_ip(world, &opts)
+                .ok()
+                .and_then(|ip| ranks::netif::interface_for(root, ip))
+            else {
+                return f;
+            };
+            f.nic = Some(i.name);
+            f.mtu = i.mtu;
+            f.pcie = i.pci.as_deref().and_then(pcie);
+            f.pci = i.pci;
+        }
+    }
+    f
+}
+
+/// Gather every rank's facts; rank 0 prints the findings (`# Config: ...`) and gets them back.
+pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Result<Vec<String>, RankFailure> {
+    let mine = local_facts(world, t, args);
+    let all = collectives::gather_json(world, &[mine], "gathering configuration facts")?;
+    let found = all.map_or_else(Vec::new, |v| findings(&v.into_iter().flatten().collect::<Vec<_>>()));
+    if !found.is_empty() {
+        use std::io::Write;
+        let text: String = found.iter().map(|l| format!("# Config: {l}\n")).collect();
+        let mut out = std::io::stdout();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    }
+    Ok(found)
 }

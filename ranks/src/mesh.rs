@@ -57,7 +57,8 @@ pub struct TcpOptions {
     pub tcp_if: Option<String>,
 }
 
-fn choose_ip(world: &World, opts: &TcpOptions) -> Result<IpAddr, MeshError> {
+/// The address this rank's TCP mesh listens on (`--tcp-if`, else the host name's address).
+pub fn choose_ip(world: &World, opts: &TcpOptions) -> Result<IpAddr, MeshError> {
     let (rank, host) = (world.rank(), world.host().to_string());
     let wrap = |source| MeshError::Address {
         rank,

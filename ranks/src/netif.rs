@@ -45,6 +45,29 @@ pub fn local_addresses() -> Result<Vec<IfAddr>, NetifError> {
     Ok(out)
 }
 
+/// A network interface as the findings report it: name, MTU and PCI address (sysfs under `root`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    pub name: String,
+    pub mtu: Option<u32>,
+    /// The PCI device behind it (None for virtual interfaces: lo, veth, bridges).
+    pub pci: Option<String>,
+}
+
+/// The interface that holds `ip`, if one does.
+pub fn interface_for(root: &std::path::Path, ip: IpAddr) -> Option<Interface> {
+    let name = local_addresses().ok()?.into_iter().find(|a| a.ip == ip)?.name;
+    let dir = root.join("class/net").join(&name);
+    let mtu = std::fs::read_to_string(dir.join("mtu"))
+        .ok()
+        .and_then(|s| s.trim().parse().ok());
+    let pci = std::fs::read_link(dir.join("device"))
+        .ok()
+        .and_then(|t| t.file_name().map(|f| f.to_string_lossy().into_owned()))
+        .filter(|f| f.contains(':'));
+    Some(Interface { name, mtu, pci })
+}
+
 /// Parse `a.b.c.d/len` or `v6/len`.
 pub fn parse_cidr(spec: &str) -> Result<(IpAddr, u8), String> {
     let (ip, len) = spec.split_once('/').ok_or("no `/`")?;

@@ -66,6 +66,45 @@ pub fn device(root: &Path, addr: &str) -> Option<PciDevice> {
     })
 }
 
+/// A PCIe link as trained, beside what the device and slot allow.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PcieLink {
+    /// GT/s per lane (`16.0 GT/s PCIe` is 16.0).
+    pub speed: f64,
+    pub width: u32,
+    pub max_speed: f64,
+    pub max_width: u32,
+}
+
+impl PcieLink {
+    /// Trained below its maximum speed or width.
+    pub fn degraded(&self) -> bool {
+        self.speed < self.max_speed || self.width < self.max_width
+    }
+    /// `8.0 GT/s x8 of 16.0 GT/s x16`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{:.1} GT/s x{} of {:.1} GT/s x{}",
+            self.speed, self.width, self.max_speed, self.max_width
+        )
+    }
+}
+
+/// The PCIe link of the device at `addr` (`current_link_speed`, `current_link_width`,
+/// `max_link_speed`, `max_link_width` under `root/bus/pci/devices/ADDR`); None where sysfs does
+/// not have them (virtual devices).
+pub fn link(root: &Path, addr: &str) -> Option<PcieLink> {
+    let dir = root.join("bus/pci/devices").join(addr);
+    let speed = |f: &str| -> Option<f64> { read(&dir.join(f))?.split_whitespace().next()?.parse().ok() };
+    let width = |f: &str| -> Option<u32> { read(&dir.join(f))?.trim_start_matches('x').parse().ok() };
+    Some(PcieLink {
+        speed: speed("current_link_speed")?,
+        width: width("current_link_width")?,
+        max_speed: speed("max_link_speed")?,
+        max_width: width("max_link_width")?,
+    })
+}
+
 /// NVIDIA GPUs (vendor 0x10de, class 3D or VGA controller), sorted by address.
 pub fn gpus(root: &Path) -> Vec<PciDevice> {
     let Ok(rd) = std::fs::read_dir(root.join("bus/pci/devices")) else {
@@ -299,5 +338,17 @@ mod tests {
         let r = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/mlx5-ib");
         assert!(gpus(&r).is_empty());
         assert!(device(&r, "0000:3b:00.0").is_none());
+    }
+
+    #[test]
+    fn pcie_links_as_trained() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs/gpu-2socket");
+        // mlx5_0 trained at full speed; mlx5_1 at 8 GT/s x8 in a Gen4 x16 slot.
+        let l0 = link(&root, "0000:19:00.0").unwrap();
+        assert!(!l0.degraded(), "{l0:?}");
+        let l1 = link(&root, "0000:98:00.0").unwrap();
+        assert!(l1.degraded());
+        assert_eq!(l1.describe(), "8.0 GT/s x8 of 16.0 GT/s x16");
+        assert_eq!(link(&root, "0000:03:00.0"), None, "no link files");
     }
 }

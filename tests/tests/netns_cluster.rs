@@ -93,6 +93,11 @@ fn four_hosts_two_ranks_each_unshaped_pass_five_times() {
         assert_eq!(r.code, Some(0), "run {run}:\n{}", r.all());
         assert!(r.stdout.contains("Ranks          : 8 on 4 host(s)"), "{}", r.stdout);
         assert!(blamed(&r.stdout).is_empty(), "run {run}:\n{}", r.stdout);
+        assert!(
+            !r.stdout.contains("# Config:"),
+            "a uniform cluster has no findings:\n{}",
+            r.stdout
+        );
     }
 }
 
@@ -153,6 +158,23 @@ fn two_leaves_and_a_slow_uplink_with_a_topology_file() {
     assert_eq!(b.len(), 1, "{}", r.stdout);
     assert!(
         b[0].starts_with("# SLOW UPLINK: leaf0 <-> leaf1: 4 of the 4 host links across it are slow (16 rank pairs)"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// One host's interface at another MTU: named before any traffic, with the MTU the others have.
+#[test]
+fn a_different_mtu_is_named_before_any_traffic() {
+    let c = NetnsCluster::up(3);
+    c.script(&["exec", "mr-h1", "ip link set eth0 mtu 1400"]).expect_code(0);
+    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
+    r.expect_code(0);
+    let first = r.stdout.lines().next().unwrap_or_default();
+    assert_eq!(
+        first,
+        "# Config: MTU differs: eth0 on mr-h1 (rank 1) has 1400 B where the other ranks have 1500 B; its pairs run at \
+         the smaller end's MTU",
         "{}",
         r.stdout
     );

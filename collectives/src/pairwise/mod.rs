@@ -267,6 +267,9 @@ pub struct PairwiseOutcome {
     pub measurements: Vec<Measurement>,
     pub retests: Vec<Measurement>,
     pub verdict: verdict::Verdict,
+    /// Configuration outliers found before any traffic (`# Config:` lines).
+    #[serde(default)]
+    pub config_findings: Vec<String>,
 }
 
 fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Result<Option<Vec<Measurement>>, WireError> {
@@ -343,6 +346,7 @@ pub fn run(
             measurements,
             retests,
             verdict: v,
+            config_findings: Vec::new(),
         }
     }))
 }

@@ -23,13 +23,7 @@ struct Local {
 }
 
 fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local, String> {
-    let devs = devices::discover(&opts.sysfs_root).map_err(|e| e.to_string())?;
-    let dev = if opts.devices.is_empty() {
-        opts.device.clone()
-    } else {
-        Some(opts.devices[world.local_rank() % opts.devices.len()].clone())
-    };
-    let choice = devices::select(&devs, dev.as_deref(), opts.port, opts.gid_index).map_err(|e| e.to_string())?;
+    let choice = opts.choice(world.local_rank())?;
     let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
     let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
     if !info.active {
@@ -170,6 +164,16 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
             failed: "some".into(),
         });
     }
+    // The path MTU of each pair is its smaller end's.
+    let path_mtus: Vec<u32> = (0..n)
+        .filter(|&p| p != rank)
+        .filter_map(|p| records[p].get(rank))
+        .map(|remote| 128u32 << local.mtu_enum.min(remote.mtu).clamp(1, 5))
+        .collect();
+    let path_mtu = (
+        path_mtus.iter().copied().min().unwrap_or(local.mtu),
+        path_mtus.iter().copied().max().unwrap_or(local.mtu),
+    );
     // What every queue pair was granted (all are created alike; a device may grant less than asked).
     let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
     Ok(VerbsMesh {
@@ -184,6 +188,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         slots,
         choice: local.choice,
         mtu: local.mtu,
+        path_mtu,
         max_inline,
         use_send: false,
         window_mem: None,

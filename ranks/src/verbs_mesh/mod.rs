@@ -59,6 +59,24 @@ pub struct VerbsOptions {
     pub sysfs_root: PathBuf,
 }
 
+impl VerbsOptions {
+    /// The device asked for at `local_rank` (None: perftest's choice).
+    pub fn device_for(&self, local_rank: usize) -> Option<String> {
+        if self.devices.is_empty() {
+            self.device.clone()
+        } else {
+            Some(self.devices[local_rank % self.devices.len()].clone())
+        }
+    }
+
+    /// The device, port and GID this rank uses, as the mesh chose them.
+    pub fn choice(&self, local_rank: usize) -> Result<devices::Choice, String> {
+        let devs = devices::discover(&self.sysfs_root).map_err(|e| e.to_string())?;
+        devices::select(&devs, self.device_for(local_rank).as_deref(), self.port, self.gid_index)
+            .map_err(|e| e.to_string())
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum VerbsMeshError {
     #[error("rank {rank} ({host}): {msg}")]
@@ -100,6 +118,8 @@ pub struct VerbsMesh {
     slots: usize,
     choice: Choice,
     mtu: u32,
+    /// Smallest and largest path MTU to a peer (each pair runs at its smaller end's MTU).
+    path_mtu: (u32, u32),
     /// Two-sided messages as SEND-with-immediate (pairwise --op send, as ib_send_bw) instead of
     /// RDMA WRITE-with-immediate (the default, and what collectives use).
     use_send: bool,

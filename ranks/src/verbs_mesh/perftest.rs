@@ -585,6 +585,22 @@ impl VerbsMesh {
         })
     }
 
+    /// perftest's `Mtu` line: this end's active MTU, or, where peers differ, the path MTUs the
+    /// pairs really run at (each pair's smaller end).
+    fn mtu_detail(&self) -> String {
+        match self.path_mtu {
+            (lo, hi) if lo == hi && lo == self.mtu => format!("{}[B]", self.mtu),
+            (lo, hi) if lo == hi => format!(
+                "{lo}[B] path (this end {}[B]; a pair runs at its smaller end's)",
+                self.mtu
+            ),
+            (lo, hi) => format!(
+                "{lo}-{hi}[B] path (this end {}[B]; a pair runs at its smaller end's)",
+                self.mtu
+            ),
+        }
+    }
+
     pub(super) fn details_list(&self) -> Vec<(String, String)> {
         let c = &self.choice;
         let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
@@ -603,7 +619,7 @@ impl VerbsMesh {
                 "CQ Moderation".into(),
                 format!("{CQ_MODERATION} (bandwidth tests; latency tests and the mesh's own traffic: 1)"),
             ),
-            ("Mtu".into(), format!("{}[B]", self.mtu)),
+            ("Mtu".into(), self.mtu_detail()),
             (
                 "Link type".into(),
                 if ethernet { "Ethernet".into() } else { "IB".into() },

@@ -14,6 +14,7 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
         "results": o.measurements,
         "retests": o.retests,
         "verdict": o.verdict,
+        "config_findings": o.config_findings,
     });
     let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     v.push(b'\n');
