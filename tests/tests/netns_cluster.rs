@@ -29,19 +29,26 @@ fn blamed(stdout: &str) -> Vec<&str> {
     stdout.lines().filter(|l| l.starts_with("# SLOW ")).collect()
 }
 
+/// Run pairwise with `args` on `c`: it fails (status 1) naming exactly one part, whose line
+/// starts with `want`.
+fn names_only(c: &NetnsCluster, args: &[&str], want: &str) -> Run {
+    let r = c.launch(&[], args, Duration::from_secs(300));
+    r.expect_code(1);
+    let b = blamed(&r.stdout);
+    assert_eq!(b.len(), 1, "{}", r.stdout);
+    assert!(b[0].starts_with(want), "{}", r.stdout);
+    r
+}
+
 #[test]
 fn pairwise_names_exactly_the_one_slow_link() {
     let c = NetnsCluster::up(3);
     // Only traffic from mr-h0 into mr-h1 is limited.
     c.script(&["shape", "mr-h1", "100mbit", "mr-h0"]).expect_code(0);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(
-        b[0].starts_with("# SLOW HOST LINK: mr-h0 <-> mr-h1: 1 of its 1 rank pairs are slow"),
-        "{}",
-        r.stdout
+    let r = names_only(
+        &c,
+        PAIRWISE,
+        "# SLOW HOST LINK: mr-h0 <-> mr-h1: 1 of its 1 rank pairs are slow",
     );
     assert!(
         r.stdout.contains(
@@ -56,14 +63,10 @@ fn pairwise_names_exactly_the_one_slow_link() {
 fn pairwise_blames_the_node_whose_links_are_all_slow() {
     let c = NetnsCluster::up(3);
     c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(
-        b[0].starts_with("# SLOW NODE: mr-h1: 2 of its 2 host links are slow (2 rank pairs)"),
-        "{}",
-        r.stdout
+    names_only(
+        &c,
+        PAIRWISE,
+        "# SLOW NODE: mr-h1: 2 of its 2 host links are slow (2 rank pairs)",
     );
 }
 
@@ -107,14 +110,10 @@ fn four_hosts_two_ranks_each_unshaped_pass_five_times() {
 fn four_hosts_two_ranks_each_one_host_link_shaped() {
     let c = NetnsCluster::up_with_slots(4, 2);
     c.script(&["shape", "mr-h2", "100mbit", "mr-h0"]).expect_code(0);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(
-        b[0].starts_with("# SLOW HOST LINK: mr-h0 <-> mr-h2: 4 of its 4 rank pairs are slow"),
-        "{}",
-        r.stdout
+    names_only(
+        &c,
+        PAIRWISE,
+        "# SLOW HOST LINK: mr-h0 <-> mr-h2: 4 of its 4 rank pairs are slow",
     );
 }
 
@@ -123,14 +122,10 @@ fn four_hosts_two_ranks_each_one_host_link_shaped() {
 fn four_hosts_two_ranks_each_one_host_shaped() {
     let c = NetnsCluster::up_with_slots(4, 2);
     c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(
-        b[0].starts_with("# SLOW NODE: mr-h1: 3 of its 3 host links are slow (12 rank pairs)"),
-        "{}",
-        r.stdout
+    names_only(
+        &c,
+        PAIRWISE,
+        "# SLOW NODE: mr-h1: 3 of its 3 host links are slow (12 rank pairs)",
     );
 }
 
@@ -152,14 +147,10 @@ fn two_leaves_and_a_slow_uplink_with_a_topology_file() {
         "--topology",
         &topology,
     ];
-    let r = c.launch(&[], &args, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(
-        b[0].starts_with("# SLOW UPLINK: leaf0 <-> leaf1: 4 of the 4 host links across it are slow (16 rank pairs)"),
-        "{}",
-        r.stdout
+    names_only(
+        &c,
+        &args,
+        "# SLOW UPLINK: leaf0 <-> leaf1: 4 of the 4 host links across it are slow (16 rank pairs)",
     );
 }
 

@@ -78,6 +78,18 @@ pub enum Part {
 }
 
 impl Part {
+    /// `node n1`, `link n0-n1`, `nic 3`, `uplink a-b`, `pair 0-2`: what tests compare.
+    #[cfg(test)]
+    pub(crate) fn label(&self) -> String {
+        match self {
+            Part::Uplink { switch_a, switch_b, .. } => format!("uplink {switch_a}-{switch_b}"),
+            Part::Node { host, .. } => format!("node {host}"),
+            Part::HostLink { host_a, host_b, .. } => format!("link {host_a}-{host_b}"),
+            Part::Nic { rank, .. } => format!("nic {rank}"),
+            Part::RankPair { pair } => format!("pair {}-{}", pair.a, pair.b),
+        }
+    }
+
     /// The level's name in reports: `uplink`, `node`, `host link`, `NIC`, `rank pair`.
     pub fn level(&self) -> &'static str {
         match self {
@@ -295,16 +307,7 @@ mod tests {
     }
 
     fn levels(parts: &[Part]) -> Vec<String> {
-        parts
-            .iter()
-            .map(|p| match p {
-                Part::Uplink { switch_a, switch_b, .. } => format!("uplink {switch_a}-{switch_b}"),
-                Part::Node { host, .. } => format!("node {host}"),
-                Part::HostLink { host_a, host_b, .. } => format!("link {host_a}-{host_b}"),
-                Part::Nic { rank, .. } => format!("nic {rank}"),
-                Part::RankPair { pair } => format!("pair {}-{}", pair.a, pair.b),
-            })
-            .collect()
+        parts.iter().map(Part::label).collect()
     }
 
     /// Every rank pair between hosts `x` and `y`.

@@ -22,6 +22,10 @@ pub const MIN_DROP: f64 = 0.356_674_943_938_732_4;
 /// (+-40%, what a short run on a busy machine shows): a pair of ranks alone cannot tell noise
 /// from a fault, so only a factor of about 4 counts there.
 pub const PRIOR_SPREAD: f64 = 0.35;
+/// The least gap (log units: a factor of 3) that separates a slow group from the healthy bulk
+/// whatever the bulk's own spread: on a busy machine a healthy bulk can spread over a factor of
+/// 10, yet nothing healthy sits in an empty factor-of-3 interval below a quarter of the cells.
+pub const GAP: f64 = 1.098_612_288_668_109_8;
 /// Cells needed to estimate the spread from the data (fewer: [`PRIOR_SPREAD`]). A handful of
 /// cells on a busy machine can look bimodal by chance: 8 is where the MAD stops being fooled
 /// by that on the namespace clusters.
@@ -56,15 +60,25 @@ impl Bulk {
         if logs.is_empty() {
             return None;
         }
-        // Start from the fastest quarter: healthy as long as at least a quarter of the cells are.
-        let mut bulk = logs.clone();
-        bulk.sort_by(|a, b| b.total_cmp(a));
-        bulk.truncate(logs.len().div_ceil(4));
-        let (mut m, mut drop, mut s) = (0.0, 0.0, 0.0);
+        let gap = boundary(&logs);
+        // Start from the cells above a clear gap, else from the fastest quarter: healthy as long
+        // as at least a quarter of the cells are.
+        let mut bulk: Vec<f64> = match gap {
+            Some((_, hi)) => logs.iter().copied().filter(|&x| x >= hi).collect(),
+            None => {
+                let mut v = logs.clone();
+                v.sort_by(|a, b| b.total_cmp(a));
+                v.truncate(logs.len().div_ceil(4));
+                v
+            }
+        };
+        // Never below the middle of a clear gap: a noisy healthy bulk must not reach across it.
+        let floor = gap.map_or(f64::NEG_INFINITY, |(lo, hi)| (lo + hi) / 2.0);
+        let (mut m, mut s, mut bar) = (0.0, 0.0, 0.0);
         for _ in 0..64 {
             (m, s) = centre_and_spread(&mut bulk);
-            drop = (DEVIATIONS * s).max(MIN_DROP);
-            let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= m - drop).collect();
+            bar = (m - (DEVIATIONS * s).max(MIN_DROP)).max(floor);
+            let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= bar).collect();
             if next.len() == bulk.len() {
                 break;
             }
@@ -73,7 +87,7 @@ impl Bulk {
         Some(Bulk {
             median: m.exp(),
             spread: s,
-            bar: (m - drop).exp(),
+            bar: bar.exp(),
             healthy: bulk.len(),
             cells: logs.len(),
         })
@@ -87,6 +101,21 @@ impl Bulk {
             0.0
         }
     }
+}
+
+/// A clear gap between a slow group and the rest, in log space: the widest empty interval with
+/// at least a quarter of the cells above it, if it is at least [`GAP`] wide and at least twice
+/// every gap above it. Returns its lower and upper edge.
+fn boundary(logs: &[f64]) -> Option<(f64, f64)> {
+    let mut x: Vec<f64> = logs.iter().copied().filter(|v| v.is_finite()).collect();
+    x.sort_by(f64::total_cmp);
+    let n = logs.len();
+    let (i, g) = (1..x.len())
+        .filter(|&i| (x.len() - i) * 4 >= n)
+        .map(|i| (i, x[i] - x[i - 1]))
+        .max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let above = (i + 1..x.len()).map(|j| x[j] - x[j - 1]).fold(0.0, f64::max);
+    (g >= GAP && g >= 2.0 * above).then(|| (x[i - 1], x[i]))
 }
 
 /// Median and robust spread of finite log scores (the prior spread for too few cells).
@@ -157,6 +186,21 @@ mod tests {
         let b = Bulk::of(&[&slow[..], &fast[..]].concat()).unwrap();
         assert_eq!(b.healthy, 16, "{b:?}");
         assert!(b.bar > 0.19 && b.bar < 2.18, "{b:?}");
+    }
+
+    /// The same uplink on a busier run: the healthy directions spread over a factor of 12 (0.88 to
+    /// 10.4 Gb/s), more than 4 deviations reach, but an empty factor of 4.9 separates them from
+    /// the 0.03-0.18 Gb/s across the uplink.
+    #[test]
+    fn a_clear_gap_holds_when_the_bulk_is_very_noisy() {
+        let v = [
+            5.38, 5.14, 0.09, 0.12, 0.06, 0.05, 3.83, 1.23, 0.18, 0.04, 0.05, 0.1, 6.25, 2.56, 0.04, 0.05, 0.17, 0.1,
+            2.47, 0.88, 0.06, 0.15, 0.11, 0.03, 0.08, 0.16, 0.13, 0.04, 3.34, 9.35, 0.08, 0.07, 0.06, 0.08, 7.71, 5.58,
+            0.1, 0.06, 0.18, 0.1, 2.88, 10.38, 0.06, 0.18, 0.1, 0.18, 10.43,
+        ];
+        let b = Bulk::of(&v).unwrap();
+        assert_eq!(b.healthy, 15, "{b:?}");
+        assert!(b.bar > 0.18 && b.bar < 0.88, "{b:?}");
     }
 
     /// Eight loopback directions on a busy machine (the same namespace run): a factor of 7 between

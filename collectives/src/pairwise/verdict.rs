@@ -374,16 +374,7 @@ mod tests {
     }
 
     fn levels(v: &Verdict) -> Vec<String> {
-        v.blamed
-            .iter()
-            .map(|p| match p {
-                Part::Uplink { switch_a, switch_b, .. } => format!("uplink {switch_a}-{switch_b}"),
-                Part::Node { host, .. } => format!("node {host}"),
-                Part::HostLink { host_a, host_b, .. } => format!("link {host_a}-{host_b}"),
-                Part::Nic { rank, .. } => format!("nic {rank}"),
-                Part::RankPair { pair } => format!("pair {}-{}", pair.a, pair.b),
-            })
-            .collect()
+        v.blamed.iter().map(Part::label).collect()
     }
 
     #[test]
