@@ -14,7 +14,7 @@
 //!
 //! Each level only sees the slow pairs the levels before it did not explain.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -128,15 +128,17 @@ fn link_of(host_idx: &[usize], (a, b): Pair) -> Option<HostPair> {
 /// Blame the confirmed slow pairs of a run in which `tested` rank pairs were measured; `hosts`
 /// is every rank's host.
 pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology: Option<&Topology>) -> Vec<Part> {
+    // Host indices in rank order of first appearance.
     let mut names: Vec<&str> = Vec::new();
-    for h in hosts {
-        if !names.contains(&h.as_str()) {
-            names.push(h);
-        }
-    }
+    let mut index_of: HashMap<&str, usize> = HashMap::new();
     let host_idx: Vec<usize> = hosts
         .iter()
-        .map(|h| names.iter().position(|n| n == h).unwrap_or(0))
+        .map(|h| {
+            *index_of.entry(h.as_str()).or_insert_with(|| {
+                names.push(h);
+                names.len() - 1
+            })
+        })
         .collect();
     // Rank pairs per host link: tested, and the slow ones.
     let mut links: BTreeMap<HostPair, LinkPairs> = BTreeMap::new();
@@ -150,8 +152,14 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             links.entry(l).or_default().slow.push(s);
         }
     }
-    let mut explained: Vec<HostPair> = Vec::new();
+    let mut explained: HashSet<HostPair> = HashSet::new();
     let mut parts = Vec::new();
+    // Each host's links.
+    let mut links_of: Vec<Vec<HostPair>> = vec![Vec::new(); names.len()];
+    for &l in links.keys() {
+        links_of[l.0].push(l);
+        links_of[l.1].push(l);
+    }
 
     // 1. Uplinks between leaf switches.
     if let Some(t) = topology {
@@ -188,7 +196,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
         // (slow fraction, host, its slow links, its links)
         let mut best: Option<(f64, usize, Vec<HostPair>, usize)> = None;
         for h in (0..names.len()).filter(|h| !node_hosts.contains(h)) {
-            let mine: Vec<HostPair> = links.keys().copied().filter(|l| l.0 == h || l.1 == h).collect();
+            let mine = &links_of[h];
             let slow: Vec<HostPair> = mine
                 .iter()
                 .copied()
@@ -205,7 +213,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             counts: counts(slow.len(), of, slow.iter().flat_map(|l| links[l].slow.iter().copied())),
         });
         node_hosts.push(h);
-        explained.extend(links.keys().copied().filter(|l| l.0 == h || l.1 == h));
+        explained.extend(links_of[h].iter().copied());
     }
 
     // 3. Host links.
@@ -216,7 +224,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
                 host_b: names[l.1].to_string(),
                 counts: counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
             });
-            explained.push(*l);
+            explained.insert(*l);
         }
     }
     let unexplained: Vec<&SlowPair> = confirmed
@@ -225,37 +233,36 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
         .collect();
 
     // 4. One rank's NIC: most of its pairs to other hosts slow, no other rank of its host so.
-    let inter = |r: usize| -> Vec<Pair> {
-        tested
-            .iter()
-            .copied()
-            .filter(|&(a, b)| (a == r || b == r) && host_idx[a] != host_idx[b])
-            .collect()
-    };
-    let slow_of = |r: usize| -> Vec<&SlowPair> {
-        unexplained
-            .iter()
-            .copied()
-            .filter(|s| (s.a == r || s.b == r) && host_idx[s.a] != host_idx[s.b])
-            .collect()
-    };
-    let mostly_slow = |r: usize| {
-        let n = inter(r).len();
-        n >= 2 && slow_of(r).len() * 2 > n
-    };
-    let mut nic_ranks = Vec::new();
-    for r in 0..hosts.len() {
-        let peers_on_host: Vec<usize> = (0..hosts.len())
-            .filter(|&o| o != r && host_idx[o] == host_idx[r])
-            .collect();
-        if !peers_on_host.is_empty() && mostly_slow(r) && !peers_on_host.iter().any(|&o| mostly_slow(o)) {
-            let slow = slow_of(r);
+    let n = hosts.len();
+    let mut inter = vec![0usize; n];
+    for &(a, b) in tested {
+        if host_idx[a] != host_idx[b] {
+            inter[a] += 1;
+            inter[b] += 1;
+        }
+    }
+    let mut slow_of: Vec<Vec<&SlowPair>> = vec![Vec::new(); n];
+    for &s in &unexplained {
+        if host_idx[s.a] != host_idx[s.b] {
+            slow_of[s.a].push(s);
+            slow_of[s.b].push(s);
+        }
+    }
+    let mostly_slow = |r: usize| inter[r] >= 2 && slow_of[r].len() * 2 > inter[r];
+    let mut ranks_of: Vec<Vec<usize>> = vec![Vec::new(); names.len()];
+    for (r, &h) in host_idx.iter().enumerate() {
+        ranks_of[h].push(r);
+    }
+    let mut nic_ranks: HashSet<usize> = HashSet::new();
+    for r in 0..n {
+        let on_host = &ranks_of[host_idx[r]];
+        if on_host.len() > 1 && mostly_slow(r) && !on_host.iter().any(|&o| o != r && mostly_slow(o)) {
             parts.push(Part::Nic {
                 rank: r,
                 host: hosts[r].clone(),
-                counts: counts(slow.len(), inter(r).len(), slow.iter().copied()),
+                counts: counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
             });
-            nic_ranks.push(r);
+            nic_ranks.insert(r);
         }
     }
 

@@ -11,6 +11,8 @@
 //! floor under either rule. Confirmed pairs are then blamed on an uplink, a node, a host link, a
 //! NIC or a single rank pair ([`super::blame`]).
 
+use std::collections::{HashMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use super::blame::blame;
@@ -87,6 +89,15 @@ impl RetestPlan {
 fn at_matrix_size<'a>(ms: &'a [Measurement], cfg: &PairwiseConfig) -> impl Iterator<Item = &'a Measurement> {
     let size = cfg.matrix_size() as u64;
     ms.iter().filter(move |m| m.bytes == size)
+}
+
+/// Measurements indexed by their (unordered) pair.
+fn by_pair<'a>(ms: impl Iterator<Item = &'a Measurement>) -> HashMap<Pair, Vec<&'a Measurement>> {
+    let mut index: HashMap<Pair, Vec<&Measurement>> = HashMap::new();
+    for m in ms {
+        index.entry(unordered(m)).or_default().push(m);
+    }
+    index
 }
 
 fn unordered(m: &Measurement) -> Pair {
@@ -184,28 +195,29 @@ fn suspect_pairs(
 pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
     let bars = bars(first, cfg, hosts);
     let suspects = suspect_pairs(first, cfg, hosts, &bars);
+    let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();
     let mut references = Vec::new();
     if cfg.threshold.is_none() {
         for (p, bulk) in &bars {
             let in_pop = |m: &&Measurement| population(hosts, m) == *p;
             if !at_matrix_size(first, cfg)
                 .filter(in_pop)
-                .any(|m| suspects.contains(&unordered(m)))
+                .any(|m| suspect_set.contains(&unordered(m)))
             {
                 continue;
             }
-            let mut candidates: Vec<(f64, Pair)> = Vec::new();
+            // Each pair's worst distance from the bulk's median, in log units.
+            let mut distance: HashMap<Pair, f64> = HashMap::new();
             for m in at_matrix_size(first, cfg).filter(in_pop) {
                 let pair = unordered(m);
-                if suspects.contains(&pair) {
+                if suspect_set.contains(&pair) {
                     continue;
                 }
-                let distance = (m.score().max(f64::MIN_POSITIVE) / bulk.median).ln().abs();
-                match candidates.iter_mut().find(|c| c.1 == pair) {
-                    Some(c) => c.0 = c.0.max(distance),
-                    None => candidates.push((distance, pair)),
-                }
+                let d = (m.score().max(f64::MIN_POSITIVE) / bulk.median).ln().abs();
+                let e = distance.entry(pair).or_insert(d);
+                *e = e.max(d);
             }
+            let mut candidates: Vec<(f64, Pair)> = distance.into_iter().map(|(p, d)| (d, p)).collect();
             candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
             references.extend(candidates.into_iter().take(REFERENCES).map(|c| c.1));
         }
@@ -266,14 +278,18 @@ pub fn decide(
     };
     let mut confirmed = Vec::new();
     let mut cleared = Vec::new();
+    let first_of = by_pair(at_matrix_size(first, cfg));
+    let retest_of = by_pair(retests.iter());
     for (a, b) in suspect_pairs(first, cfg, hosts, &bars) {
-        let of_pair = |m: &&Measurement| unordered(m) == (a, b);
-        let slow_dirs: Vec<&Measurement> = at_matrix_size(first, cfg)
-            .filter(of_pair)
+        let slow_dirs: Vec<&Measurement> = first_of
+            .get(&(a, b))
+            .into_iter()
+            .flatten()
+            .copied()
             .filter(|m| m.score() < bar_for(&bars, rule, hosts, m))
             .collect();
         let worst_first = slow_dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
-        let re: Vec<&Measurement> = retests.iter().filter(of_pair).collect();
+        let re: Vec<&Measurement> = retest_of.get(&(a, b)).cloned().unwrap_or_default();
         let worst_re = re.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
         let retested = !re.is_empty();
         if retested && worst_re >= alone_bar((a, b)) {
@@ -588,5 +604,17 @@ mod tests {
         let alone = j.reference_alone.expect("references ran alone");
         assert!((alone - 10.0).abs() < 1.0, "{j:?}");
         assert!((j.bar_alone / alone - j.bulk.bar / j.bulk.median).abs() < 1e-9, "{j:?}");
+    }
+
+    /// A whole 512-rank fabric (64 hosts x 8, 130,816 pairs, 261,632 directions) with a slow node
+    /// and a bad NIC: decided and blamed in about a second even unoptimised, since the verdict's
+    /// work grows with the pairs measured, not with their square.
+    #[test]
+    fn a_512_rank_fabric_is_decided_quickly() {
+        let f = Fabric::new(64, 8, &[Broken::Node(7), Broken::Nic(300)]);
+        let t0 = std::time::Instant::now();
+        let v = f.run(0.3, 11);
+        assert_eq!(sorted_levels(&v), f.expected());
+        assert!(t0.elapsed() < std::time::Duration::from_secs(60), "{:?}", t0.elapsed());
     }
 }
