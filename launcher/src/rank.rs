@@ -146,13 +146,16 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
     };
     match t.kind() {
         ranks::TransportKind::Verbs => {
-            let mtu = t.details().into_iter().find(|(k, _)| k == "Mtu").map(|(_, v)| v);
-            f.mtu = mtu.and_then(|v| v.trim_end_matches("[B]").parse().ok());
             let opts = verbs_options(args);
             let (Ok(c), Ok(devs)) = (opts.choice(world.local_rank()), ranks::devices::discover(root)) else {
                 return f;
             };
             f.nic = Some(format!("{} port {}", c.device, c.port));
+            // The active MTU is not in sysfs: ask the device, as the mesh did.
+            f.mtu = ranks::verbs::Context::open(Some(&c.device))
+                .and_then(|ctx| ctx.query_port(c.port))
+                .ok()
+                .map(|p| p.active_mtu);
             if let Some(d) = devs.iter().find(|d| d.name == c.device) {
                 f.rate = d.ports.iter().find(|p| p.num == c.port).map(|p| p.rate.clone());
                 f.rate_gbps = f.rate.as_deref().and_then(collectives::findings::rate_gbps);
