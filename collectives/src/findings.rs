@@ -1,7 +1,8 @@
 //! Configuration findings, before any traffic: every rank says which NIC it uses and how that
 //! NIC is set up (port rate and width, MTU, PCIe link), and rank 0 names the outliers operators
 //! otherwise find by hand: a port below its peers' rate, a PCIe link trained below its maximum,
-//! MTUs that differ between ranks (a pair runs at the smaller end's MTU).
+//! a GPU whose closest NIC is across a NUMA node, MTUs that differ between ranks (a pair runs at
+//! the smaller end's MTU).
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +30,10 @@ pub struct RankFacts {
     /// The NIC's PCI address and link.
     pub pci: Option<String>,
     pub pcie: Option<Pcie>,
+    /// GPUs of this host whose closest RDMA NIC is across a NUMA node or root complex (reported
+    /// by the host's first rank only).
+    #[serde(default)]
+    pub gpu_warnings: Vec<String>,
 }
 
 /// Gb/s from a sysfs rate (`100 Gb/sec (4X EDR)`, `2.5 Gb/sec (1X SDR)`).
@@ -91,6 +96,12 @@ pub fn findings(facts: &[RankFacts]) -> Vec<String> {
             ));
         }
     }
+    // GPUs far from every RDMA NIC of their host.
+    for f in facts {
+        for w in &f.gpu_warnings {
+            out.push(format!("GPU far from its NICs on {}: {w}", f.host));
+        }
+    }
     // MTUs that differ: the most common one is taken as intended, the others named.
     let mut mtus: Vec<(u32, usize)> = Vec::new();
     for m in facts.iter().filter_map(|f| f.mtu) {
@@ -131,6 +142,7 @@ mod tests {
                 max_speed: 16.0,
                 max_width: 16,
             }),
+            gpu_warnings: Vec::new(),
         }
     }
 
@@ -162,6 +174,7 @@ mod tests {
             max_width: 16,
         });
         c[6].pci = Some("0000:98:00.0".into());
+        c[4].gpu_warnings = vec!["GPU 0000:9a:00.0 has no RDMA NIC on its own NUMA node".into()];
         assert_eq!(
             findings(&c),
             vec![
@@ -169,6 +182,7 @@ mod tests {
                  200 Gb/sec (4X HDR)",
                 "PCIe link below its maximum: mlx5_0 port 1 on node3 (rank 6) at 0000:98:00.0 trained at 8.0 GT/s x8 of \
                  16.0 GT/s x16",
+                "GPU far from its NICs on node2: GPU 0000:9a:00.0 has no RDMA NIC on its own NUMA node",
                 "MTU differs: mlx5_0 port 1 on node1 (ranks 2, 3) has 1024 B where the other ranks have 4096 B; its pairs \
                  run at the smaller end's MTU",
             ]

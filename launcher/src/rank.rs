@@ -136,6 +136,15 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
         ..RankFacts::default()
     };
     let root = &args.sysfs_root;
+    if world.local_rank() == 0 {
+        // Once per host: GPUs whose closest RDMA NIC is across a NUMA node or root complex.
+        if let Ok(devs) = ranks::devices::discover(root) {
+            f.gpu_warnings = ranks::pci::gpu_nic_affinity(root, &devs)
+                .iter()
+                .filter_map(ranks::pci::GpuNics::warning)
+                .collect();
+        }
+    }
     let pcie = |addr: &str| {
         ranks::pci::link(root, addr).map(|l| Pcie {
             speed: l.speed,

@@ -208,6 +208,53 @@ fn quick_ring_pattern() {
     assert!(r.stderr.contains("--pairs shift:0"), "{}", r.stderr);
 }
 
+/// Configuration findings before any traffic: on a copy of the two-socket fixture without the
+/// socket-1 NIC, the GPU on socket 1 has no RDMA NIC on its own NUMA node, and the first line says so.
+#[test]
+fn a_gpu_far_from_every_nic_is_named_before_any_traffic() {
+    let src = root().join("ranks/tests/fixtures/sysfs/gpu-2socket");
+    let dir = std::env::temp_dir().join(format!("meshrun-findings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(cp.success());
+    std::fs::remove_dir_all(dir.join("class/infiniband/mlx5_1")).unwrap();
+    let root = dir.display().to_string();
+    let r = mpirun(
+        2,
+        &[
+            "pairwise",
+            "--transport",
+            "tcp",
+            "--sysfs-root",
+            &root,
+            "-n",
+            "20",
+            "--threshold",
+            "0.01",
+        ],
+        &[],
+        LIMIT,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    r.expect_code(0);
+    let first = r.stdout.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("# Config: GPU far from its NICs on ")
+            && first.ends_with(
+                ": GPU 0000:9a:00.0 has no RDMA NIC on its own NUMA node (closest: mlx5_0, SYS); GPUDirect traffic \
+                 will cross the socket interconnect"
+            ),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.stdout.matches("# Config:").count(), 1, "once per host:\n{}", r.stdout);
+}
+
 #[test]
 fn bad_input_is_rejected_with_status_2() {
     for (args, want) in [
