@@ -141,6 +141,65 @@ pub fn circle_rounds(n: usize) -> Vec<Vec<Pair>> {
         .collect()
 }
 
+/// Each rank's index among the ranks of its node, in rank order (its rail).
+pub fn local_ranks(node_of: &[usize]) -> Vec<usize> {
+    let mut seen = std::collections::HashMap::new();
+    node_of
+        .iter()
+        .map(|&n| {
+            let k = seen.entry(n).or_insert(0usize);
+            *k += 1;
+            *k - 1
+        })
+        .collect()
+}
+
+/// The ranks of each rail (local rank i on every node that has one), rail by rail.
+pub fn rail_members(node_of: &[usize]) -> Vec<Vec<usize>> {
+    let mut rails: Vec<Vec<usize>> = Vec::new();
+    for (r, l) in local_ranks(node_of).into_iter().enumerate() {
+        if rails.len() <= l {
+            rails.resize(l + 1, Vec::new());
+        }
+        rails[l].push(r);
+    }
+    rails
+}
+
+/// Rounds for `--rails`: the pattern's pairs among the ranks of each rail (same local rank on
+/// different nodes), the rails side by side in each round (they share no rank); with `intra`,
+/// then every pair within each node, the nodes side by side.
+pub fn rail_rounds(node_of: &[usize], pattern: Pattern, intra: bool) -> Vec<Vec<Pair>> {
+    let mut rounds: Vec<Vec<Pair>> = Vec::new();
+    side_by_side(&mut rounds, rail_members(node_of), pattern);
+    if intra {
+        let nodes = node_of.iter().copied().max().map_or(0, |m| m + 1);
+        let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); nodes];
+        for (r, &n) in node_of.iter().enumerate() {
+            on_node[n].push(r);
+        }
+        side_by_side(&mut rounds, on_node, Pattern::All);
+    }
+    for r in &mut rounds {
+        r.sort_unstable();
+    }
+    rounds.retain(|r| !r.is_empty());
+    rounds
+}
+
+/// Append the pattern's rounds of each group of ranks, round k of every group in one round.
+fn side_by_side(rounds: &mut Vec<Vec<Pair>>, groups: Vec<Vec<usize>>, pattern: Pattern) {
+    let from = rounds.len();
+    for members in groups {
+        for (k, round) in pattern.rounds(members.len()).into_iter().enumerate() {
+            if rounds.len() <= from + k {
+                rounds.resize(from + k + 1, Vec::new());
+            }
+            rounds[from + k].extend(round.into_iter().map(|(a, b)| (members[a], members[b])));
+        }
+    }
+}
+
 /// Keep only the pairs `keep` accepts, dropping rounds that become empty.
 pub fn filter_rounds(rounds: Vec<Vec<Pair>>, keep: impl Fn(Pair) -> bool) -> Vec<Vec<Pair>> {
     rounds
@@ -234,6 +293,37 @@ mod tests {
             let count = seen.iter().filter(|&&s| s).count();
             assert_eq!(count, n * (n - 1) / 2, "n={n}");
         }
+    }
+
+    #[test]
+    fn rails_pair_the_same_local_rank_across_nodes() {
+        // 3 nodes x 2 ranks, rank order node by node; a fourth node with one rank.
+        let node_of = [0, 0, 1, 1, 2, 2, 3];
+        assert_eq!(local_ranks(&node_of), vec![0, 1, 0, 1, 0, 1, 0]);
+        assert_eq!(rail_members(&node_of), vec![vec![0, 2, 4, 6], vec![1, 3, 5]]);
+        let rounds = rail_rounds(&node_of, Pattern::All, false);
+        check_disjoint(&rounds);
+        let mut pairs: Vec<Pair> = rounds.concat();
+        pairs.sort_unstable();
+        assert_eq!(
+            pairs,
+            vec![(0, 2), (0, 4), (0, 6), (1, 3), (1, 5), (2, 4), (2, 6), (3, 5), (4, 6)]
+        );
+        // Rails run side by side: as many rounds as the largest rail needs.
+        assert_eq!(rounds.len(), 3);
+        let with_intra = rail_rounds(&node_of, Pattern::All, true);
+        check_disjoint(&with_intra);
+        assert_eq!(with_intra.len(), 4);
+        assert_eq!(with_intra[3], vec![(0, 1), (2, 3), (4, 5)]);
+        // Ranks placed round-robin (node of rank = rank mod 2).
+        let rr = [0, 1, 0, 1];
+        assert_eq!(rail_rounds(&rr, Pattern::All, false).concat(), vec![(0, 1), (2, 3)]);
+        // A quick pattern applies within each rail.
+        let big: Vec<usize> = (0..64).map(|r| r / 8).collect();
+        let ring = rail_rounds(&big, Pattern::Ring, false);
+        check_disjoint(&ring);
+        assert_eq!(ring.concat().len(), 8 * 8);
+        assert!(ring.len() <= 3);
     }
 
     #[test]

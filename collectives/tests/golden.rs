@@ -67,6 +67,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         retests: f.retests,
         verdict,
         config_findings: Vec::new(),
+        rails: Vec::new(),
     }
 }
 

@@ -191,9 +191,11 @@ pub struct RankArgs {
     /// Root of the sysfs tree RDMA devices are read from
     #[arg(long = "sysfs-root", default_value = "/sys")]
     pub sysfs_root: PathBuf,
-    /// Interface name or CIDR for the TCP mesh (default: the address the host name resolves to)
-    #[arg(long)]
-    pub tcp_if: Option<String>,
+    /// Interface name or CIDR for the TCP mesh (default: the address the host name resolves to);
+    /// a comma-separated list gives one per local rank (local rank i uses entry i mod count), one
+    /// interface per rail
+    #[arg(long = "tcp-if", value_delimiter = ',', value_name = "NAME|CIDR,...")]
+    pub tcp_if: Vec<String>,
     /// Deadline in seconds for any one wait (connect, receive, MPI step)
     #[arg(short = 'T', long, default_value_t = 60.0, value_parser = parse_timeout)]
     pub timeout: f64,
@@ -283,9 +285,14 @@ pub struct PairwiseArgs {
     /// Only pairs on different hosts
     #[arg(long)]
     pub inter_node: bool,
-    /// Only pairs on the same host
+    /// Only pairs on the same host (with --rails: as well as the rail pairs)
     #[arg(long)]
     pub intra_node: bool,
+    /// Multi-rail nodes (NIC i of every node on rail i): test pairs of the same local rank on
+    /// different hosts, all rails at once, with one matrix and one verdict per rail; give each
+    /// local rank its NIC with --devices or a --tcp-if list
+    #[arg(long, conflicts_with_all = ["pair", "inter_node"])]
+    pub rails: bool,
     /// A pair is suspect below this fraction of the median of all pairs (default: decided from
     /// the distribution, see README "How meshrun decides")
     #[arg(long, value_parser = parse_fraction)]

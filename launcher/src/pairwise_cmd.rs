@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use collectives::output;
 use collectives::pairwise::measure::Amount;
+use collectives::pairwise::rails::Fabric;
 use collectives::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
 use collectives::pairwise::topology::Topology;
 use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
@@ -74,6 +75,7 @@ fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, 
         (None, None) => Amount::Iterations(if test == TestKind::Lat { 1000 } else { 5000 }),
     };
     let selection = match (a.pair, a.inter_node, a.intra_node) {
+        _ if a.rails => Selection::Rails { intra: a.intra_node },
         (Some((x, y)), _, _) => Selection::Pair(x, y),
         (_, true, _) => Selection::InterNode,
         (_, _, true) => Selection::IntraNode,
@@ -239,11 +241,20 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 world.node_count()
             )));
         }
-        let found = crate::rank::config_findings(world, t, &a.rank)?;
+        let gathered = crate::rank::config_findings(world, t, &a.rank)?;
+        if matches!(cfg.selection, Selection::Rails { .. }) {
+            for w in collectives::pairwise::rails::shared_nics(world.hosts(), &gathered.nics) {
+                crate::rank::say(&format!("warning: {w}"));
+            }
+        }
         let mut progress = Progress::new(world.rank() == 0);
-        let mut outcome = pairwise::run(world, t, &cfg, topology.as_ref(), &mut progress)?;
+        let fabric = Fabric {
+            topology: topology.as_ref(),
+            nics: &gathered.nics,
+        };
+        let mut outcome = pairwise::run(world, t, &cfg, fabric, &mut progress)?;
         if let Some(o) = outcome.as_mut() {
-            o.config_findings = found;
+            o.config_findings = gathered.findings;
         }
         // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.
         let mut code = 0u8;

@@ -83,17 +83,18 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
     }
 }
 
+/// The `--tcp-if` entry of this local rank (entry `local_rank` mod count), like `--devices`.
+pub fn tcp_options(args: &RankArgs, local_rank: usize) -> TcpOptions {
+    TcpOptions {
+        tcp_if: (!args.tcp_if.is_empty()).then(|| args.tcp_if[local_rank % args.tcp_if.len()].clone()),
+    }
+}
+
 /// Build the mesh the user asked for. `auto` uses verbs only when every rank could set it up
 /// (the outcome is agreed over MPI, so all ranks pick the same transport).
 fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, (String, Status)> {
     let tcp = || -> Result<Box<dyn Transport>, (String, Status)> {
-        match mesh::connect_tcp(
-            world,
-            &TcpOptions {
-                tcp_if: args.tcp_if.clone(),
-            },
-            timeouts,
-        ) {
+        match mesh::connect_tcp(world, &tcp_options(args, world.local_rank()), timeouts) {
             Ok(m) => Ok(Box::new(m)),
             Err(e) => {
                 let code = match e {
@@ -173,9 +174,7 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
             }
         }
         ranks::TransportKind::Tcp => {
-            let opts = TcpOptions {
-                tcp_if: args.tcp_if.clone(),
-            };
+            let opts = tcp_options(args, world.local_rank());
             let Some(i) = mesh::choose_ip(world, &opts)
                 .ok()
                 .and_then(|ip| ranks::netif::interface_for(root, ip))
@@ -191,11 +190,28 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
     f
 }
 
-/// Gather every rank's facts; rank 0 prints the findings (`# Config: ...`) and gets them back.
-pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Result<Vec<String>, RankFailure> {
+/// What rank 0 learnt from every rank's facts (empty on the other ranks).
+#[derive(Debug, Default)]
+pub struct Gathered {
+    /// The `# Config:` lines.
+    pub findings: Vec<String>,
+    /// The device or interface each rank uses, by rank (None where it could not be read).
+    pub nics: Vec<Option<String>>,
+}
+
+/// Gather every rank's facts; rank 0 prints the findings (`# Config: ...`) and gets them back
+/// with every rank's NIC.
+pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Result<Gathered, RankFailure> {
     let mine = local_facts(world, t, args);
     let all = collectives::gather_json(world, &[mine], "gathering configuration facts")?;
-    let found = all.map_or_else(Vec::new, |v| findings(&v.into_iter().flatten().collect::<Vec<_>>()));
+    let facts: Vec<RankFacts> = all.map_or_else(Vec::new, |v| v.into_iter().flatten().collect());
+    let found = findings(&facts);
+    let mut nics = vec![None; if facts.is_empty() { 0 } else { world.size() }];
+    for f in &facts {
+        if let Some(slot) = nics.get_mut(f.rank) {
+            *slot = f.nic.clone();
+        }
+    }
     if !found.is_empty() {
         use std::io::Write;
         let text: String = found.iter().map(|l| format!("# Config: {l}\n")).collect();
@@ -203,5 +219,5 @@ pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Res
         let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
     }
-    Ok(found)
+    Ok(Gathered { findings: found, nics })
 }

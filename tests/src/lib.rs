@@ -167,6 +167,16 @@ impl NetnsCluster {
     /// `n` hosts with `slots` ranks each, under `leaves` (1 or 2) leaf bridges joined by an
     /// uplink (`dir/topology` says which host is under which).
     pub fn up_with(n: usize, slots: usize, leaves: usize) -> NetnsCluster {
+        NetnsCluster::up_full(n, slots, leaves, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each and two rails: every host has eth0 on one bridge and
+    /// eth1 on another (`shape-rail HOST 1 RATE` slows one host's eth1).
+    pub fn up_with_rails(n: usize, slots: usize) -> NetnsCluster {
+        NetnsCluster::up_full(n, slots, 1, 2)
+    }
+
+    fn up_full(n: usize, slots: usize, leaves: usize, rails: usize) -> NetnsCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
@@ -175,7 +185,13 @@ impl NetnsCluster {
         let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
         let r = run_bounded(
             Command::new(root().join("scripts/netns-cluster"))
-                .args(["up", &n.to_string(), &slots.to_string(), &leaves.to_string()])
+                .args([
+                    "up",
+                    &n.to_string(),
+                    &slots.to_string(),
+                    &leaves.to_string(),
+                    &rails.to_string(),
+                ])
                 .env("MR_NETNS_DIR", &dir),
             Duration::from_secs(60),
         );

@@ -170,3 +170,51 @@ fn a_different_mtu_is_named_before_any_traffic() {
         r.stdout
     );
 }
+
+#[test]
+fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
+    // Four hosts, each with eth0 (rail 0) and eth1 (rail 1); local rank i uses eth<i>. mr-h2's
+    // eth1 (rank 5) is slow both ways.
+    let c = NetnsCluster::up_with_rails(4, 2);
+    c.script(&["shape-rail", "mr-h2", "1", "200mbit"]).expect_code(0);
+    let json = c.dir.join("rails.json");
+    let json_arg = json.display().to_string();
+    let mut args = PAIRWISE.to_vec();
+    args.extend(["--rails", "--tcp-if", "eth0,eth1", "--json", &json_arg]);
+    let r = names_only(
+        &c,
+        &args,
+        "# SLOW NIC: mr-h2 on rail 1 (rank 5, eth1): 3 of its 3 pairs on the rail are slow",
+    );
+    let out = &r.stdout;
+    assert!(out.contains(" Pairs           : rails "), "{out}");
+    // Only rail pairs, rails side by side: 3 rounds for 4 hosts.
+    assert!(out.contains("Rounds         : 3"), "{out}");
+    assert!(
+        out.contains("# Rail 0 (local rank 0): 4 rank(s) on as many hosts, NIC eth0"),
+        "{out}"
+    );
+    assert!(out.contains("# Rail 0: PASS"), "{out}");
+    assert!(out.contains("# Rail 1: FAIL: 3 slow rank pair(s)"), "{out}");
+    // One matrix per rail, over that rail's ranks.
+    assert!(
+        out.contains("  rank  host         0        2        4        6\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  rank  host         1        3        5        7\n"),
+        "{out}"
+    );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    let rails = v["rails"].as_array().expect("rails in the JSON");
+    assert_eq!(rails.len(), 2);
+    assert_eq!(rails[1]["ranks"], serde_json::json!([1, 3, 5, 7]));
+    let part = &rails[1]["verdict"]["blamed"][0];
+    assert_eq!(part["level"], "rail_nic", "{part}");
+    assert_eq!(
+        (part["host"].as_str(), part["rail"].as_u64(), part["nic"].as_str()),
+        (Some("mr-h2"), Some(1), Some("eth1"))
+    );
+    assert_eq!(v["verdict"]["blamed"].as_array().map(Vec::len), Some(1));
+}

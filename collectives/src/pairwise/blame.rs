@@ -37,6 +37,7 @@ pub struct SlowPair {
 }
 
 /// Figures behind one blamed part: how many of its members are slow, and the worst scores.
+/// For a node of a `--rails` run the members are its rails (a rail is slow when its NIC is).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Counts {
     /// Slow members (host links for uplinks and nodes, rank pairs otherwise) of `of`.
@@ -72,6 +73,15 @@ pub enum Part {
         host: String,
         counts: Counts,
     },
+    /// `--rails`: the NIC of `host` on one rail (its rank of that local index), slow to most of
+    /// the rail's other hosts; `nic` is the device or interface that rank used.
+    RailNic {
+        rail: usize,
+        rank: usize,
+        host: String,
+        nic: Option<String>,
+        counts: Counts,
+    },
     RankPair {
         pair: SlowPair,
     },
@@ -86,6 +96,7 @@ impl Part {
             Part::Node { host, .. } => format!("node {host}"),
             Part::HostLink { host_a, host_b, .. } => format!("link {host_a}-{host_b}"),
             Part::Nic { rank, .. } => format!("nic {rank}"),
+            Part::RailNic { rail, host, .. } => format!("rail {rail} nic {host}"),
             Part::RankPair { pair } => format!("pair {}-{}", pair.a, pair.b),
         }
     }
@@ -96,7 +107,7 @@ impl Part {
             Part::Uplink { .. } => "uplink",
             Part::Node { .. } => "node",
             Part::HostLink { .. } => "host link",
-            Part::Nic { .. } => "NIC",
+            Part::Nic { .. } | Part::RailNic { .. } => "NIC",
             Part::RankPair { .. } => "rank pair",
         }
     }
@@ -275,7 +286,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
     parts
 }
 
-fn counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> Counts {
+pub(crate) fn counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> Counts {
     let pairs: Vec<&SlowPair> = pairs.collect();
     Counts {
         slow,

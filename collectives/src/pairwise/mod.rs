@@ -6,6 +6,7 @@ pub mod blame;
 pub mod bulk;
 pub mod formulas;
 pub mod measure;
+pub mod rails;
 pub mod report;
 pub mod topology;
 pub mod verdict;
@@ -21,7 +22,7 @@ pub use crate::schedule::Pattern;
 use crate::schedule::{filter_rounds, peer_in, Pair};
 use formulas::LatencyStats;
 use measure::{Amount, BwResult, MeasureSpec};
-use topology::Topology;
+use rails::Fabric;
 
 /// Bandwidth or latency.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +67,11 @@ pub enum Selection {
     Pair(usize, usize),
     InterNode,
     IntraNode,
+    /// `--rails`: pairs of the same local rank (rail) on different nodes, all rails at once;
+    /// `intra` adds every pair within a node (`--rails --intra-node`).
+    Rails {
+        intra: bool,
+    },
 }
 
 /// Everything a pairwise run needs.
@@ -150,11 +156,15 @@ impl Measurement {
 
 /// The pairs to test, in rounds.
 pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[usize]) -> Vec<Vec<Pair>> {
+    if let Selection::Rails { intra } = selection {
+        return crate::schedule::rail_rounds(&node_of[..n.min(node_of.len())], pattern, intra);
+    }
     filter_rounds(pattern.rounds(n), |(a, b)| match selection {
         Selection::All => true,
         Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
         Selection::InterNode => node_of[a] != node_of[b],
         Selection::IntraNode => node_of[a] == node_of[b],
+        Selection::Rails { .. } => false, // scheduled above
     })
 }
 
@@ -270,6 +280,9 @@ pub struct PairwiseOutcome {
     /// Configuration outliers found before any traffic (`# Config:` lines).
     #[serde(default)]
     pub config_findings: Vec<String>,
+    /// `--rails`: each rail's ranks, NICs and verdict (`verdict` is then the run's as a whole).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rails: Vec<rails::RailOutcome>,
 }
 
 fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Result<Option<Vec<Measurement>>, WireError> {
@@ -295,7 +308,7 @@ pub fn run(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
-    topology: Option<&Topology>,
+    fabric: Fabric,
     progress: &mut Progress,
 ) -> Result<Option<PairwiseOutcome>, PairwiseError> {
     let me = t.rank();
@@ -318,7 +331,7 @@ pub fn run(
     // Rank 0 picks the suspects and reference pairs; every rank learns them and the pairs retest
     // one at a time.
     let plan = match &first {
-        Some(all) if cfg.retest => verdict::retest_plan(all, cfg, world.hosts()),
+        Some(all) if cfg.retest => rails::retest_plan(all, cfg, world.hosts()),
         _ => verdict::RetestPlan::default(),
     };
     let plan_bytes = world.broadcast_vec(&serde_json::to_vec(&plan).unwrap_or_default(), "sharing suspect pairs");
@@ -336,7 +349,7 @@ pub fn run(
     }
     let retests = gather_measurements(world, &mine_retest, "gathering retest results")?;
     Ok(first.zip(retests).map(|(measurements, retests)| {
-        let v = verdict::decide(&measurements, &retests, cfg, world.hosts(), &plan, topology);
+        let (v, rails) = rails::decide(&measurements, &retests, cfg, world.hosts(), &plan, fabric);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),
@@ -347,6 +360,7 @@ pub fn run(
             retests,
             verdict: v,
             config_findings: Vec::new(),
+            rails,
         }
     }))
 }

@@ -3,7 +3,7 @@
 use crate::pairwise::PairwiseOutcome;
 
 pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "tool": "meshrun",
         "version": env!("CARGO_PKG_VERSION"),
         "test": "pairwise",
@@ -16,6 +16,10 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
         "verdict": o.verdict,
         "config_findings": o.config_findings,
     });
+    // `--rails`: each rail's ranks, NICs and verdict (absent otherwise).
+    if !o.rails.is_empty() {
+        doc["rails"] = serde_json::json!(o.rails);
+    }
     let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     v.push(b'\n');
     v

@@ -6,7 +6,8 @@ use std::fmt::Write as _;
 use super::{matrix, score_to_value, unit};
 use crate::pairwise::blame::{Counts, Part};
 use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
-use crate::pairwise::verdict::{Population, Rule};
+use crate::pairwise::rails::RailOutcome;
+use crate::pairwise::verdict::{Population, Rule, Verdict};
 use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 use crate::stats::median;
 
@@ -18,10 +19,54 @@ pub fn render(o: &PairwiseOutcome) -> String {
     header(&mut s, o);
     rows(&mut s, o);
     let mx = matrix(o);
-    matrix_table(&mut s, o, &mx);
-    summaries(&mut s, o, &mx);
-    verdict(&mut s, o);
+    if o.rails.is_empty() {
+        let all: Vec<usize> = (0..o.hosts.len()).collect();
+        matrix_table(&mut s, o, &mx, &all);
+        summaries(&mut s, o, &mx);
+        verdict(&mut s, o, &o.verdict);
+        pass_line(&mut s, &o.verdict);
+    } else {
+        for r in &o.rails {
+            rail_section(&mut s, o, &mx, r);
+        }
+        summaries(&mut s, o, &mx);
+        // Pairs within hosts, and the nodes slow on every rail; each rail's parts were said above.
+        let mut rest = o.verdict.clone();
+        rest.blamed
+            .retain(|p| !o.rails.iter().any(|r| r.verdict.blamed.contains(p)));
+        rest.cleared
+            .retain(|p| !o.rails.iter().any(|r| r.verdict.cleared.contains(p)));
+        verdict(&mut s, o, &rest);
+        pass_line(&mut s, &o.verdict);
+    }
     s
+}
+
+/// One rail under `--rails`: its ranks and NICs, its matrix, its bar and its verdict.
+fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r: &RailOutcome) {
+    let mut nics: Vec<&str> = r.nics.iter().flatten().map(String::as_str).collect();
+    nics.sort_unstable();
+    nics.dedup();
+    let nics = if nics.is_empty() {
+        String::new()
+    } else {
+        format!(", NIC {}", nics.join(", "))
+    };
+    let _ = writeln!(
+        s,
+        "# Rail {} (local rank {}): {} rank(s) on as many hosts{nics}",
+        r.rail,
+        r.rail,
+        r.ranks.len()
+    );
+    matrix_table(s, o, mx, &r.ranks);
+    verdict(s, o, &r.verdict);
+    let what = if r.verdict.pass {
+        "PASS".to_string()
+    } else {
+        format!("FAIL: {} slow rank pair(s)", r.verdict.confirmed.len())
+    };
+    let _ = writeln!(s, "# Rail {}: {what}", r.rail);
 }
 
 /// Distinct host names, in rank order.
@@ -71,6 +116,8 @@ fn header(s: &mut String, o: &PairwiseOutcome) {
         Selection::Pair(a, b) => format!("pair {a},{b}"),
         Selection::InterNode => "inter-node".into(),
         Selection::IntraNode => "intra-node".into(),
+        Selection::Rails { intra: false } => "rails".into(),
+        Selection::Rails { intra: true } => "rails and intra-node".into(),
     };
     let pattern = match c.pattern {
         Pattern::All => None,
@@ -144,10 +191,9 @@ fn rows(s: &mut String, o: &PairwiseOutcome) {
     let _ = writeln!(s, "{RULE}");
 }
 
-/// The N x N matrix at the matrix size.
-fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
+/// The matrix at the matrix size, over `ranks` (every rank, or one rail's).
+fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], ranks: &[usize]) {
     let c = &o.config;
-    let n = o.hosts.len();
     let what = match c.test {
         TestKind::Bw if c.bidirectional => "Bidirectional bandwidth [Gb/sec] (both directions summed)",
         TestKind::Bw => "Average bandwidth [Gb/sec], row = source, column = destination",
@@ -157,17 +203,17 @@ fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
     let _ = writeln!(s, "# {what}, at {} bytes", c.matrix_size());
     let hw = host_width(o);
     let _ = write!(s, "{:>6}  {:<hw$}", "rank", "host");
-    for j in 0..n {
+    for j in ranks {
         let _ = write!(s, " {j:>8}");
     }
     s.push('\n');
-    for (i, row) in mx.iter().enumerate() {
+    for &i in ranks {
         let _ = write!(s, "{i:>6}  {:<hw$}", o.hosts[i]);
-        for (j, v) in row.iter().enumerate() {
+        for &j in ranks {
             let cell = if i == j {
                 "-".into()
             } else {
-                v.map_or(".".to_string(), |v| format!("{v:.2}"))
+                mx[i][j].map_or(".".to_string(), |v| format!("{v:.2}"))
             };
             let _ = write!(s, " {cell:>8}");
         }
@@ -210,11 +256,10 @@ fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
     let _ = writeln!(s, "# All {count} measured cells: {}", stats(&mut all));
 }
 
-/// The bar, what was cleared, the blamed parts, and PASS or FAIL.
-fn verdict(s: &mut String, o: &PairwiseOutcome) {
+/// The bar, what was cleared and the blamed parts of one verdict (the run's, or a rail's).
+fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let c = &o.config;
     let u = unit(c.test);
-    let v = &o.verdict;
     let val = |score: f64| score_to_value(c.test, score);
     let cmp = if c.test == TestKind::Bw { "below" } else { "above" };
     let floor = match (c.test, c.expect_gbps) {
@@ -277,7 +322,12 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
         } else {
             Population::BetweenHosts
         };
-        let j = v.judged.iter().find(|j| j.population == want).or(v.judged.first());
+        // Under --threshold one bar covers both populations.
+        let j = v
+            .judged
+            .iter()
+            .find(|j| j.population == want)
+            .or(v.judged.first().filter(|_| matches!(v.rule, Rule::Threshold(_))));
         j.map_or(String::new(), |j| {
             format!("; healthy bulk {:.2} {u}", val(j.bulk.median))
         })
@@ -297,6 +347,14 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
             } => writeln!(
                 s,
                 "# SLOW UPLINK: {switch_a} <-> {switch_b}: {} of the {} host links across it are slow ({} rank pairs); {}",
+                k.slow,
+                k.of,
+                k.slow_pairs,
+                figures(k)
+            ),
+            Part::Node { host, counts: k } if !o.rails.is_empty() => writeln!(
+                s,
+                "# SLOW NODE: {host}: its NICs on {} of its {} rails are slow ({} rank pairs); {}",
                 k.slow,
                 k.of,
                 k.slow_pairs,
@@ -328,6 +386,20 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
                 k.of,
                 figures(k)
             ),
+            Part::RailNic {
+                rail,
+                rank,
+                host,
+                nic,
+                counts: k,
+            } => writeln!(
+                s,
+                "# SLOW NIC: {host} on rail {rail} (rank {rank}{}): {} of its {} pairs on the rail are slow; {}",
+                nic.as_ref().map_or(String::new(), |n| format!(", {n}")),
+                k.slow,
+                k.of,
+                figures(k)
+            ),
             Part::RankPair { pair: p } => {
                 let dirs: Vec<String> = p.directions.iter().map(|(x, y)| format!("{x}->{y}")).collect();
                 let retest = p
@@ -347,6 +419,10 @@ fn verdict(s: &mut String, o: &PairwiseOutcome) {
             }
         };
     }
+}
+
+/// The run's PASS or FAIL, with what was blamed at each level.
+fn pass_line(s: &mut String, v: &Verdict) {
     if v.pass {
         let _ = writeln!(s, "# PASS: no slow pairs");
     } else {
