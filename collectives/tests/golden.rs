@@ -68,6 +68,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         verdict,
         config_findings: Vec::new(),
         rails: Vec::new(),
+        follow_up: Vec::new(),
     }
 }
 

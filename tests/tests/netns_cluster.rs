@@ -218,3 +218,27 @@ fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
     );
     assert_eq!(v["verdict"]["blamed"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn a_quick_pass_follows_its_suspects_up_all_pairs_and_names_the_node() {
+    // One random partner each: a slow node shows as one slow pair, which alone cannot say which
+    // end is at fault; the follow-up tests both ends against healthy references.
+    let c = NetnsCluster::up(6);
+    c.script(&["shape", "mr-h2", "100mbit"]).expect_code(0);
+    let mut args = PAIRWISE.to_vec();
+    args.extend(["--pairs", "random:1"]);
+    let r = names_only(&c, &args, "# SLOW NODE: mr-h2: ");
+    let out = &r.stdout;
+    let follow = out
+        .lines()
+        .find(|l| l.starts_with(" Follow-up       : all pairs of ranks "))
+        .unwrap_or_else(|| panic!("no follow-up line:\n{out}"));
+    assert!(follow.contains('2'), "{follow}");
+    // The one quick round, then the follow-up's rounds.
+    let rounds: usize = out
+        .lines()
+        .find_map(|l| l.split("Rounds         : ").nth(1))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rounds:\n{out}"));
+    assert!(rounds > 1, "{out}");
+}

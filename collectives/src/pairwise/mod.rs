@@ -4,6 +4,7 @@
 
 pub mod blame;
 pub mod bulk;
+pub mod follow_up;
 pub mod formulas;
 pub mod measure;
 pub mod rails;
@@ -283,6 +284,9 @@ pub struct PairwiseOutcome {
     /// `--rails`: each rail's ranks, NICs and verdict (`verdict` is then the run's as a whole).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rails: Vec<rails::RailOutcome>,
+    /// After a quick pattern: the ranks tested all-pairs around the confirmed slow pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_up: Vec<usize>,
 }
 
 fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Result<Option<Vec<Measurement>>, WireError> {
@@ -303,16 +307,15 @@ pub enum PairwiseError {
     Gathered(#[from] WireError),
 }
 
-/// Run the pairwise test on every rank. Rank 0 gets the outcome.
-pub fn run(
+/// Measure `rounds` (every size), a barrier after each; rank 0 gets every rank's measurements.
+fn measure_rounds(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
-    fabric: Fabric,
+    rounds: &[Vec<Pair>],
     progress: &mut Progress,
-) -> Result<Option<PairwiseOutcome>, PairwiseError> {
+) -> Result<Option<Vec<Measurement>>, PairwiseError> {
     let me = t.rank();
-    let rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
     let total_pairs: usize = rounds.iter().map(Vec::len).sum();
     progress.start(rounds.len(), total_pairs);
     let mut mine = Vec::new();
@@ -326,41 +329,102 @@ pub fn run(
         progress.round_done(k + 1, round.len());
     }
     progress.finish();
-    let first = gather_measurements(world, &mine, "gathering pairwise results")?;
+    Ok(gather_measurements(world, &mine, "gathering pairwise results")?)
+}
 
-    // Rank 0 picks the suspects and reference pairs; every rank learns them and the pairs retest
-    // one at a time.
-    let plan = match &first {
-        Some(all) if cfg.retest => rails::retest_plan(all, cfg, world.hosts()),
-        _ => verdict::RetestPlan::default(),
-    };
-    let plan_bytes = world.broadcast_vec(&serde_json::to_vec(&plan).unwrap_or_default(), "sharing suspect pairs");
-    let plan: verdict::RetestPlan = serde_json::from_slice(&plan_bytes).map_err(|_| WireError {
+/// Rank 0's `value` on every rank (JSON over MPI).
+fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, what: &str) -> Result<T, WireError> {
+    let bytes = world.broadcast_vec(&serde_json::to_vec(value).unwrap_or_default(), what);
+    serde_json::from_slice(&bytes).map_err(|_| WireError {
         rank: 0,
-        what: "sharing suspect pairs".into(),
-    })?;
-    let mut mine_retest = Vec::new();
-    for (a, b) in plan.pairs() {
+        what: what.into(),
+    })
+}
+
+/// Retest `pairs` alone, one at a time, at the matrix size; rank 0 gets the results.
+fn retest(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    pairs: &[Pair],
+) -> Result<Option<Vec<Measurement>>, PairwiseError> {
+    let me = t.rank();
+    let mut mine = Vec::new();
+    for &(a, b) in pairs {
         if me == a || me == b {
             let peer = if me == a { b } else { a };
-            mine_retest.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
+            mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
         }
         world.barrier("end of a retest");
     }
-    let retests = gather_measurements(world, &mine_retest, "gathering retest results")?;
-    Ok(first.zip(retests).map(|(measurements, retests)| {
-        let (v, rails) = rails::decide(&measurements, &retests, cfg, world.hosts(), &plan, fabric);
+    Ok(gather_measurements(world, &mine, "gathering retest results")?)
+}
+
+/// Run the pairwise test on every rank. Rank 0 gets the outcome.
+///
+/// The pass measures the rounds; rank 0 picks suspects and reference pairs, which every rank
+/// learns and retests one pair at a time. After a quick pattern (`--pairs`), the ranks of the
+/// confirmed pairs and a few healthy references are then tested all-pairs ([`follow_up`]) and
+/// the new suspects retested, so the verdict is decided on enough pairs to place the fault.
+pub fn run(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    fabric: Fabric,
+    progress: &mut Progress,
+) -> Result<Option<PairwiseOutcome>, PairwiseError> {
+    let hosts = world.hosts();
+    let mut rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
+    let mut measurements = measure_rounds(world, t, cfg, &rounds, progress)?;
+    let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
+        Some(all) if cfg.retest => rails::retest_plan(all, cfg, hosts),
+        _ => verdict::RetestPlan::default(),
+    };
+    let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
+    let mut retests = retest(world, t, cfg, &plan.pairs())?;
+
+    // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
+    let mut follow = Vec::new();
+    if cfg.pattern != Pattern::All && cfg.retest {
+        if let (Some(ms), Some(re)) = (&measurements, &retests) {
+            let (v, _) = rails::decide(ms, re, cfg, hosts, &plan, fabric);
+            follow = follow_up::ranks(&v, &plan, cfg.selection, world.node_of());
+        }
+        follow = share(world, &follow, "sharing the follow-up ranks")?;
+    }
+    if !follow.is_empty() {
+        let measured: std::collections::HashSet<Pair> = rounds.iter().flatten().copied().collect();
+        let more = follow_up::rounds(&follow, cfg.selection, world.node_of(), &measured);
+        let second = measure_rounds(world, t, cfg, &more, progress)?;
+        rounds.extend(more);
+        if let (Some(ms), Some(extra)) = (measurements.as_mut(), second) {
+            ms.extend(extra);
+            ms.sort_by_key(|m| (m.bytes, m.src, m.dst));
+        }
+        // Retest what the whole picture makes suspect and was not retested yet.
+        let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
+        let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
+        let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
+        let more_retests = retest(world, t, cfg, &new)?;
+        if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
+            re.extend(extra);
+        }
+        plan = whole;
+    }
+    Ok(measurements.zip(retests).map(|(measurements, retests)| {
+        let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),
             transport_details: t.details(),
-            hosts: world.hosts().to_vec(),
+            hosts: hosts.to_vec(),
             rounds: rounds.len(),
             measurements,
             retests,
             verdict: v,
             config_findings: Vec::new(),
             rails,
+            follow_up: follow,
         }
     }))
 }

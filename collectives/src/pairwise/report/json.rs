@@ -20,6 +20,10 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
     if !o.rails.is_empty() {
         doc["rails"] = serde_json::json!(o.rails);
     }
+    // After a quick pattern: the ranks tested all-pairs around the slow pairs (absent otherwise).
+    if !o.follow_up.is_empty() {
+        doc["follow_up"] = serde_json::json!(o.follow_up);
+    }
     let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     v.push(b'\n');
     v

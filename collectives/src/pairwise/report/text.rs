@@ -132,6 +132,15 @@ fn header(s: &mut String, o: &PairwiseOutcome) {
         };
     }
     w(s, "Pairs", sel, "Rounds", o.rounds.to_string());
+    if !o.follow_up.is_empty() {
+        let ranks: Vec<String> = o.follow_up.iter().map(usize::to_string).collect();
+        let _ = writeln!(
+            s,
+            " {:<16}: all pairs of ranks {} (the slow pairs' ranks and healthy references)",
+            "Follow-up",
+            ranks.join(",")
+        );
+    }
     let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
         "one read in flight"
     } else if c.test == TestKind::Lat {
