@@ -17,6 +17,48 @@ pub enum MpiFlavour {
     Intel,
 }
 
+/// Raise this process's soft open-file limit (mpirun and the local ranks inherit it) and check
+/// that `np` ranks, `local` of them on this host, fit in it: each rank holds a socket per peer,
+/// and mpirun pipes for each local rank. Checked before mpirun starts, which otherwise can hang
+/// when it runs out of descriptors.
+pub fn check_open_files(np: u64, local: u64) -> Result<(), ranks::limits::TooFewFiles> {
+    use ranks::limits::{check, launcher_needs, raise_open_files, rank_needs, RANK_RESERVE};
+    let limits = raise_open_files();
+    if local == 0 {
+        return Ok(());
+    }
+    let rank = rank_needs(np as usize);
+    let launcher = launcher_needs(local as usize);
+    if rank >= launcher {
+        check(
+            limits,
+            rank,
+            format!("each of the {np} ranks"),
+            format!(
+                "a socket to each of {} peers, {RANK_RESERVE} for MPI and the process",
+                np - 1
+            ),
+        )
+    } else {
+        check(
+            limits,
+            launcher,
+            "mpirun".into(),
+            format!("pipes for its {local} local ranks"),
+        )
+    }
+}
+
+/// Ranks placed on this host: entries naming it (or localhost).
+pub fn local_ranks(placement: &[(String, u64)], this_host: &str) -> u64 {
+    let short = |h: &str| h.split('.').next().unwrap_or(h).to_string();
+    placement
+        .iter()
+        .filter(|(h, _)| h == "localhost" || h == "127.0.0.1" || short(h) == short(this_host))
+        .map(|(_, n)| n)
+        .sum()
+}
+
 /// A launch failure; all are bad input or a missing tool (exit status 2).
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
@@ -60,6 +102,8 @@ pub enum LaunchError {
     NoCommand,
     #[error("cannot find this program's own path to start it on the ranks: {0}; pass --meshrun PATH")]
     SelfPath(std::io::Error),
+    #[error(transparent)]
+    OpenFiles(#[from] ranks::limits::TooFewFiles),
     #[error("cannot start `{mpirun}`: {source}")]
     Spawn {
         mpirun: String,

@@ -102,6 +102,11 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
         program_args: a.command.clone(),
     };
     let argv = launch::build_argv(&plan);
+    if !a.dry_run {
+        let np: u64 = plan.placement.iter().map(|(_, n)| n).sum();
+        let me = nix::unistd::gethostname().map_or(String::new(), |h| h.to_string_lossy().into_owned());
+        launch::check_open_files(np, launch::local_ranks(&plan.placement, &me))?;
+    }
     if a.dry_run {
         println!(
             "{}",

@@ -18,6 +18,9 @@ use crate::exit::{RankFailure, Status};
 pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -> Result<i32, RankFailure>) -> i32 {
     let timeout = Duration::from_secs_f64(args.timeout);
     let timeouts = Timeouts::uniform(timeout);
+    // Before MPI opens its own descriptors: a socket per peer does not fit the common default
+    // soft limit of 1024 at a thousand ranks.
+    let files = ranks::limits::raise_open_files();
     let world = match World::init(timeouts.mpi) {
         Ok(w) => w,
         Err(e) => {
@@ -25,6 +28,9 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             return Status::Usage.code();
         }
     };
+    if let Err(code) = check_open_files(&world, args, files) {
+        return code;
+    }
     let mut mesh: Box<dyn Transport> = match connect(&world, args, timeouts) {
         Ok(m) => m,
         Err((msg, status)) => {
@@ -44,6 +50,35 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             eprintln!("meshrun: {e}");
             leave_now(e.status().code());
         }
+    }
+}
+
+/// Every rank checks that a socket per peer fits its open-file limit (the TCP mesh, or auto,
+/// which may fall back to it), before any connect; a rank over the limit says so, once per host.
+fn check_open_files(world: &World, args: &RankArgs, files: ranks::limits::OpenFiles) -> Result<(), i32> {
+    let problem = if args.transport == TransportChoice::Verbs {
+        None
+    } else {
+        let n = world.size();
+        ranks::limits::check(
+            files,
+            ranks::limits::rank_needs(n),
+            format!("rank {} ({})", world.rank(), world.host()),
+            format!(
+                "a TCP socket to each of {} peers, {} for MPI and the process",
+                n.saturating_sub(1),
+                ranks::limits::RANK_RESERVE
+            ),
+        )
+        .err()
+    };
+    if let (Some(p), 0) = (&problem, world.local_rank()) {
+        say(&p.to_string());
+    }
+    if world.all_ok(problem.is_none(), "checking open-file limits") {
+        Ok(())
+    } else {
+        Err(Status::Usage.code())
     }
 }
 

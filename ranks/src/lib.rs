@@ -2,6 +2,7 @@
 //! ([`watchdog`]), and an all-to-all mesh of connections ([`mesh`]) behind the [`Transport`] trait.
 
 pub mod devices;
+pub mod limits;
 pub mod mesh;
 pub mod netif;
 pub mod pci;

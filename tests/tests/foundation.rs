@@ -150,3 +150,50 @@ fn wrong_mpi_launcher_is_detected() {
         r.stderr
     );
 }
+
+/// `bash -c SCRIPT` with the MPI environment, `$MESHRUN` naming the binary under test.
+fn shell(script: &str) -> Run {
+    let mut cmd = std::process::Command::new("bash");
+    mpi_env(&mut cmd)
+        .env("MESHRUN", meshrun_bin())
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .args(["-c", script]);
+    run_bounded(&mut cmd, LIMIT)
+}
+
+#[test]
+fn a_low_soft_open_file_limit_is_raised_by_launch() {
+    // 64 local ranks do not fit a soft limit of 48 (mpirun alone hung there); the hard limit
+    // is higher, so launch raises the soft one before starting mpirun.
+    let r = shell(r#"ulimit -Sn 48 && "$MESHRUN" launch --np 64 -- mesh-check --iters 2"#);
+    r.expect_code(0);
+    assert!(r.stdout.contains("# OK: all 2016 pairs reachable"), "{}", r.all());
+}
+
+#[test]
+fn a_hard_open_file_limit_too_low_fails_before_mpirun_starts() {
+    let r = shell(r#"ulimit -n 100 && "$MESHRUN" launch --np 64 -- mesh-check --iters 2"#);
+    r.expect_code(2);
+    assert_eq!(
+        r.stderr.trim(),
+        "meshrun launch: mpirun needs about 320 open files (pipes for its 64 local ranks) but the limit is 100 \
+         (ulimit -Hn, the hard limit); raise the hard limit (`nofile` in /etc/security/limits.conf, LimitNOFILE= \
+         for systemd or slurmd, `ulimit -Hn` as root) or run fewer ranks"
+    );
+    assert!(r.elapsed < Duration::from_secs(10), "{:?}", r.elapsed);
+}
+
+#[test]
+fn a_rank_whose_peers_do_not_fit_its_open_file_limit_says_so_before_connecting() {
+    // Started by mpirun directly (as Slurm or an MPIJob would): 8 ranks need 7 sockets + 64.
+    let r = shell(r#"ulimit -n 70 && mpirun --bind-to none -np 8 "$MESHRUN" mesh-check --transport tcp --iters 2"#);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("open files")).collect();
+    assert_eq!(lines.len(), 1, "once per host:\n{}", r.all());
+    assert!(
+        lines[0].starts_with("meshrun: rank 0 (")
+            && lines[0].contains(") needs about 71 open files (a TCP socket to each of 7 peers, 64 for MPI and the process) but the limit is 70"),
+        "{}",
+        r.all()
+    );
+}
