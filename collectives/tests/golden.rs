@@ -69,6 +69,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         config_findings: Vec::new(),
         rails: Vec::new(),
         follow_up: Vec::new(),
+        timings: None,
     }
 }
 

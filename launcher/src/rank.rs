@@ -31,7 +31,10 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     if let Err(code) = check_open_files(&world, args, files) {
         return code;
     }
-    let mut mesh: Box<dyn Transport> = match connect(&world, args, timeouts) {
+    let started = std::time::Instant::now();
+    let connected = connect(&world, args, timeouts);
+    let _ = SETUP_SECONDS.set(started.elapsed().as_secs_f64());
+    let mut mesh: Box<dyn Transport> = match connected {
         Ok(m) => m,
         Err((msg, status)) => {
             eprintln!("meshrun: {msg}");
@@ -80,6 +83,22 @@ fn check_open_files(world: &World, args: &RankArgs, files: ranks::limits::OpenFi
     } else {
         Err(Status::Usage.code())
     }
+}
+
+/// How long this rank took to build its mesh (endpoint exchange, connects, votes).
+static SETUP_SECONDS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
+
+/// Seconds this rank spent building the mesh (0 before it did).
+pub fn setup_seconds() -> f64 {
+    SETUP_SECONDS.get().copied().unwrap_or(0.0)
+}
+
+/// This process's peak resident set size (VmHWM), bytes; None where /proc does not say.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Print `meshrun: MSG` on stderr in one write, so lines of ranks sharing a terminal do not interleave.

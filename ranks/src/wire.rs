@@ -317,69 +317,51 @@ impl Record for ClearToSend {
 }
 
 /// What each rank contributes to the verbs connect allgather: its GID summary (None when its
-/// local setup failed) and one endpoint per rank of the job.
+/// local setup failed). The endpoints go peer by peer in an all-to-all, as [`Endpoint`] records,
+/// so no rank holds the N x N table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectRecord {
     pub summary: Option<GidSummary>,
-    pub endpoints: Vec<Endpoint>,
 }
 
 impl ConnectRecord {
     /// Room for the GID description.
     const DESC_LEN: usize = 120;
-    const HEAD: usize = 4 + Self::DESC_LEN;
+    /// Encoded size (the same for every rank).
+    pub const LEN: usize = 4 + Self::DESC_LEN;
 
-    /// Encoded size for a job of `n` ranks (every rank's record has the same size).
-    pub fn len(n: usize) -> usize {
-        Self::HEAD + n * Endpoint::LEN
-    }
-
-    /// Encode for a job of `n` ranks (a failed rank sends zeros after its flag).
-    pub fn to_bytes(&self, n: usize) -> Vec<u8> {
-        let mut w = Writer::with_capacity(Self::len(n));
+    /// Encode (a failed rank sends zeros).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::with_capacity(Self::LEN);
         if let Some(s) = &self.summary {
             let d = s.describe.as_bytes();
             w.u8(1)
                 .u8(u8::from(s.ethernet))
                 .u8(s.kind)
                 .u8(u8::from(s.ipv4))
-                .bytes(&d[..d.len().min(Self::DESC_LEN)])
-                .pad_to(Self::HEAD);
-            for e in &self.endpoints {
-                let at = w.len();
-                e.put(&mut w);
-                w.pad_to(at + Endpoint::LEN);
-            }
+                .bytes(&d[..d.len().min(Self::DESC_LEN)]);
         }
-        w.pad_to(Self::len(n));
+        w.pad_to(Self::LEN);
         w.into_bytes()
     }
 
-    /// Decode one rank's record of a job of `n` ranks; None when malformed.
-    pub fn from_bytes(b: &[u8], n: usize) -> Option<ConnectRecord> {
-        let b = b.get(..Self::len(n))?;
+    /// Decode one rank's record; None when malformed.
+    pub fn from_bytes(b: &[u8]) -> Option<ConnectRecord> {
+        let b = b.get(..Self::LEN)?;
         let mut r = Reader::new(b);
         if r.u8()? != 1 {
-            return Some(ConnectRecord {
-                summary: None,
-                endpoints: Vec::new(),
-            });
+            return Some(ConnectRecord { summary: None });
         }
         let (ethernet, kind, ipv4) = (r.u8()? == 1, r.u8()?, r.u8()? == 1);
         let d = r.take(Self::DESC_LEN)?;
         let end = d.iter().position(|&x| x == 0).unwrap_or(Self::DESC_LEN);
-        let summary = GidSummary {
-            ethernet,
-            kind,
-            ipv4,
-            describe: String::from_utf8_lossy(&d[..end]).into_owned(),
-        };
-        let endpoints = (0..n)
-            .map(|_| Endpoint::from_bytes(r.take(Endpoint::LEN)?))
-            .collect::<Option<Vec<_>>>()?;
         Some(ConnectRecord {
-            summary: Some(summary),
-            endpoints,
+            summary: Some(GidSummary {
+                ethernet,
+                kind,
+                ipv4,
+                describe: String::from_utf8_lossy(&d[..end]).into_owned(),
+            }),
         })
     }
 }
@@ -485,7 +467,6 @@ mod tests {
 
     #[test]
     fn connect_records_round_trip_and_failed_ranks_are_zeros() {
-        let n = 3;
         let rec = ConnectRecord {
             summary: Some(GidSummary {
                 ethernet: true,
@@ -493,19 +474,16 @@ mod tests {
                 ipv4: true,
                 describe: "RoCE v2, IPv4-mapped".into(),
             }),
-            endpoints: (0..n as u8).map(endpoint).collect(),
         };
-        let b = rec.to_bytes(n);
-        assert_eq!(b.len(), ConnectRecord::len(n));
-        assert_eq!(ConnectRecord::from_bytes(&b, n), Some(rec));
-        let failed = ConnectRecord {
-            summary: None,
-            endpoints: Vec::new(),
-        };
-        let b = failed.to_bytes(n);
+        let b = rec.to_bytes();
+        assert_eq!(b.len(), ConnectRecord::LEN);
+        assert_eq!(&b[..5], &[1, 1, 2, 1, b'R']);
+        assert_eq!(ConnectRecord::from_bytes(&b), Some(rec));
+        let failed = ConnectRecord { summary: None };
+        let b = failed.to_bytes();
         assert!(b.iter().all(|&x| x == 0));
-        assert_eq!(ConnectRecord::from_bytes(&b, n), Some(failed));
-        assert_eq!(ConnectRecord::from_bytes(&b[..10], n), None);
+        assert_eq!(ConnectRecord::from_bytes(&b), Some(failed));
+        assert_eq!(ConnectRecord::from_bytes(&b[..10]), None);
     }
 
     #[test]

@@ -238,6 +238,16 @@ impl World {
         out
     }
 
+    /// Every rank sends chunk k of `local` (`size` chunks of one length) to rank k and gets
+    /// chunk p of the result from rank p: O(N) bytes per rank where an allgather of per-peer
+    /// records would be O(N^2).
+    pub fn all_to_all_bytes(&self, local: &[u8], step: &str) -> Vec<u8> {
+        let _g = self.arm(step);
+        let mut out = vec![0u8; local.len()];
+        self.comm.all_to_all_into(local, &mut out[..]);
+        out
+    }
+
     /// Rank 0's bytes, on every rank.
     pub fn broadcast_bytes(&self, buf: &mut [u8], step: &str) {
         let _g = self.arm(step);
@@ -290,6 +300,15 @@ impl World {
             root.gather_varcount_into(local);
             None
         }
+    }
+
+    /// Element-wise maximum of `local` (the same length on every rank), on every rank.
+    pub fn max_f64(&self, local: &[f64], step: &str) -> Vec<f64> {
+        let _g = self.arm(step);
+        let mut out = vec![0.0; local.len()];
+        self.comm
+            .all_reduce_into(local, &mut out[..], mpi::collective::SystemOperation::max());
+        out
     }
 
     pub fn barrier(&self, step: &str) {

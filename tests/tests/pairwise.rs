@@ -78,6 +78,28 @@ fn bandwidth_rows_matrix_and_files() {
     assert_eq!(doc["results"].as_array().unwrap().len(), 6);
     assert_eq!(doc["verdict"]["pass"], true);
     assert_eq!(doc["config"]["window"], 128);
+    // What the run cost, measured: 3 rounds of 3 ranks (one idle each), their wall time at
+    // least their wire time, the peak RSS read from /proc (a rank of this binary: 1-500 MiB).
+    let t = &doc["timings"];
+    assert_eq!(t["rounds"], 3, "{t}");
+    let (setup, sweep, wire) = (
+        t["setup_s"].as_f64().unwrap(),
+        t["sweep_s"].as_f64().unwrap(),
+        t["wire_s"].as_f64().unwrap(),
+    );
+    assert!(setup > 0.0 && wire > 0.0 && sweep >= wire * 0.9, "{t}");
+    let rss = t["peak_rss"].as_u64().unwrap();
+    assert!((1 << 20..500 << 20).contains(&rss), "{t}");
+    let time_line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("# Time: mesh setup "))
+        .unwrap_or_default();
+    assert!(
+        time_line.contains(" 3 rounds in ") && time_line.contains("peak RSS of a rank"),
+        "{}",
+        r.stdout
+    );
     // CSV: header and one row per rank, diagonal empty.
     let text = std::fs::read_to_string(&csv).unwrap();
     let lines: Vec<&str> = text.lines().collect();

@@ -287,6 +287,46 @@ pub struct PairwiseOutcome {
     /// After a quick pattern: the ranks tested all-pairs around the confirmed slow pairs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub follow_up: Vec<usize>,
+    /// What the run cost: setup, rounds against wire time, retests, memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+/// What a run cost, measured: where the time went beyond moving bytes, and the memory it took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Building the mesh at rank 0 (endpoint exchange, every connect, the votes), seconds.
+    pub setup_s: f64,
+    /// Rounds measured (the pass and any follow-up) and their wall time at rank 0.
+    pub rounds: usize,
+    pub sweep_s: f64,
+    /// Per round, the longest any rank spent measuring its pair, summed over rounds: the wire
+    /// time (with the per-pair handshakes); `sweep_s - wire_s` is the rounds' own overhead
+    /// (barriers, waiting on the slowest pair's partner to arrive, bookkeeping).
+    pub wire_s: f64,
+    /// Pairs retested alone and the wall time of the retests.
+    pub retests: usize,
+    pub retest_s: f64,
+    /// The largest peak resident set size (VmHWM) of any rank, bytes (0 where unknown).
+    pub peak_rss: u64,
+}
+
+impl Timings {
+    /// The rounds' overhead beyond wire time, per round, seconds.
+    pub fn overhead_per_round(&self) -> f64 {
+        if self.rounds == 0 {
+            0.0
+        } else {
+            (self.sweep_s - self.wire_s).max(0.0) / self.rounds as f64
+        }
+    }
+}
+
+/// What [`measure_rounds`] measured besides the pairs: wall and wire seconds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Clock {
+    wall: f64,
+    wire: f64,
 }
 
 fn gather_measurements(world: &World, mine: &[Measurement], step: &str) -> Result<Option<Vec<Measurement>>, WireError> {
@@ -314,22 +354,33 @@ fn measure_rounds(
     cfg: &PairwiseConfig,
     rounds: &[Vec<Pair>],
     progress: &mut Progress,
-) -> Result<Option<Vec<Measurement>>, PairwiseError> {
+) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
     let me = t.rank();
     let total_pairs: usize = rounds.iter().map(Vec::len).sum();
     progress.start(rounds.len(), total_pairs);
     let mut mine = Vec::new();
+    // Seconds this rank spent measuring in each round.
+    let mut busy = vec![0.0f64; rounds.len()];
+    // Everyone starts the clock together, so no rank's late start counts as wire time.
+    world.barrier("start of the pairwise rounds");
+    let start = std::time::Instant::now();
     for (k, round) in rounds.iter().enumerate() {
         if let Some(peer) = peer_in(round, me) {
+            let t0 = std::time::Instant::now();
             for &bytes in &cfg.sizes {
                 mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
             }
+            busy[k] = t0.elapsed().as_secs_f64();
         }
         world.barrier("end of a pairwise round");
         progress.round_done(k + 1, round.len());
     }
+    let wall = start.elapsed().as_secs_f64();
     progress.finish();
-    Ok(gather_measurements(world, &mine, "gathering pairwise results")?)
+    // Rounds' wire time: the longest pair of each round (O(rounds) per rank, reduced by MPI).
+    let wire = world.max_f64(&busy, "timing the rounds").iter().sum();
+    let ms = gather_measurements(world, &mine, "gathering pairwise results")?;
+    Ok((ms, Clock { wall, wire }))
 }
 
 /// Rank 0's `value` on every rank (JSON over MPI).
@@ -375,13 +426,16 @@ pub fn run(
 ) -> Result<Option<PairwiseOutcome>, PairwiseError> {
     let hosts = world.hosts();
     let mut rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
-    let mut measurements = measure_rounds(world, t, cfg, &rounds, progress)?;
+    let (mut measurements, mut clock) = measure_rounds(world, t, cfg, &rounds, progress)?;
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
         Some(all) if cfg.retest => rails::retest_plan(all, cfg, hosts),
         _ => verdict::RetestPlan::default(),
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
+    let retest_start = std::time::Instant::now();
+    let mut retest_count = plan.pairs().len();
     let mut retests = retest(world, t, cfg, &plan.pairs())?;
+    let mut retest_s = retest_start.elapsed().as_secs_f64();
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -395,7 +449,9 @@ pub fn run(
     if !follow.is_empty() {
         let measured: std::collections::HashSet<Pair> = rounds.iter().flatten().copied().collect();
         let more = follow_up::rounds(&follow, cfg.selection, world.node_of(), &measured);
-        let second = measure_rounds(world, t, cfg, &more, progress)?;
+        let (second, more_clock) = measure_rounds(world, t, cfg, &more, progress)?;
+        clock.wall += more_clock.wall;
+        clock.wire += more_clock.wire;
         rounds.extend(more);
         if let (Some(ms), Some(extra)) = (measurements.as_mut(), second) {
             ms.extend(extra);
@@ -405,7 +461,10 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
+        let again = std::time::Instant::now();
         let more_retests = retest(world, t, cfg, &new)?;
+        retest_s += again.elapsed().as_secs_f64();
+        retest_count += new.len();
         if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
             re.extend(extra);
         }
@@ -425,6 +484,14 @@ pub fn run(
             config_findings: Vec::new(),
             rails,
             follow_up: follow,
+            timings: Some(Timings {
+                rounds: rounds.len(),
+                sweep_s: clock.wall,
+                wire_s: clock.wire,
+                retests: retest_count,
+                retest_s,
+                ..Timings::default()
+            }),
         }
     }))
 }

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::*;
-use crate::wire::ConnectRecord;
+use crate::wire::{ConnectRecord, Record};
 
 /// A peer's queue pair (in INIT, receives posted) and regions: send slots, inbox, credit source.
 type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion);
@@ -22,7 +22,7 @@ struct Local {
     endpoints: Vec<Endpoint>,
 }
 
-fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local, String> {
+fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)) -> Result<Local, String> {
     let choice = opts.choice(world.local_rank())?;
     let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
     let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
@@ -56,7 +56,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, slots: usize) -> Result<Local
             });
             continue;
         }
-        let (qp, send_mr, inbox, credit_src) = peer_resources(&pd, &cq, choice.port, p, slots)?;
+        let (qp, send_mr, inbox, credit_src) = peer_resources(&pd, &cq, choice.port, p, (slots, slot))?;
         let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
         endpoints.push(Endpoint {
             qpn: qp.qpn(),
@@ -89,7 +89,7 @@ fn peer_resources(
     cq: &CompletionQueue,
     port: u8,
     p: usize,
-    slots: usize,
+    (slots, slot): (usize, usize),
 ) -> Result<PendingPeer, String> {
     let depth = (2 * slots + 8) as u32;
     // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
@@ -108,12 +108,12 @@ fn peer_resources(
         })
         .map_err(|e| e.to_string())?;
     let send_mr = pd
-        .register(slots * SLOT, Access::default())
+        .register(slots * slot, Access::default())
         .map_err(|e| e.to_string())?;
     // The inbox: slots the peer writes fragments into, then its credit word (8 bytes).
     let inbox = pd
         .register(
-            slots * SLOT + 8,
+            slots * slot + 8,
             Access {
                 remote_write: true,
                 ..Access::default()
@@ -122,7 +122,7 @@ fn peer_resources(
         .map_err(|e| e.to_string())?;
     let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
     for s in 0..slots {
-        qp.post_recv(&inbox, s * SLOT, SLOT, wr_id(p, WrKind::Recv, s))
+        qp.post_recv(&inbox, s * slot, slot, wr_id(p, WrKind::Recv, s))
             .map_err(|e| e.to_string())?;
     }
     Ok((qp, send_mr, inbox, credit_src))
@@ -133,20 +133,21 @@ fn peer_resources(
 /// Its waits are MPI steps, each bounded by the MPI watchdog.
 pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMeshError> {
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
-    let slots = (STAGING_BUDGET / (2 * SLOT * n.saturating_sub(1).max(1))).clamp(2, 16);
-    let local = setup_local(world, opts, slots);
+    let (slots, slot) = staging(n);
+    let local = setup_local(world, opts, (slots, slot));
     let records = exchange_records(world, local.as_ref().ok());
+    let remote = exchange_endpoints(world, local.as_ref().ok());
     let local = local.map_err(|msg| VerbsMeshError::Setup {
         rank,
         host: host.clone(),
         msg,
     })?;
-    let records = check_records(world, records)?;
+    check_records(world, records)?;
     let (peers, first_err) = connect_peers(
         world,
         local.qps,
-        &records,
-        slots,
+        (&local.endpoints, &remote),
+        (slots, slot),
         &local.choice,
         local.mtu_enum,
         local.ethernet,
@@ -167,7 +168,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     // The path MTU of each pair is its smaller end's.
     let path_mtus: Vec<u32> = (0..n)
         .filter(|&p| p != rank)
-        .filter_map(|p| records[p].get(rank))
+        .filter_map(|p| remote[p].as_ref())
         .map(|remote| 128u32 << local.mtu_enum.min(remote.mtu).clamp(1, 5))
         .collect();
     let path_mtu = (
@@ -186,6 +187,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         cq: local.cq,
         _ctx: local.ctx,
         slots,
+        slot,
         choice: local.choice,
         mtu: local.mtu,
         path_mtu,
@@ -199,20 +201,30 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
 /// One MPI allgather of every rank's [`ConnectRecord`] (a rank whose setup failed sends an empty
 /// one); None for a record that does not decode.
 fn exchange_records(world: &World, local: Option<&Local>) -> Vec<Option<ConnectRecord>> {
-    let n = world.size();
     let mine = ConnectRecord {
         summary: local.map(|l| l.choice.summary()),
-        endpoints: local.map(|l| l.endpoints.clone()).unwrap_or_default(),
     };
-    let all = world.all_gather_bytes(&mine.to_bytes(n), "exchanging RDMA endpoints");
-    all.chunks(ConnectRecord::len(n))
-        .map(|b| ConnectRecord::from_bytes(b, n))
-        .collect()
+    let all = world.all_gather_bytes(&mine.to_bytes(), "exchanging RDMA device summaries");
+    all.chunks(ConnectRecord::LEN).map(ConnectRecord::from_bytes).collect()
 }
 
-/// Every rank set up, and all chose GIDs that can talk to each other; returns each rank's
-/// endpoints.
-fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<Vec<Vec<Endpoint>>, VerbsMeshError> {
+/// Each peer's endpoint for this rank, by an all-to-all: this rank sends peer p only the
+/// endpoint of its queue pair to p (zeros where its setup failed), so a rank handles O(N) bytes.
+fn exchange_endpoints(world: &World, local: Option<&Local>) -> Vec<Option<Endpoint>> {
+    let n = world.size();
+    let mut out = vec![0u8; n * Endpoint::LEN];
+    if let Some(l) = local {
+        for (p, e) in l.endpoints.iter().enumerate().take(n) {
+            let b = e.to_bytes();
+            out[p * Endpoint::LEN..p * Endpoint::LEN + b.len()].copy_from_slice(&b);
+        }
+    }
+    let got = world.all_to_all_bytes(&out, "exchanging RDMA endpoints");
+    got.chunks(Endpoint::LEN).map(Endpoint::from_bytes).collect()
+}
+
+/// Every rank set up, and all chose GIDs that can talk to each other.
+fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<(), VerbsMeshError> {
     let failed: Vec<String> = records
         .iter()
         .enumerate()
@@ -226,16 +238,12 @@ fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<V
             failed: failed.join(", "),
         });
     }
-    let mut summaries: Vec<(usize, String, GidSummary)> = Vec::with_capacity(records.len());
-    let mut endpoints = Vec::with_capacity(records.len());
-    for (r, rec) in records.into_iter().flatten().enumerate() {
-        if let Some(s) = rec.summary {
-            summaries.push((r, world.hosts()[r].clone(), s));
-        }
-        endpoints.push(rec.endpoints);
-    }
-    devices::check_consistent(&summaries).map_err(VerbsMeshError::Inconsistent)?;
-    Ok(endpoints)
+    let summaries: Vec<(usize, String, GidSummary)> = records
+        .into_iter()
+        .enumerate()
+        .filter_map(|(r, rec)| Some((r, world.hosts()[r].clone(), rec?.summary?)))
+        .collect();
+    devices::check_consistent(&summaries).map_err(VerbsMeshError::Inconsistent)
 }
 
 /// Move every queue pair to RTS against its peer's endpoint; the first failure is returned
@@ -243,8 +251,8 @@ fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<V
 fn connect_peers(
     world: &World,
     qps: Vec<Option<PendingPeer>>,
-    endpoints: &[Vec<Endpoint>],
-    slots: usize,
+    (mine, remote): (&[Endpoint], &[Option<Endpoint>]),
+    (slots, slot): (usize, usize),
     choice: &Choice,
     mtu_enum: u32,
     ethernet: bool,
@@ -263,7 +271,7 @@ fn connect_peers(
             peers.push(None);
             continue;
         };
-        let (Some(remote), Some(mine)) = (endpoints[p].get(rank), endpoints[rank].get(p)) else {
+        let (Some(Some(remote)), Some(mine)) = (remote.get(p), mine.get(p)) else {
             first_err.get_or_insert_with(|| setup_err("malformed endpoint record".into()));
             peers.push(None);
             continue;
@@ -279,7 +287,7 @@ fn connect_peers(
                 inbox,
                 credit_src,
                 remote_inbox: (remote.addr, remote.rkey),
-                remote_credit: (remote.addr + (slots * SLOT) as u64, remote.rkey),
+                remote_credit: (remote.addr + (slots * slot) as u64, remote.rkey),
                 ledger: Ledger::new(slots),
                 inflight: VecDeque::new(),
             })),

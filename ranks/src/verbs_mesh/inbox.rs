@@ -148,16 +148,17 @@ impl VerbsMesh {
     /// Copy the oldest fragment that arrived from `p` into `dst` (its length, checked by the
     /// caller), post its slot's receive again and count it consumed.
     pub(super) fn claim_fragment(&mut self, p: usize, dst: &mut [u8]) -> Result<(), TransportError> {
+        let sl = self.slot;
         let peer = self.peers[p].as_mut().expect("connected peer");
         let Some(Arrival { slot, .. }) = peer.ledger.consume() else {
             return Ok(());
         };
-        dst.copy_from_slice(&peer.inbox.as_slice()[slot * SLOT..slot * SLOT + dst.len()]);
+        dst.copy_from_slice(&peer.inbox.as_slice()[slot * sl..slot * sl + dst.len()]);
         // Post the slot again: receives are posted in slot order, so fragment k of a SEND lands in
         // slot k mod slots too (a WRITE only takes the immediate).
         let r = peer
             .qp
-            .post_recv(&peer.inbox, slot * SLOT, SLOT, wr_id(p, WrKind::Recv, slot));
+            .post_recv(&peer.inbox, slot * sl, sl, wr_id(p, WrKind::Recv, slot));
         r.map_err(|e| self.verbs_err(e))
     }
 
@@ -252,6 +253,30 @@ mod tests {
         // The peer reports one consumed: exactly one more may go, into slot 0.
         assert_eq!(l.reserve_send(1).map(|x| x.1), Some(0));
         assert_eq!(l.reserve_send(1), None);
+    }
+
+    #[test]
+    fn staging_memory_is_bounded_whatever_the_number_of_ranks() {
+        let staging = |n| staging_within(n, STAGING_BUDGET);
+        let bytes = |n: usize| {
+            let (slots, slot) = staging(n);
+            2 * slots * slot * (n - 1)
+        };
+        // Small jobs keep the old geometry: 16 slots of 256 KiB.
+        assert_eq!(staging(2), (16, 256 << 10));
+        assert_eq!(staging(17), (16, 256 << 10));
+        assert_eq!(staging(129), (2, 256 << 10));
+        assert_eq!(staging(1025), (2, 32 << 10));
+        assert_eq!(staging(4097), (2, 8 << 10));
+        for n in [2, 3, 8, 17, 64, 129, 512, 1000, 1025, 2048, 4096, 4097] {
+            assert!(bytes(n) <= STAGING_BUDGET, "{n} ranks: {} bytes", bytes(n));
+            let (slots, slot) = staging(n);
+            assert!((2..=16).contains(&slots) && slot % 4096 == 0 && slot >= SLOT_MIN);
+        }
+        // Beyond 4,097 ranks: 32 KiB per peer.
+        assert_eq!(bytes(8193), 8192 * 32 * 1024);
+        // The tests' small budget: 3 ranks get the 8 KiB slots of a 4,097-rank job.
+        assert_eq!(staging_within(3, 64 << 10), (2, 8 << 10));
     }
 
     #[test]

@@ -38,15 +38,41 @@ use wr::{decode, wr_id, WrKind};
 
 pub use connect::connect;
 
-/// Bytes per staging slot (and so per fragment on the wire).
-pub const SLOT: usize = 256 * 1024;
+/// Bytes per staging slot (and so per fragment on the wire) while the budget allows.
+pub const SLOT_MAX: usize = 256 * 1024;
+/// The least bytes per slot, reached at 4,097 ranks.
+pub const SLOT_MIN: usize = 8 * 1024;
 /// Inline data asked for at queue-pair creation: perftest's default for its latency tests.
 pub const MAX_INLINE: u32 = 220;
 /// Deepest send window of a pairwise test's own queue pair (perftest's -t goes to 8192 on some
 /// devices; rxe and mlx5 take this many).
 const MAX_TEST_DEPTH: usize = 1024;
-/// Staging memory per rank for all its peers together, which sets the slots per peer (2 to 16).
-const STAGING_BUDGET: usize = 128 << 20;
+/// Staging memory per rank for all its peers together (send slots and inbox), which sets the
+/// slots per peer and their size.
+pub const STAGING_BUDGET: usize = 128 << 20;
+
+/// Slots per peer and bytes per slot for a job of `n` ranks. Each peer gets `slots` send slots
+/// and `slots` inbox slots, so a rank registers 2 x slots x slot x (n - 1) bytes of staging:
+/// 16 slots of 256 KiB up to 17 ranks, fewer slots down to 2 at 129 ranks, then 2 slots that
+/// shrink (to 8 KiB at 4,097 ranks), so the total stays within [`STAGING_BUDGET`] (128 MiB) up
+/// to 4,097 ranks and grows by 32 KiB per peer beyond.
+pub fn staging(n: usize) -> (usize, usize) {
+    // MESHRUN_STAGING_BUDGET (bytes, tests only) shrinks the budget so a few ranks exercise the
+    // small slots of a big job.
+    let budget = std::env::var("MESHRUN_STAGING_BUDGET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(STAGING_BUDGET);
+    staging_within(n, budget)
+}
+
+/// [`staging`] for a budget of `budget` bytes.
+pub fn staging_within(n: usize, budget: usize) -> (usize, usize) {
+    let peers = n.saturating_sub(1).max(1);
+    let slots = (budget / (2 * SLOT_MAX * peers)).clamp(2, 16);
+    let slot = (budget / (2 * slots * peers)).clamp(SLOT_MIN, SLOT_MAX);
+    (slots, slot / 4096 * 4096)
+}
 
 /// How to pick the device.
 #[derive(Debug, Clone)]
@@ -116,6 +142,8 @@ pub struct VerbsMesh {
     cq: CompletionQueue,
     _ctx: Context,
     slots: usize,
+    /// Bytes per staging slot ([`staging`]).
+    slot: usize,
     choice: Choice,
     mtu: u32,
     /// Smallest and largest path MTU to a peer (each pair runs at its smaller end's MTU).

@@ -634,7 +634,7 @@ impl VerbsMesh {
                 format!(
                     "{} inbox slots of {} KiB per peer, {} with immediate, credits by RDMA write",
                     self.slots,
-                    SLOT / 1024,
+                    self.slot / 1024,
                     if self.use_send { "SEND" } else { "RDMA write" }
                 ),
             ),

@@ -15,8 +15,8 @@ struct OpState {
     frags_claimed: usize,
 }
 
-fn frags(len: usize) -> usize {
-    len.div_ceil(SLOT).max(1)
+fn frags(len: usize, slot: usize) -> usize {
+    len.div_ceil(slot).max(1)
 }
 
 /// One batch in progress: per peer, the sends and receives not yet fully posted or claimed, in
@@ -84,7 +84,7 @@ impl VerbsMesh {
                     op.len()
                 )));
             }
-            b.st[i].frags_total = frags(op.len());
+            b.st[i].frags_total = frags(op.len(), self.slot);
             match op.kind {
                 OpKind::Send(_) => b.sends[op.peer].push_back(i),
                 OpKind::Recv(_) => b.recvs[op.peer].push_back(i),
@@ -96,10 +96,11 @@ impl VerbsMesh {
     /// Post the fragments that credits and free staging slots allow; true if any was posted.
     fn post_sends(&mut self, b: &mut Batch, ops: &[Op<'_>]) -> Result<bool, TransportError> {
         let mut moved = false;
+        let sl = self.slot;
         for (p, q) in b.sends.iter_mut().enumerate() {
             let Some(peer) = self.peers[p].as_mut() else { continue };
             while let Some(&i) = q.front() {
-                let peer_consumed = peer.inbox.read_u64_volatile(self.slots * SLOT);
+                let peer_consumed = peer.inbox.read_u64_volatile(self.slots * sl);
                 // Fragment k goes to the peer's inbox slot k mod slots, free because the peer has
                 // consumed fragment k - slots.
                 let Some((slot, remote_slot)) = peer.ledger.reserve_send(peer_consumed) else {
@@ -109,25 +110,21 @@ impl VerbsMesh {
                     unreachable!("send queue holds sends")
                 };
                 let f = b.st[i].frags_posted;
-                let chunk = &buf[(f * SLOT).min(buf.len())..((f + 1) * SLOT).min(buf.len())];
-                peer.send_mr.as_mut_slice()[slot * SLOT..slot * SLOT + chunk.len()].copy_from_slice(chunk);
+                let chunk = &buf[(f * sl).min(buf.len())..((f + 1) * sl).min(buf.len())];
+                peer.send_mr.as_mut_slice()[slot * sl..slot * sl + chunk.len()].copy_from_slice(chunk);
                 let (inbox, rkey) = peer.remote_inbox;
                 let how = if self.use_send {
                     SendOp::SendImm(buf.len() as u32)
                 } else {
                     SendOp::WriteImm {
-                        remote_addr: inbox + (remote_slot * SLOT) as u64,
+                        remote_addr: inbox + (remote_slot * sl) as u64,
                         rkey,
                         imm: buf.len() as u32,
                     }
                 };
-                let r = peer.qp.post(
-                    how,
-                    &peer.send_mr,
-                    slot * SLOT,
-                    chunk.len(),
-                    wr_id(p, WrKind::Send, slot),
-                );
+                let r = peer
+                    .qp
+                    .post(how, &peer.send_mr, slot * sl, chunk.len(), wr_id(p, WrKind::Send, slot));
                 if let Err(e) = r {
                     return Err(self.verbs_err(e));
                 }
@@ -194,7 +191,7 @@ impl VerbsMesh {
                 };
                 let s = &mut b.st[i];
                 // This fragment's length follows from the message's: whole slots, then the rest.
-                let expect = (want - s.progress).min(SLOT);
+                let expect = (want - s.progress).min(self.slot);
                 if a.bytes as usize != expect {
                     return Err(TransportError::Setup(format!(
                         "rank {}: a {}-byte fragment from rank {p} where {expect} bytes were due",

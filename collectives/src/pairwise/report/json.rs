@@ -24,6 +24,10 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
     if !o.follow_up.is_empty() {
         doc["follow_up"] = serde_json::json!(o.follow_up);
     }
+    // Where the time and memory went (absent from outcomes built without a run).
+    if let Some(t) = &o.timings {
+        doc["timings"] = serde_json::json!(t);
+    }
     let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     v.push(b'\n');
     v

@@ -263,6 +263,32 @@ fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
     let mut all: Vec<f64> = mx.iter().flatten().flatten().copied().collect();
     let count = all.len();
     let _ = writeln!(s, "# All {count} measured cells: {}", stats(&mut all));
+    if let Some(t) = &o.timings {
+        timings(s, t);
+    }
+}
+
+/// `# Time: ...`: setup, the rounds against their wire time, retests, peak memory.
+fn timings(s: &mut String, t: &crate::pairwise::Timings) {
+    let rss = if t.peak_rss > 0 {
+        format!(
+            "; peak RSS of a rank {:.1} MiB",
+            t.peak_rss as f64 / (1u64 << 20) as f64
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        "# Time: mesh setup {:.2} s; {} rounds in {:.2} s, wire {:.2} s, overhead {:.2} ms per round; {} retests in {:.2} s{rss}",
+        t.setup_s,
+        t.rounds,
+        t.sweep_s,
+        t.wire_s,
+        t.overhead_per_round() * 1e3,
+        t.retests,
+        t.retest_s
+    );
 }
 
 /// The bar, what was cleared and the blamed parts of one verdict (the run's, or a rail's).
