@@ -200,6 +200,143 @@ fn side_by_side(rounds: &mut Vec<Vec<Pair>>, groups: Vec<Vec<usize>>, pattern: P
     }
 }
 
+/// Which pairs of the circle method a schedule keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keep {
+    All,
+    /// Pairs on different nodes (`node_of[rank]`).
+    Between(Vec<usize>),
+    /// Pairs on one node.
+    Within(Vec<usize>),
+    /// One pair, lower rank first.
+    Only(Pair),
+}
+
+impl Keep {
+    fn keeps(&self, (a, b): Pair) -> bool {
+        match self {
+            Keep::All => true,
+            Keep::Between(node_of) => node_of[a] != node_of[b],
+            Keep::Within(node_of) => node_of[a] == node_of[b],
+            Keep::Only(p) => (a.min(b), a.max(b)) == *p,
+        }
+    }
+}
+
+/// The peer of rank `x` in circle round `r` of `n` ranks (see [`circle_rounds`]), computed
+/// rather than listed; None when `x` is idle (its partner is the phantom of an odd `n`).
+pub fn circle_peer(n: usize, r: usize, x: usize) -> Option<usize> {
+    let m = n + n % 2;
+    let ring = m - 1;
+    let p = if x == m - 1 {
+        r
+    } else if x == r {
+        m - 1
+    } else {
+        (2 * r + 2 * ring - x) % ring
+    };
+    (p < n && x < n).then_some(p)
+}
+
+/// Rounds of disjoint pairs. An all-pairs sweep is the circle method computed on demand, so a
+/// rank holds O(N) (the rounds' sizes), never the N^2/2 pairs; other patterns (a few partners
+/// per rank) and follow-ups are listed.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    circle: Option<Circle>,
+    listed: Vec<Vec<Pair>>,
+}
+
+#[derive(Debug, Clone)]
+struct Circle {
+    n: usize,
+    keep: Keep,
+    /// The circle rounds that keep a pair: (circle round, pairs kept).
+    rounds: Vec<(u32, u32)>,
+}
+
+impl Schedule {
+    /// Every pair of `n` ranks that `keep` accepts, by the circle method.
+    pub fn circle(n: usize, keep: Keep) -> Schedule {
+        let m = n + n % 2;
+        let ring = if n < 2 { 0 } else { m - 1 };
+        let rounds = (0..ring)
+            .map(|r| {
+                let kept = match keep {
+                    Keep::All => n / 2,
+                    _ => (0..n)
+                        .filter(|&x| circle_peer(n, r, x).is_some_and(|p| x < p && keep.keeps((x, p))))
+                        .count(),
+                };
+                (r as u32, kept as u32)
+            })
+            .filter(|&(_, k)| k > 0)
+            .collect();
+        Schedule {
+            circle: Some(Circle { n, keep, rounds }),
+            listed: Vec::new(),
+        }
+    }
+
+    /// Rounds given as lists (empty rounds dropped).
+    pub fn listed(rounds: Vec<Vec<Pair>>) -> Schedule {
+        Schedule {
+            circle: None,
+            listed: rounds.into_iter().filter(|r| !r.is_empty()).collect(),
+        }
+    }
+
+    /// More rounds after these.
+    pub fn extend(&mut self, more: Vec<Vec<Pair>>) {
+        self.listed.extend(more.into_iter().filter(|r| !r.is_empty()));
+    }
+
+    fn circle_len(&self) -> usize {
+        self.circle.as_ref().map_or(0, |c| c.rounds.len())
+    }
+
+    pub fn len(&self) -> usize {
+        self.circle_len() + self.listed.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `rank`'s peer in round `k`; None when it is idle.
+    pub fn peer(&self, k: usize, rank: usize) -> Option<usize> {
+        match &self.circle {
+            Some(c) if k < c.rounds.len() => {
+                let p = circle_peer(c.n, c.rounds[k].0 as usize, rank)?;
+                c.keep.keeps((rank, p)).then_some(p)
+            }
+            _ => peer_in(self.listed.get(k - self.circle_len())?, rank),
+        }
+    }
+
+    /// Pairs in round `k`.
+    pub fn pairs_in(&self, k: usize) -> usize {
+        match &self.circle {
+            Some(c) if k < c.rounds.len() => c.rounds[k].1 as usize,
+            _ => self.listed.get(k - self.circle_len()).map_or(0, Vec::len),
+        }
+    }
+
+    /// Every pair, round by round (computed for the circle: O(N^2) time, no storage).
+    pub fn pairs(&self) -> impl Iterator<Item = Pair> + '_ {
+        let circle = self.circle.iter().flat_map(|c| {
+            c.rounds.iter().flat_map(move |&(r, _)| {
+                (0..c.n).filter_map(move |x| {
+                    circle_peer(c.n, r as usize, x)
+                        .filter(|&p| x < p && c.keep.keeps((x, p)))
+                        .map(|p| (x, p))
+                })
+            })
+        });
+        circle.chain(self.listed.iter().flatten().copied())
+    }
+}
+
 /// Keep only the pairs `keep` accepts, dropping rounds that become empty.
 pub fn filter_rounds(rounds: Vec<Vec<Pair>>, keep: impl Fn(Pair) -> bool) -> Vec<Vec<Pair>> {
     rounds
@@ -324,6 +461,41 @@ mod tests {
         check_disjoint(&ring);
         assert_eq!(ring.concat().len(), 8 * 8);
         assert!(ring.len() <= 3);
+    }
+
+    #[test]
+    fn the_computed_circle_is_the_listed_one() {
+        for n in 1..=65usize {
+            let listed = circle_rounds(n);
+            let s = Schedule::circle(n, Keep::All);
+            assert_eq!(s.len(), listed.len(), "n={n}");
+            for (k, round) in listed.iter().enumerate() {
+                assert_eq!(s.pairs_in(k), round.len());
+                for x in 0..n {
+                    assert_eq!(s.peer(k, x), peer_in(round, x), "n={n} round {k} rank {x}");
+                }
+            }
+            let mut a: Vec<Pair> = s.pairs().collect();
+            let mut b: Vec<Pair> = listed.concat();
+            a.sort_unstable();
+            b.sort_unstable();
+            assert_eq!(a, b);
+        }
+        // Filters drop pairs, and rounds left empty.
+        let node_of: Vec<usize> = (0..8).map(|r| r / 4).collect();
+        let within = Schedule::circle(8, Keep::Within(node_of.clone()));
+        let want = filter_rounds(circle_rounds(8), |(a, b)| node_of[a] == node_of[b]);
+        assert_eq!(within.len(), want.len());
+        assert_eq!(within.pairs().count(), 12);
+        let only = Schedule::circle(8, Keep::Only((2, 5)));
+        assert_eq!((only.len(), only.pairs_in(0)), (1, 1));
+        assert_eq!((only.peer(0, 5), only.peer(0, 1)), (Some(2), None));
+        // Listed rounds follow the circle's.
+        let mut s = Schedule::circle(4, Keep::All);
+        s.extend(vec![vec![(0, 1)], vec![]]);
+        assert_eq!(s.len(), 4);
+        assert_eq!(s.peer(3, 1), Some(0));
+        assert!(Schedule::circle(1, Keep::All).is_empty());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::progress::Progress;
 pub use crate::schedule::Pattern;
-use crate::schedule::{filter_rounds, peer_in, Pair};
+use crate::schedule::{filter_rounds, Keep, Pair, Schedule};
 use formulas::LatencyStats;
 use measure::{Amount, BwResult, MeasureSpec};
 use rails::Fabric;
@@ -155,18 +155,32 @@ impl Measurement {
     }
 }
 
-/// The pairs to test, in rounds.
-pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[usize]) -> Vec<Vec<Pair>> {
+/// The pairs to test, in rounds: all pairs by the circle method computed per rank (no rank
+/// lists the N^2/2 pairs), the quick patterns and rails listed.
+pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[usize]) -> Schedule {
     if let Selection::Rails { intra } = selection {
-        return crate::schedule::rail_rounds(&node_of[..n.min(node_of.len())], pattern, intra);
+        return Schedule::listed(crate::schedule::rail_rounds(
+            &node_of[..n.min(node_of.len())],
+            pattern,
+            intra,
+        ));
     }
-    filter_rounds(pattern.rounds(n), |(a, b)| match selection {
+    if pattern == Pattern::All {
+        let keep = match selection {
+            Selection::All | Selection::Rails { .. } => Keep::All,
+            Selection::Pair(x, y) => Keep::Only((x.min(y), x.max(y))),
+            Selection::InterNode => Keep::Between(node_of.to_vec()),
+            Selection::IntraNode => Keep::Within(node_of.to_vec()),
+        };
+        return Schedule::circle(n, keep);
+    }
+    Schedule::listed(filter_rounds(pattern.rounds(n), |(a, b)| match selection {
         Selection::All => true,
         Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
         Selection::InterNode => node_of[a] != node_of[b],
         Selection::IntraNode => node_of[a] == node_of[b],
         Selection::Rails { .. } => false, // scheduled above
-    })
+    }))
 }
 
 /// Measure one pair at one size; returns the measurements this rank made.
@@ -352,11 +366,11 @@ fn measure_rounds(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
-    rounds: &[Vec<Pair>],
+    rounds: &Schedule,
     progress: &mut Progress,
 ) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
     let me = t.rank();
-    let total_pairs: usize = rounds.iter().map(Vec::len).sum();
+    let total_pairs: usize = (0..rounds.len()).map(|k| rounds.pairs_in(k)).sum();
     progress.start(rounds.len(), total_pairs);
     let mut mine = Vec::new();
     // Seconds this rank spent measuring in each round.
@@ -364,16 +378,16 @@ fn measure_rounds(
     // Everyone starts the clock together, so no rank's late start counts as wire time.
     world.barrier("start of the pairwise rounds");
     let start = std::time::Instant::now();
-    for (k, round) in rounds.iter().enumerate() {
-        if let Some(peer) = peer_in(round, me) {
+    for (k, spent) in busy.iter_mut().enumerate() {
+        if let Some(peer) = rounds.peer(k, me) {
             let t0 = std::time::Instant::now();
             for &bytes in &cfg.sizes {
                 mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
             }
-            busy[k] = t0.elapsed().as_secs_f64();
+            *spent = t0.elapsed().as_secs_f64();
         }
         world.barrier("end of a pairwise round");
-        progress.round_done(k + 1, round.len());
+        progress.round_done(k + 1, rounds.pairs_in(k));
     }
     let wall = start.elapsed().as_secs_f64();
     progress.finish();
@@ -447,9 +461,10 @@ pub fn run(
         follow = share(world, &follow, "sharing the follow-up ranks")?;
     }
     if !follow.is_empty() {
-        let measured: std::collections::HashSet<Pair> = rounds.iter().flatten().copied().collect();
+        // Only after a quick pattern: its few pairs per rank, listed.
+        let measured: std::collections::HashSet<Pair> = rounds.pairs().collect();
         let more = follow_up::rounds(&follow, cfg.selection, world.node_of(), &measured);
-        let (second, more_clock) = measure_rounds(world, t, cfg, &more, progress)?;
+        let (second, more_clock) = measure_rounds(world, t, cfg, &Schedule::listed(more.clone()), progress)?;
         clock.wall += more_clock.wall;
         clock.wire += more_clock.wire;
         rounds.extend(more);
