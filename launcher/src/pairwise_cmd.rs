@@ -254,12 +254,22 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         };
         let mut outcome = pairwise::run(world, t, &cfg, fabric, &mut progress)?;
         // Every rank's peak memory, the largest kept (an MPI max: O(1) per rank).
-        let rss = world.max_f64(&[crate::rank::peak_rss().unwrap_or(0) as f64], "gathering peak memory");
+        let held = ranks::verbs::usage::usage();
+        let rss = world.max_f64(
+            &[
+                crate::rank::peak_rss().unwrap_or(0) as f64,
+                held.peak_bytes as f64,
+                held.qps as f64,
+            ],
+            "gathering peak memory",
+        );
         if let Some(o) = outcome.as_mut() {
             o.config_findings = gathered.findings;
             if let Some(tm) = o.timings.as_mut() {
                 tm.setup_s = crate::rank::setup_seconds();
                 tm.peak_rss = rss.first().copied().unwrap_or(0.0) as u64;
+                tm.registered_peak = rss.get(1).copied().unwrap_or(0.0) as u64;
+                tm.qps = rss.get(2).copied().unwrap_or(0.0) as u64;
             }
         }
         // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.

@@ -323,6 +323,12 @@ pub struct Timings {
     pub retest_s: f64,
     /// The largest peak resident set size (VmHWM) of any rank, bytes (0 where unknown).
     pub peak_rss: u64,
+    /// Over RDMA verbs: the most memory any rank had registered at once, and the most queue
+    /// pairs any rank held at the end (0 over TCP).
+    #[serde(default)]
+    pub registered_peak: u64,
+    #[serde(default)]
+    pub qps: u64,
 }
 
 impl Timings {

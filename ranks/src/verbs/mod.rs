@@ -8,6 +8,7 @@ mod cq;
 mod mr;
 mod pd;
 mod qp;
+pub mod usage;
 
 use context::Ctx;
 pub use context::{Context, PortInfo};

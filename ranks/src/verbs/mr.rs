@@ -24,6 +24,7 @@ impl ProtectionDomain {
             };
             VerbsError::Verb { verb: "ibv_reg_mr", device: self.device(), source: e, hint }
         })?;
+        super::usage::registered(len);
         Ok(MemoryRegion {
             raw,
             buf,
@@ -68,6 +69,7 @@ impl ProtectionDomain {
                 hint,
             }
         })?;
+        super::usage::registered(len);
         Ok(ForeignRegion {
             raw,
             addr: iova,
@@ -109,6 +111,7 @@ impl ProtectionDomain {
                 hint,
             }
         })?;
+        super::usage::registered(len);
         Ok(ForeignRegion {
             raw,
             addr,
@@ -144,6 +147,7 @@ impl ProtectionDomain {
             source: errno(),
             hint: " (locked-memory limit too low? raise it with `ulimit -l unlimited`)",
         })?;
+        super::usage::registered(len);
         Ok(ForeignRegion {
             raw,
             addr,
@@ -231,6 +235,7 @@ impl MemoryRegion {
 
 impl Drop for MemoryRegion {
     fn drop(&mut self) {
+        super::usage::deregistered(self.len);
         // SAFETY: registered by us, deregistered once, before `buf` is freed.
         unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
     }
@@ -307,6 +312,7 @@ impl Registered for ForeignRegion {
 
 impl Drop for ForeignRegion {
     fn drop(&mut self) {
+        super::usage::deregistered(self.len);
         // SAFETY: registered by us and deregistered once; the owner frees the memory only after.
         unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
     }

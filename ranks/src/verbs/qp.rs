@@ -66,6 +66,7 @@ impl ProtectionDomain {
             source: errno(),
             hint: "",
         })?;
+        super::usage::qp_created();
         Ok(QueuePair {
             raw,
             pd: self.0.clone(),
@@ -115,6 +116,7 @@ unsafe impl<S> Send for QueuePair<S> {}
 
 impl<S> Drop for QueuePair<S> {
     fn drop(&mut self) {
+        super::usage::qp_destroyed();
         // SAFETY: created by us and destroyed once (a state change moves ownership without dropping).
         unsafe { ibv_destroy_qp(self.raw.as_ptr()) };
     }

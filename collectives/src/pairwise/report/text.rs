@@ -270,14 +270,19 @@ fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
 
 /// `# Time: ...`: setup, the rounds against their wire time, retests, peak memory.
 fn timings(s: &mut String, t: &crate::pairwise::Timings) {
-    let rss = if t.peak_rss > 0 {
-        format!(
-            "; peak RSS of a rank {:.1} MiB",
-            t.peak_rss as f64 / (1u64 << 20) as f64
-        )
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    let mut rss = if t.peak_rss > 0 {
+        format!("; peak RSS of a rank {:.1} MiB", mib(t.peak_rss))
     } else {
         String::new()
     };
+    if t.registered_peak > 0 {
+        rss.push_str(&format!(
+            ", registered {:.1} MiB at most, {} queue pairs",
+            mib(t.registered_peak),
+            t.qps
+        ));
+    }
     let _ = writeln!(
         s,
         "# Time: mesh setup {:.2} s; {} rounds in {:.2} s, wire {:.2} s, overhead {:.2} ms per round; {} retests in {:.2} s{rss}",
