@@ -29,7 +29,8 @@ fn check_all_verified(name: &str, n: usize, r: &Run, want_rows: usize) {
 
 fn every_type_and_op(name: &str, reduces: bool) {
     for n in [2, 3, 4] {
-        // 64, 512 and 4096 bytes: uneven chunks at 3 ranks, several elements per rank.
+        // 64, 4096 and 262144 bytes: uneven chunks at 3 ranks, several elements per rank; the
+        // all_reduce's small-message path (recursive doubling, up to 32 KiB) and its ring.
         let r = mpirun(
             n,
             &[
@@ -37,9 +38,9 @@ fn every_type_and_op(name: &str, reduces: bool) {
                 "-b",
                 "64",
                 "-e",
-                "4096",
+                "256K",
                 "-f",
-                "8",
+                "64",
                 "-d",
                 "all",
                 "-o",

@@ -9,6 +9,7 @@ pub mod alltoall;
 pub mod broadcast;
 pub mod data;
 pub mod device;
+pub mod doubling;
 pub mod harness;
 pub mod mpi_baseline;
 pub mod reduce;

@@ -37,6 +37,10 @@ const DIRECT_READ_MIN: usize = 64 * 1024;
 const STAGING: usize = 256 * 1024;
 /// Most messages coalesced into one `writev` (three iovecs each: length, padding, payload).
 const MAX_BATCH: usize = 32;
+/// How long an exchange keeps trying its sockets (yielding the CPU between tries) before it
+/// sleeps in `poll`: a small message's reply usually arrives within tens of microseconds, and a
+/// sleep and wake-up costs about as much again (what MPI libraries avoid by polling).
+const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
 
 /// An all-to-all TCP mesh.
 pub struct TcpMesh {

@@ -264,6 +264,8 @@ impl TcpMesh {
         let active: Vec<usize> = (0..self.size)
             .filter(|&p| sends[p].pending() || recvs[p].pending())
             .collect();
+        // Until this instant, try again (yielding) instead of sleeping in poll.
+        let mut spin_until = Instant::now() + SPIN;
         loop {
             let mut moved = false;
             let mut pending = false;
@@ -279,10 +281,17 @@ impl TcpMesh {
             if !pending {
                 return Ok(());
             }
+            let now = Instant::now();
             if moved {
+                spin_until = now + SPIN;
                 continue;
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            if now < spin_until && now < deadline {
+                // Let another rank on this core run (ranks may outnumber cores).
+                std::thread::yield_now();
+                continue;
+            }
+            let left = deadline.saturating_duration_since(now);
             if left.is_zero() {
                 return Err(self.timeout_error(&sends, &recvs, ops, start.elapsed()));
             }
