@@ -1,8 +1,8 @@
-//! all_reduce: up to 32 KiB at three ranks or more, recursive doubling (log2(n) exchanges: see
-//! doubling.rs); above, ring reduce-scatter, finalise the owned chunk, ring all-gather; at two ranks one
-//! full exchange and reduce instead (same bytes in one phase instead of two: 1.5x faster at 16 MiB
-//! over loopback TCP; Open MPI 4.1 runs two half-size exchanges here, its reduce-scatter plus
-//! all-gather, as an strace of its TCP btl shows).
+//! all_reduce: small buffers by recursive doubling (log2(n) exchanges of the whole buffer: see
+//! doubling.rs; at two ranks that is one full exchange and reduce, up to 512 KiB); above, ring
+//! reduce-scatter, finalise the owned chunk, ring all-gather (at two ranks two half-size
+//! exchanges, as Open MPI 4.1 does: from 1 MiB up that beat one full exchange, which reduces
+//! twice the data, in alternating runs on this machine).
 //! busbw factor 2(n-1)/n: each rank sends and receives 2(n-1)/n of the data.
 
 use ranks::Transport;
@@ -38,24 +38,13 @@ impl Collective for AllReduce {
                 recv.copy_from_slice(send);
                 recv
             }
-            // Two ranks: one full exchange and reduce (see ring::pair_all_reduce).
-            Bufs::OutOfPlace { send, recv } if n == 2 => {
-                ring::pair_all_reduce(t, ctx, Some(send), recv)?;
-                reduce::finalize(ctx.dtype, ctx.op, recv, n)?;
-                return Ok(());
-            }
-            Bufs::InPlace { buf } if n == 2 => {
-                ring::pair_all_reduce(t, ctx, None, buf)?;
-                reduce::finalize(ctx.dtype, ctx.op, buf, n)?;
-                return Ok(());
-            }
             // Small buffers: recursive doubling, log2(n) exchanges instead of 2(n-1) ring steps.
-            Bufs::OutOfPlace { send, recv } if recv.len() <= doubling::MAX_BYTES => {
+            Bufs::OutOfPlace { send, recv } if recv.len() <= doubling::max_bytes(n) => {
                 doubling::all_reduce(t, ctx, Some(send), recv)?;
                 reduce::finalize(ctx.dtype, ctx.op, recv, n)?;
                 return Ok(());
             }
-            Bufs::InPlace { buf } if buf.len() <= doubling::MAX_BYTES => {
+            Bufs::InPlace { buf } if buf.len() <= doubling::max_bytes(n) => {
                 doubling::all_reduce(t, ctx, None, buf)?;
                 reduce::finalize(ctx.dtype, ctx.op, buf, n)?;
                 return Ok(());

@@ -176,38 +176,6 @@ pub fn reduce_scatter(
     Ok(())
 }
 
-/// All-reduce between exactly two ranks: each sends its whole buffer to the other and reduces
-/// what it receives, slice by slice (recursive doubling's single step). Against the ring's two
-/// phases this moves the same bytes in one phase. Both ranks compute `mine op theirs`, and every
-/// op is commutative bit for bit, so they agree.
-/// With `src` (out of place) this rank's data is read from `src` and the result written to `buf`.
-pub fn pair_all_reduce(t: &mut dyn Transport, ctx: &Ctx, src: Option<&[u8]>, buf: &mut [u8]) -> Result<(), CollError> {
-    let peer = 1 - ctx.rank.min(1);
-    let elt = ctx.elt();
-    let parts = slices(0..buf.len(), elt);
-    let mut scratch = take_scratch(parts.first().map_or(0, |r| r.len()));
-    for r in parts {
-        let deadline = Instant::now() + ctx.step_timeout;
-        let len = r.len();
-        {
-            let from: &[u8] = match src {
-                Some(src) => &src[r.clone()],
-                None => &buf[r.clone()],
-            };
-            t.exchange(
-                &mut [Op::send(peer, from), Op::recv(peer, &mut scratch[..len])],
-                deadline,
-            )?;
-        }
-        match src {
-            Some(src) => reduce_from(ctx.dtype, ctx.op, &mut buf[r.clone()], &src[r.clone()], &scratch[..len])?,
-            None => reduce_into(ctx.dtype, ctx.op, &mut buf[r.clone()], &scratch[..len])?,
-        }
-    }
-    put_scratch(scratch);
-    Ok(())
-}
-
 /// Ring all-gather in place: rank r starts with chunk r; step s sends chunk r-s right and
 /// receives chunk r-s-1 from the left straight into place.
 pub fn all_gather(
