@@ -14,8 +14,6 @@ use std::net::ToSocketAddrs;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
 use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
 use collectives::fault::Fault;
 use collectives::mesh_check::{self, MeshCheckConfig};
@@ -24,7 +22,7 @@ use launch::{LaunchError, LaunchPlan};
 use rank::run_rank;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     let code = match cli.command {
         Command::Launch(a) => match launch_cmd(a) {
             Ok(code) => code,
@@ -47,6 +45,40 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
+/// The command line, with `--version` saying what this binary is and what it can use here.
+fn parse_cli() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    // Built once per process; clap keeps a `&'static str`.
+    let long: &'static str = Box::leak(long_version().into_boxed_str());
+    let matches = Cli::command().long_version(long).get_matches();
+    match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    }
+}
+
+/// `meshrun --version`: the version and git revision, the MPI library it was built against, and
+/// whether libcuda and RDMA devices are there on this machine.
+fn long_version() -> String {
+    let mpi = mpi::environment::library_version().unwrap_or_else(|_| "unknown".into());
+    let mpi = mpi.lines().next().unwrap_or_default().trim().to_string();
+    let cuda = if collectives::gpu::cuda::driver_present() {
+        "libcuda loads here"
+    } else {
+        "libcuda not found here (GPU buffers, -g and --use-cuda, need the NVIDIA driver)"
+    };
+    let rdma = match ranks::devices::discover(std::path::Path::new("/sys")) {
+        Ok(d) if !d.is_empty() => format!("libibverbs linked; {} RDMA device(s) here", d.len()),
+        Ok(_) => "libibverbs linked; no RDMA device here (--transport tcp)".into(),
+        Err(e) => format!("libibverbs linked; no RDMA devices here ({e})"),
+    };
+    format!(
+        "{}\ngit revision: {}\nMPI library: {mpi}\nCUDA: {cuda}\nRDMA: {rdma}",
+        env!("CARGO_PKG_VERSION"),
+        env!("MESHRUN_GIT_REV")
+    )
+}
+
 fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     if a.command.is_empty() {
         return Err(LaunchError::NoCommand);
@@ -63,11 +95,16 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     if let (Some(s), false) = (&src, a.no_resolve_check) {
         for (host, _) in &placement {
             if let Err(e) = (host.as_str(), 0u16).to_socket_addrs() {
-                return Err(LaunchError::Unresolvable {
+                let e = LaunchError::Unresolvable {
                     host: host.clone(),
                     from: s.from.clone(),
                     why: e.to_string(),
-                });
+                };
+                // A dry run may be made on a machine outside the cluster: say it, print the command.
+                if !a.dry_run {
+                    return Err(e);
+                }
+                eprintln!("meshrun launch: warning (--dry-run): {e}; the command may still work on the cluster");
             }
         }
     }

@@ -99,6 +99,16 @@ fn missing_mpirun() {
 
 #[test]
 fn unresolvable_host() {
+    // A real launch stops before starting mpirun.
+    let r = meshrun(
+        &["launch", "--hosts", "no-such-host-meshrun.invalid", "--", "mesh-check"],
+        LIMIT,
+    );
+    one_line_error(
+        &r,
+        "host `no-such-host-meshrun.invalid` (from --hosts) does not resolve",
+    );
+    // A dry run (perhaps made outside the cluster) warns and prints the command.
     let r = meshrun(
         &[
             "launch",
@@ -110,9 +120,21 @@ fn unresolvable_host() {
         ],
         LIMIT,
     );
-    one_line_error(
-        &r,
-        "host `no-such-host-meshrun.invalid` (from --hosts) does not resolve",
+    r.expect_code(0);
+    assert!(
+        r.stderr.starts_with(
+            "meshrun launch: warning (--dry-run): host `no-such-host-meshrun.invalid` (from --hosts) does not resolve"
+        ) && r
+            .stderr
+            .trim_end()
+            .ends_with("; the command may still work on the cluster"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.contains("--host no-such-host-meshrun.invalid:1"),
+        "{}",
+        r.stdout
     );
 }
 
@@ -183,4 +205,37 @@ fn dry_run_prints_the_exact_command() {
              -x MESHRUN_EXPECT_NODES=2 -x NCCL_DEBUG=INFO /usr/bin/meshrun mesh-check --iters 5"
         )
     );
+}
+
+#[test]
+fn version_names_the_revision_the_mpi_library_and_what_this_machine_has() {
+    let r = meshrun(&["--version"], LIMIT);
+    r.expect_code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 5, "{}", r.stdout);
+    assert!(lines[0].starts_with("meshrun 0."), "{}", r.stdout);
+    let rev = lines[1].strip_prefix("git revision: ").unwrap_or_default();
+    if root().join(".git").exists() {
+        assert!(
+            rev.len() >= 12 && rev[..12].chars().all(|c| c.is_ascii_hexdigit()),
+            "{}",
+            r.stdout
+        );
+    } else {
+        assert!(rev.starts_with("unknown"), "{}", r.stdout);
+    }
+    assert!(lines[2].starts_with("MPI library: Open MPI v"), "{}", r.stdout);
+    assert!(
+        lines[3] == "CUDA: libcuda loads here" || lines[3].starts_with("CUDA: libcuda not found here"),
+        "{}",
+        r.stdout
+    );
+    // What this machine has: RDMA devices under /sys/class/infiniband, or none.
+    let rdma = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    let want = if rdma {
+        " RDMA device(s) here"
+    } else {
+        "RDMA: libibverbs linked; no RDMA device"
+    };
+    assert!(lines[4].contains(want), "{}", r.stdout);
 }

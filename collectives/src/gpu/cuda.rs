@@ -74,6 +74,12 @@ pub struct CudaGpu {
     dmabuf: Result<(), String>,
 }
 
+/// Whether the NVIDIA driver library (libcuda) can be loaded here.
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen libcuda by its usual names; no CUDA call is made.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
 impl CudaGpu {
     /// Load the driver, pick and open this rank's GPU, load the reduction kernels.
     pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<CudaGpu, GpuError> {
