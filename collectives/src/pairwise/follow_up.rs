@@ -55,22 +55,13 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
 /// Rounds of every pair among `set` that the selection allows and the quick pass did not measure.
 pub fn rounds(set: &[usize], selection: Selection, node_of: &[usize], measured: &HashSet<Pair>) -> Vec<Vec<Pair>> {
     let local = local_ranks(node_of);
-    let allowed = |(a, b): Pair| match selection {
-        Selection::All => true,
-        Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
-        Selection::InterNode => node_of[a] != node_of[b],
-        Selection::IntraNode => node_of[a] == node_of[b],
-        Selection::Rails { intra } => {
-            (node_of[a] != node_of[b] && local[a] == local[b]) || (intra && node_of[a] == node_of[b])
-        }
-    };
     circle_rounds(set.len())
         .into_iter()
         .map(|round| {
             let mut r: Vec<Pair> = round
                 .into_iter()
                 .map(|(i, j)| (set[i].min(set[j]), set[i].max(set[j])))
-                .filter(|&p| allowed(p) && !measured.contains(&p))
+                .filter(|&p| selection.allows(p, node_of, &local) && !measured.contains(&p))
                 .collect();
             r.sort_unstable();
             r

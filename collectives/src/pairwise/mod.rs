@@ -75,6 +75,21 @@ pub enum Selection {
     },
 }
 
+impl Selection {
+    /// Whether the selection takes pair `(a, b)`, given each rank's node and local rank.
+    pub fn allows(self, (a, b): Pair, node_of: &[usize], local: &[usize]) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Pair(x, y) => (a.min(b), a.max(b)) == (x.min(y), x.max(y)),
+            Selection::InterNode => node_of[a] != node_of[b],
+            Selection::IntraNode => node_of[a] == node_of[b],
+            Selection::Rails { intra } => {
+                (node_of[a] != node_of[b] && local[a] == local[b]) || (intra && node_of[a] == node_of[b])
+            }
+        }
+    }
+}
+
 /// Everything a pairwise run needs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PairwiseConfig {
@@ -174,13 +189,8 @@ pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[u
         };
         return Schedule::circle(n, keep);
     }
-    Schedule::listed(filter_rounds(pattern.rounds(n), |(a, b)| match selection {
-        Selection::All => true,
-        Selection::Pair(x, y) => (a, b) == (x.min(y), x.max(y)),
-        Selection::InterNode => node_of[a] != node_of[b],
-        Selection::IntraNode => node_of[a] == node_of[b],
-        Selection::Rails { .. } => false, // scheduled above
-    }))
+    // (Rails were scheduled above: local ranks are not needed here.)
+    Schedule::listed(filter_rounds(pattern.rounds(n), |p| selection.allows(p, node_of, &[])))
 }
 
 /// Measure one pair at one size; returns the measurements this rank made.

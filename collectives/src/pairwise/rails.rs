@@ -16,7 +16,7 @@ use super::blame::{counts, Part, SlowPair};
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
 use super::{Measurement, PairwiseConfig, Selection};
-use crate::schedule::{local_ranks, Pair};
+use crate::schedule::Pair;
 
 /// One rail's ranks, NICs and verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,21 +44,6 @@ enum Group {
     WithinHost,
 }
 
-/// Each rank's node index, from the host names (in order of first appearance).
-fn node_of(hosts: &[String]) -> Vec<usize> {
-    let mut names: Vec<&str> = Vec::new();
-    hosts
-        .iter()
-        .map(|h| match names.iter().position(|n| n == h) {
-            Some(i) => i,
-            None => {
-                names.push(h);
-                names.len() - 1
-            }
-        })
-        .collect()
-}
-
 struct Groups {
     local: Vec<usize>,
     hosts: Vec<String>,
@@ -67,7 +52,8 @@ struct Groups {
 impl Groups {
     fn new(hosts: &[String]) -> Groups {
         Groups {
-            local: local_ranks(&node_of(hosts)),
+            // The local ranks as the World numbers them.
+            local: ranks::world::placement(hosts).2,
             hosts: hosts.to_vec(),
         }
     }
@@ -266,7 +252,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         judged = w.judged;
     }
     Verdict {
-        rule: cfg.threshold.map_or(verdict::Rule::Robust, verdict::Rule::Threshold),
+        rule: verdict::rule(cfg),
         judged,
         cleared,
         pass: confirmed.is_empty(),

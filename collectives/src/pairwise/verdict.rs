@@ -170,7 +170,7 @@ fn bar_for(bars: &[(Population, Bulk)], rule: Rule, hosts: &[String], m: &Measur
     }
 }
 
-fn rule(cfg: &PairwiseConfig) -> Rule {
+pub(super) fn rule(cfg: &PairwiseConfig) -> Rule {
     cfg.threshold.map_or(Rule::Robust, Rule::Threshold)
 }
 
