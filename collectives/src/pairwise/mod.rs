@@ -324,8 +324,8 @@ pub struct Timings {
     /// Rounds measured (the pass and any follow-up) and their wall time at rank 0.
     pub rounds: usize,
     pub sweep_s: f64,
-    /// Per round, the longest any rank spent measuring its pair, summed over rounds: the wire
-    /// time (with the per-pair handshakes); `sweep_s - wire_s` is the rounds' own overhead
+    /// Per round, the longest any rank spent measuring its pair (at most the round's wall time
+    /// at rank 0), summed over rounds: the wire time (with the per-pair handshakes); `sweep_s - wire_s` is the rounds' own overhead
     /// (barriers, waiting on the slowest pair's partner to arrive, bookkeeping).
     pub wire_s: f64,
     /// Pairs retested alone and the wall time of the retests.
@@ -391,9 +391,12 @@ fn measure_rounds(
     let mut mine = Vec::new();
     // Seconds this rank spent measuring in each round.
     let mut busy = vec![0.0f64; rounds.len()];
+    // This rank's wall time of each round (barrier to barrier).
+    let mut walls = vec![0.0f64; rounds.len()];
     // Everyone starts the clock together, so no rank's late start counts as wire time.
     world.barrier("start of the pairwise rounds");
     let start = std::time::Instant::now();
+    let mut round_start = start;
     for (k, spent) in busy.iter_mut().enumerate() {
         if let Some(peer) = rounds.peer(k, me) {
             let t0 = std::time::Instant::now();
@@ -403,12 +406,17 @@ fn measure_rounds(
             *spent = t0.elapsed().as_secs_f64();
         }
         world.barrier("end of a pairwise round");
+        walls[k] = round_start.elapsed().as_secs_f64();
+        round_start = std::time::Instant::now();
         progress.round_done(k + 1, rounds.pairs_in(k));
     }
     let wall = start.elapsed().as_secs_f64();
     progress.finish();
-    // Rounds' wire time: the longest pair of each round (O(rounds) per rank, reduced by MPI).
-    let wire = world.max_f64(&busy, "timing the rounds").iter().sum();
+    // Rounds' wire time: the longest pair of each round (O(rounds) per rank, reduced by MPI), at
+    // most the round's own wall time here: ranks leave a barrier a little apart, so a pair can
+    // start before this rank's round does.
+    let longest = world.max_f64(&busy, "timing the rounds");
+    let wire = longest.iter().zip(&walls).map(|(b, w)| b.min(*w)).sum();
     let ms = gather_measurements(world, &mine, "gathering pairwise results")?;
     Ok((ms, Clock { wall, wire }))
 }
