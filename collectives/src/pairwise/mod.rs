@@ -534,3 +534,27 @@ pub fn run(
         }
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overhead_per_round_is_the_sweep_beyond_wire_time_over_the_rounds() {
+        let t = Timings {
+            rounds: 4,
+            sweep_s: 1.0,
+            wire_s: 0.6,
+            ..Timings::default()
+        };
+        // (1.0 - 0.6) / 4 = 0.1 s per round.
+        assert!((t.overhead_per_round() - 0.1).abs() < 1e-12);
+        // Never negative, and nothing to divide when no round ran.
+        let over = Timings {
+            wire_s: 1.2,
+            ..t.clone()
+        };
+        assert_eq!(over.overhead_per_round(), 0.0);
+        assert_eq!(Timings::default().overhead_per_round(), 0.0);
+    }
+}
