@@ -1,8 +1,7 @@
 //! all_reduce: small buffers by recursive doubling (log2(n) exchanges of the whole buffer: see
 //! doubling.rs; at two ranks that is one full exchange and reduce, up to 512 KiB); above, ring
-//! reduce-scatter, finalise the owned chunk, ring all-gather (at two ranks two half-size
-//! exchanges, as Open MPI 4.1 does: from 1 MiB up that beat one full exchange, which reduces
-//! twice the data, in alternating runs on this machine).
+//! reduce-scatter, finalise the owned chunk, ring all-gather, in 128 KiB slices with the reduction
+//! of each slice overlapping the transfer of the next (ring.rs).
 //! busbw factor 2(n-1)/n: each rank sends and receives 2(n-1)/n of the data.
 
 use ranks::Transport;

@@ -44,7 +44,7 @@ impl Collective for Broadcast {
         }
         let pos = (ctx.rank + n - ctx.root) % n;
         let (prev, next) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
-        let sl = ring::slices(0..buf.len(), ctx.elt());
+        let sl = ring::slices(0..buf.len(), ctx.elt(), ring::SLICE);
         if pos == 0 {
             let mut ops: Vec<Op<'_>> = sl.iter().map(|r| Op::send(next, &buf[r.clone()])).collect();
             t.exchange(&mut ops, Instant::now() + ctx.step_timeout)?;
@@ -83,7 +83,7 @@ impl Collective for Broadcast {
         }
         let pos = (ctx.rank + n - ctx.root) % n;
         let (prev, next) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
-        let sl = ring::slices(0..len, ctx.elt());
+        let sl = ring::slices(0..len, ctx.elt(), ring::SLICE);
         let send = |r: &std::ops::Range<usize>| (next, At::new(buf, r.start), r.len());
         if pos == 0 {
             let xs: Vec<Xfer> = sl.iter().flat_map(|r| Xfer::step(Some(send(r)), None)).collect();

@@ -252,7 +252,7 @@ pub fn ring_reduce_scatter(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::ReduceScatter, bounds) {
+    for p in pieces(ctx, Phase::ReduceScatter, bounds, super::ring::SLICE) {
         let from = match src {
             Some(src) if p.step == 0 => src,
             _ => buf,
@@ -282,7 +282,7 @@ pub fn ring_all_gather(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::AllGather, bounds) {
+    for p in pieces(ctx, Phase::AllGather, bounds, super::ring::SLICE) {
         let xs = Xfer::step(
             p.send.as_ref().map(|sr| (right, At::new(buf, sr.start), sr.len())),
             p.recv.as_ref().map(|rr| (left, At::new(buf, rr.start), rr.len())),

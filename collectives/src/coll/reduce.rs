@@ -43,7 +43,7 @@ impl Collective for Reduce {
         let n = ctx.nranks;
         let pos = (ctx.rank + n - ctx.root) % n;
         let (toward, from) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
-        let sl = ring::slices(0..buf.len(), ctx.elt());
+        let sl = ring::slices(0..buf.len(), ctx.elt(), ring::SLICE);
         if n >= 2 && pos == n - 1 {
             let mut ops: Vec<Op<'_>> = sl.iter().map(|r| Op::send(toward, &buf[r.clone()])).collect();
             t.exchange(&mut ops, Instant::now() + ctx.step_timeout)?;
@@ -88,7 +88,7 @@ impl Collective for Reduce {
         let len = ctx.counts.recv * ctx.elt();
         let pos = (ctx.rank + n - ctx.root) % n;
         let (toward, from) = ((ctx.rank + n - 1) % n, (ctx.rank + 1) % n);
-        let sl = ring::slices(0..len, ctx.elt());
+        let sl = ring::slices(0..len, ctx.elt(), ring::SLICE);
         if n == 1 {
             if src != buf {
                 dr.copy(At::new(buf, 0), At::new(src, 0), len)?;

@@ -8,18 +8,24 @@ use ranks::{Op, Transport};
 use super::{CollError, Ctx};
 use crate::reduce::{reduce_from, reduce_into};
 
-/// Bytes per slice: a ring step moves its chunk in slices so sends and receives of one step
-/// overlap and the kernel's socket buffers carry the next slice while the last one is reduced.
+/// Bytes per slice of the chains (broadcast, reduce) and of the device rings (one staging
+/// buffer's worth): a step moves its data in slices so a chain pipelines along its ranks.
 pub const SLICE: usize = 1 << 20;
+
+/// Bytes per slice of the host rings: slice k is reduced while slice k+1 moves. 128 KiB (Open
+/// MPI's TCP fragment) was fastest of 32 KiB-1 MiB from 1 to 16 MiB at 2 and 4 ranks on this
+/// machine (2 MiB, 2 ranks: 0.85 ms at 128 KiB, 1.06 at 64 KiB, 1.23 at 256 KiB, 1.60 at 1 MiB;
+/// medians of 5 alternating jobs); the chains were as fast or faster at 1 MiB.
+pub const RING_SLICE: usize = 128 << 10;
 
 /// Byte range of chunk `c` of `n` over `count` elements of `elt` bytes (sizes differ by at most one element).
 pub fn chunk(count: usize, n: usize, c: usize, elt: usize) -> Range<usize> {
     (c * count / n * elt)..((c + 1) * count / n * elt)
 }
 
-/// Slices of a byte range, each a whole number of elements.
-pub fn slices(r: Range<usize>, elt: usize) -> Vec<Range<usize>> {
-    let step = (SLICE / elt).max(1) * elt;
+/// Slices of a byte range of at most `slice` bytes, each a whole number of elements.
+pub fn slices(r: Range<usize>, elt: usize, slice: usize) -> Vec<Range<usize>> {
+    let step = (slice / elt).max(1) * elt;
     let mut v = Vec::new();
     let mut s = r.start;
     while s < r.end {
@@ -90,7 +96,7 @@ pub fn neighbours(ctx: &Ctx) -> (usize, usize) {
 
 /// Every piece of a ring phase in order: steps 0..n-1, each cut into slices. The host rings here
 /// and the device rings (`device.rs`, staged or GPUDirect) walk the same schedule.
-pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>) -> Vec<Piece> {
+pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>, slice: usize) -> Vec<Piece> {
     let (n, r, elt) = (ctx.nranks, ctx.rank, ctx.elt());
     let mut v = Vec::new();
     if n < 2 {
@@ -101,8 +107,8 @@ pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>) -
         Phase::AllGather => (0, 1),
     };
     for step in 0..n - 1 {
-        let sends = slices(bounds((r + 2 * n - step - send_back) % n), elt);
-        let recvs = slices(bounds((r + 2 * n - step - recv_back) % n), elt);
+        let sends = slices(bounds((r + 2 * n - step - send_back) % n), elt, slice);
+        let recvs = slices(bounds((r + 2 * n - step - recv_back) % n), elt, slice);
         for k in 0..sends.len().max(recvs.len()) {
             v.push(Piece {
                 step,
@@ -118,6 +124,10 @@ pub fn pieces(ctx: &Ctx, phase: Phase, bounds: &dyn Fn(usize) -> Range<usize>) -
 /// finalised). Step s sends chunk r-s-1 right and receives chunk r-s-2 from the left, slice by
 /// slice, reducing each received slice with this rank's own data for that chunk.
 ///
+/// Pipelined: slice k is reduced while slice k+1 is in flight ([`Transport::exchange_overlapped`]),
+/// the two received slices alternating between the halves of a scratch buffer; where the next
+/// send reads what that reduction writes (a chunk of one slice), the reduction goes first.
+///
 /// With `src` (out of place) this rank's data is read from `src` and results are written to `buf`,
 /// which needs no prior copy: step 0 sends straight from `src`, and every chunk of `buf` is
 /// written by a reduction before it is sent. Without `src`, `buf` holds the data and is reduced in place.
@@ -130,49 +140,78 @@ pub fn reduce_scatter(
 ) -> Result<(), CollError> {
     let (n, elt) = (ctx.nranks, ctx.elt());
     let (right, left) = neighbours(ctx);
-    let pieces = pieces(ctx, Phase::ReduceScatter, bounds);
+    let pieces = pieces(ctx, Phase::ReduceScatter, bounds, RING_SLICE);
     if pieces.is_empty() {
         return Ok(());
     }
-    let mut scratch = take_scratch(
-        (0..n)
-            .map(|c| bounds(c).len())
-            .max()
-            .unwrap_or(0)
-            .min((SLICE / elt).max(1) * elt),
-    );
-    for p in pieces {
+    let half = (0..n)
+        .map(|c| bounds(c).len())
+        .max()
+        .unwrap_or(0)
+        .min((RING_SLICE / elt).max(1) * elt);
+    let mut scratch = take_scratch(2 * half);
+    // The piece received but not yet reduced: where it goes in `buf`, and its scratch half.
+    let mut pending: Option<(Range<usize>, usize)> = None;
+    for (k, p) in pieces.into_iter().enumerate() {
         let deadline = Instant::now() + ctx.step_timeout;
+        let from_src = src.filter(|_| p.step == 0);
+        let (lo, hi) = scratch.split_at_mut(half);
+        let (mine, theirs) = if k % 2 == 0 { (lo, hi) } else { (hi, lo) };
+        // This piece's send reads what the pending reduction writes: reduce first.
+        if let (Some(sr), Some((rr, _)), None) = (&p.send, &pending, from_src) {
+            if sr.start < rr.end && rr.start < sr.end {
+                let (rr, _) = pending.take().expect("checked above");
+                reduce_piece(ctx, src, &mut buf[rr.clone()], rr.clone(), &theirs[..rr.len()])?;
+            }
+        }
+        let dst_range = pending.as_ref().map(|(rr, _)| rr.clone());
+        let (send, dst): (Option<&[u8]>, Option<&mut [u8]>) = match (from_src, &p.send) {
+            (Some(s), Some(sr)) => (Some(&s[sr.clone()]), dst_range.clone().map(|d| &mut buf[d])),
+            (_, None) => (None, dst_range.clone().map(|d| &mut buf[d])),
+            (None, Some(sr)) => match dst_range.clone() {
+                Some(d) => {
+                    let (a, b) = split(buf, sr.clone(), d);
+                    (Some(a), Some(b))
+                }
+                None => (Some(&buf[sr.clone()]), None),
+            },
+        };
         let tmp_len = p.recv.as_ref().map_or(0, |x| x.len());
-        {
-            let mut ops = Vec::with_capacity(2);
-            if let Some(sr) = &p.send {
-                // Step 0 sends this rank's own data; later steps what the last step reduced.
-                let from: &[u8] = match src {
-                    Some(src) if p.step == 0 => src,
-                    _ => buf,
-                };
-                ops.push(Op::send(right, &from[sr.clone()]));
-            }
-            if p.recv.is_some() {
-                ops.push(Op::recv(left, &mut scratch[..tmp_len]));
-            }
-            t.exchange(&mut ops, deadline)?;
+        let mut ops = Vec::with_capacity(2);
+        if let Some(s) = send {
+            ops.push(Op::send(right, s));
         }
-        if let Some(rr) = p.recv {
-            match src {
-                Some(src) => reduce_from(
-                    ctx.dtype,
-                    ctx.op,
-                    &mut buf[rr.clone()],
-                    &src[rr.clone()],
-                    &scratch[..tmp_len],
-                )?,
-                None => reduce_into(ctx.dtype, ctx.op, &mut buf[rr], &scratch[..tmp_len])?,
-            }
+        if p.recv.is_some() {
+            ops.push(Op::recv(left, &mut mine[..tmp_len]));
         }
+        match (dst, dst_range) {
+            (Some(dst), Some(rr)) => {
+                let data = &theirs[..rr.len()];
+                let mut result = Ok(());
+                let mut work = || result = reduce_piece(ctx, src, &mut *dst, rr.clone(), data);
+                t.exchange_overlapped(&mut ops, deadline, &mut work)?;
+                result?;
+            }
+            _ => t.exchange(&mut ops, deadline)?,
+        }
+        drop(ops);
+        pending = p.recv.map(|rr| (rr, k % 2));
+    }
+    if let Some((rr, k)) = pending {
+        let at = if k == 0 { 0 } else { half };
+        reduce_piece(ctx, src, &mut buf[rr.clone()], rr.clone(), &scratch[at..at + rr.len()])?;
     }
     put_scratch(scratch);
+    Ok(())
+}
+
+/// Reduce one received slice into its place `dst` (= `buf[rr]`): with this rank's own data from
+/// `src[rr]` out of place, with what `dst` holds in place.
+fn reduce_piece(ctx: &Ctx, src: Option<&[u8]>, dst: &mut [u8], rr: Range<usize>, data: &[u8]) -> Result<(), CollError> {
+    match src {
+        Some(src) => reduce_from(ctx.dtype, ctx.op, dst, &src[rr], data)?,
+        None => reduce_into(ctx.dtype, ctx.op, dst, data)?,
+    }
     Ok(())
 }
 
@@ -185,7 +224,7 @@ pub fn all_gather(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::AllGather, bounds) {
+    for p in pieces(ctx, Phase::AllGather, bounds, RING_SLICE) {
         let deadline = Instant::now() + ctx.step_timeout;
         match (p.send, p.recv) {
             (Some(sr), Some(rr)) => {
@@ -242,23 +281,23 @@ mod tests {
         // which it then owns. All-gather: step 0 sends chunk 0, receives chunk 2; step 1 sends
         // chunk 2, receives chunk 1.
         let b = |c: usize| 100 * c..100 * c + 100;
-        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &b);
+        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &b, SLICE);
         let got: Vec<_> = rs.iter().map(|p| (p.step, p.send.clone(), p.recv.clone())).collect();
         assert_eq!(
             got,
             vec![(0, Some(200..300), Some(100..200)), (1, Some(100..200), Some(0..100))]
         );
-        let ag = pieces(&ctx(0, 3), Phase::AllGather, &b);
+        let ag = pieces(&ctx(0, 3), Phase::AllGather, &b, SLICE);
         let got: Vec<_> = ag.iter().map(|p| (p.step, p.send.clone(), p.recv.clone())).collect();
         assert_eq!(
             got,
             vec![(0, Some(0..100), Some(200..300)), (1, Some(200..300), Some(100..200))]
         );
         assert_eq!(neighbours(&ctx(0, 3)), (1, 2));
-        assert!(pieces(&ctx(0, 1), Phase::AllGather, &b).is_empty());
+        assert!(pieces(&ctx(0, 1), Phase::AllGather, &b, SLICE).is_empty());
         // Unequal chunks: the longer side keeps going alone, one slice at a time.
         let big = |c: usize| if c == 2 { 0..SLICE + 8 } else { 0..4 };
-        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &big);
+        let rs = pieces(&ctx(0, 3), Phase::ReduceScatter, &big, SLICE);
         assert_eq!(rs[0].send, Some(0..SLICE));
         assert_eq!(rs[0].recv, Some(0..4));
         assert_eq!(
@@ -269,10 +308,10 @@ mod tests {
 
     #[test]
     fn slices_and_split() {
-        let s = slices(0..(SLICE * 2 + 8), 8);
+        let s = slices(0..(SLICE * 2 + 8), 8, SLICE);
         assert_eq!(s.len(), 3);
         assert_eq!(s[2], SLICE * 2..SLICE * 2 + 8);
-        assert!(slices(5..5, 4).is_empty());
+        assert!(slices(5..5, 4, SLICE).is_empty());
         let mut b: Vec<u8> = (0..10).collect();
         let (x, y) = split(&mut b, 6..8, 1..3);
         assert_eq!(x, &[6, 7]);

@@ -237,7 +237,14 @@ impl TcpMesh {
         TransportError::timeout(self.rank, &self.hosts, peer, waited, what)
     }
 
-    pub(super) fn exchange_batch(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+    /// Progress `ops` to completion; `work`, if any, runs once after the first pass over the
+    /// sockets (every send has written what the socket took, every receive read what had arrived).
+    pub(super) fn exchange_batch(
+        &mut self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        mut work: Option<&mut dyn FnMut()>,
+    ) -> Result<(), TransportError> {
         let start = Instant::now();
         let mut sends: Vec<Queue> = (0..self.size).map(|_| Queue::default()).collect();
         let mut recvs: Vec<Queue> = (0..self.size).map(|_| Queue::default()).collect();
@@ -277,6 +284,12 @@ impl TcpMesh {
                     moved |= self.progress_recv(p, &mut recvs[p], ops)?;
                 }
                 pending |= sends[p].pending() || recvs[p].pending();
+            }
+            if let Some(w) = work.take() {
+                w();
+                // The peers' data may have arrived meanwhile: look again before sleeping.
+                spin_until = Instant::now() + SPIN;
+                continue;
             }
             if !pending {
                 return Ok(());

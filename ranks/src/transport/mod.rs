@@ -189,6 +189,19 @@ pub trait Transport {
     /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
     /// once `deadline` has passed, naming the peer that stalled.
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError>;
+    /// [`Transport::exchange`] that runs `work` once while the ops are in flight: after they are
+    /// posted and have made what progress they can without waiting, before the wait for the rest.
+    /// How a pipelined collective reduces slice k while slice k+1 moves. `work` must not touch
+    /// the ops' buffers (the borrows see to it). This default runs `work` first, then exchanges.
+    fn exchange_overlapped(
+        &mut self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        work: &mut dyn FnMut(),
+    ) -> Result<(), TransportError> {
+        work();
+        self.exchange(ops, deadline)
+    }
     /// What only RDMA can do; None for transports without it (TCP).
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {
         None

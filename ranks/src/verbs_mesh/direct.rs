@@ -241,7 +241,7 @@ impl VerbsMesh {
             })
             .collect();
         let mut ctl: Vec<Op<'_>> = outs.iter().map(|(p, b)| Op::send(*p, b)).collect();
-        self.exchange_ops(&mut ctl, deadline)
+        self.exchange_ops(&mut ctl, deadline, None)
     }
 
     /// Step 2, clear-to-sends that have arrived: each send may go as soon as its own is in (a peer may

@@ -230,7 +230,16 @@ impl Transport for VerbsMesh {
     }
 
     fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
-        self.exchange_ops(ops, deadline)
+        self.exchange_ops(ops, deadline, None)
+    }
+
+    fn exchange_overlapped(
+        &mut self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        work: &mut dyn FnMut(),
+    ) -> Result<(), TransportError> {
+        self.exchange_ops(ops, deadline, Some(work))
     }
 
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {

@@ -37,15 +37,26 @@ impl Batch {
 }
 
 impl VerbsMesh {
-    pub(super) fn exchange_ops(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+    /// Progress `ops` to completion; `work`, if any, runs once after the first pass (the sends
+    /// that credits allow posted, completions reaped, arrived fragments claimed).
+    pub(super) fn exchange_ops(
+        &mut self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        mut work: Option<&mut dyn FnMut()>,
+    ) -> Result<(), TransportError> {
         let start = Instant::now();
         let mut b = self.plan_batch(ops)?;
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let mut idle_spins = 0u32;
-        while b.remaining > 0 {
+        while b.remaining > 0 || work.is_some() {
             let posted = self.post_sends(&mut b, ops)?;
             let reaped = self.reap_batch(&mut b, ops, &mut comps)?;
             let claimed = self.deliver_arrivals(&mut b, ops)?;
+            if let Some(w) = work.take() {
+                w();
+                continue;
+            }
             if posted || reaped || claimed {
                 idle_spins = 0;
                 continue;
