@@ -253,6 +253,16 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             nics: &gathered.nics,
         };
         let mut outcome = pairwise::run(world, t, &cfg, fabric, &mut progress)?;
+        // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
+        // beside perftest's.
+        if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
+            crate::rank::say(&format!(
+                "rank {} ({}) verbs calls: {}",
+                world.rank(),
+                world.host(),
+                ranks::verbs::calls::calls()
+            ));
+        }
         // Every rank's peak memory, the largest kept (an MPI max: O(1) per rank).
         let held = ranks::verbs::usage::usage();
         let rss = world.max_f64(

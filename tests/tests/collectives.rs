@@ -109,17 +109,17 @@ fn large_sizes_in_slices_and_perf_names() {
     }
 }
 
-/// The host ring reduces slice k while slice k+1 moves (128 KiB slices, two scratch halves): at
-/// 2, 3 and 4 ranks, for elements of 1, 2 and 8 bytes, a size whose chunks are several slices and
-/// a ragged last one (uneven across ranks at 3), and one whose chunks at 4 ranks are under one
-/// slice, where the next step's send waits for the reduction.
+/// The host ring reduces slice k while slice k+1 moves (128 KiB slices, two scratch halves, for
+/// chunks of 4 slices or more): at 2, 3 and 4 ranks, for elements of 1, 2 and 8 bytes, a size
+/// whose chunks are several slices and a ragged last one (uneven across ranks at 3), and one whose
+/// chunks are sent whole, where each step's send waits for the last reduction.
 #[test]
 fn ring_pipeline_in_slices() {
     for n in [2, 3, 4] {
         for name in ["all_reduce", "reduce_scatter"] {
             for dtype in ["int8", "half", "double"] {
                 let args = [
-                    name, "-b", "294920", "-e", "1179680", "-f", "4", "-d", dtype, "-n", "2", "-w", "0",
+                    name, "-b", "294920", "-e", "2359360", "-f", "8", "-d", dtype, "-n", "2", "-w", "0",
                 ];
                 let r = mpirun(n, &args, &[], LIMIT);
                 check_all_verified(name, n, &r, 2);

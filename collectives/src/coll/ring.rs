@@ -18,6 +18,17 @@ pub const SLICE: usize = 1 << 20;
 /// medians of 5 alternating jobs); the chains were as fast or faster at 1 MiB.
 pub const RING_SLICE: usize = 128 << 10;
 
+/// The host rings' slice for chunks of at most `chunk` bytes: [`RING_SLICE`] where that cuts a
+/// chunk into 4 or more slices, else the whole chunk (at 4 ranks and 1 MiB, chunks of 256 KiB in
+/// two slices were slower than whole: the extra round trip costs more than the overlap saves).
+pub fn ring_slice(chunk: usize) -> usize {
+    if chunk >= 4 * RING_SLICE {
+        RING_SLICE
+    } else {
+        chunk.max(1)
+    }
+}
+
 /// Byte range of chunk `c` of `n` over `count` elements of `elt` bytes (sizes differ by at most one element).
 pub fn chunk(count: usize, n: usize, c: usize, elt: usize) -> Range<usize> {
     (c * count / n * elt)..((c + 1) * count / n * elt)
@@ -140,7 +151,8 @@ pub fn reduce_scatter(
 ) -> Result<(), CollError> {
     let (n, elt) = (ctx.nranks, ctx.elt());
     let (right, left) = neighbours(ctx);
-    let pieces = pieces(ctx, Phase::ReduceScatter, bounds, RING_SLICE);
+    let slice = ring_slice((0..n).map(|c| bounds(c).len()).max().unwrap_or(0));
+    let pieces = pieces(ctx, Phase::ReduceScatter, bounds, slice);
     if pieces.is_empty() {
         return Ok(());
     }
@@ -148,7 +160,7 @@ pub fn reduce_scatter(
         .map(|c| bounds(c).len())
         .max()
         .unwrap_or(0)
-        .min((RING_SLICE / elt).max(1) * elt);
+        .min((slice / elt).max(1) * elt);
     let mut scratch = take_scratch(2 * half);
     // The piece received but not yet reduced: where it goes in `buf`, and its scratch half.
     let mut pending: Option<(Range<usize>, usize)> = None;
@@ -224,7 +236,8 @@ pub fn all_gather(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::AllGather, bounds, RING_SLICE) {
+    let slice = ring_slice((0..ctx.nranks).map(|c| bounds(c).len()).max().unwrap_or(0));
+    for p in pieces(ctx, Phase::AllGather, bounds, slice) {
         let deadline = Instant::now() + ctx.step_timeout;
         match (p.send, p.recv) {
             (Some(sr), Some(rr)) => {
@@ -304,6 +317,18 @@ mod tests {
             (rs[1].step, rs[1].send.clone(), rs[1].recv.clone()),
             (0, Some(SLICE..SLICE + 8), None)
         );
+    }
+
+    #[test]
+    fn host_ring_slices_only_chunks_of_four_slices_or_more() {
+        assert_eq!(ring_slice(4 * RING_SLICE), RING_SLICE);
+        assert_eq!(ring_slice(64 << 20), RING_SLICE);
+        assert_eq!(ring_slice(4 * RING_SLICE - 4), 4 * RING_SLICE - 4);
+        assert_eq!(ring_slice(100), 100);
+        assert_eq!(ring_slice(0), 1);
+        // 1 MiB at 2 ranks: chunks of 512 KiB in 4 slices; at 4 ranks: 256 KiB chunks, whole.
+        assert_eq!(slices(0..(512 << 10), 4, ring_slice(512 << 10)).len(), 4);
+        assert_eq!(slices(0..(256 << 10), 4, ring_slice(256 << 10)).len(), 1);
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl CompletionQueue {
         // SAFETY: valid CQ and room for `want` entries; ibv_poll_cq initialises the first `got`.
         // (No zero-filling: this runs in a busy loop.)
         let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), want, wcs.as_mut_ptr().cast()) };
+        super::calls::polled(got.max(0) as usize);
         if got < 0 {
             return Err(VerbsError::Verb {
                 verb: "ibv_poll_cq",

@@ -3,6 +3,7 @@
 //! regions own their buffer and get only the access asked for, and every failure names the device,
 //! the verb and what to do. All `unsafe` of meshrun's RDMA support is in this module.
 
+pub mod calls;
 mod context;
 mod cq;
 mod mr;

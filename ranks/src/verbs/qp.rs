@@ -185,6 +185,7 @@ impl<S> QueuePair<S> {
         // SAFETY: valid QP; the SGE points into a registered region that the caller keeps alive
         // until the completion is polled (regions are owned by the transport alongside the QP).
         let rc = unsafe { ibv_post_recv(self.raw.as_ptr(), &mut wr, &mut bad) };
+        super::calls::received();
         if rc != 0 {
             return Err(VerbsError::Verb {
                 verb: "ibv_post_recv",
@@ -370,6 +371,7 @@ impl QueuePair<Rts> {
         // SAFETY: valid QP in RTS; the SGE points into a registered region kept alive by the
         // caller until the completion is polled.
         let rc = unsafe { ibv_post_send(self.raw.as_ptr(), &mut wr, &mut bad) };
+        super::calls::sent(signaled, wr.send_flags & ibv_send_flags::IBV_SEND_INLINE.0 != 0);
         if rc != 0 {
             return Err(VerbsError::Verb {
                 verb: "ibv_post_send",
