@@ -135,6 +135,7 @@ fn sweep() -> (CollConfig, Vec<Row>, Vec<Row>) {
         average: TimeAverage::Mean,
         step_timeout: Duration::from_secs(60),
         baseline: None,
+        nic_choice: None,
     };
     let factor = 2.0 * 3.0 / 4.0;
     let mut rows = Vec::new();

@@ -199,6 +199,9 @@ pub struct RankArgs {
     /// Deadline in seconds for any one wait (connect, receive, MPI step)
     #[arg(short = 'T', long, default_value_t = 60.0, value_parser = parse_timeout)]
     pub timeout: f64,
+    /// Where the NIC choices came from (set after parsing, see nic_env.rs), for the run header.
+    #[arg(skip)]
+    pub nic_choice: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

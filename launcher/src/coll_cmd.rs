@@ -84,6 +84,7 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
         average,
         step_timeout: Duration::from_secs_f64(a.rank.timeout),
         baseline: a.baseline.map(|BaselineArg::Mpi| Baseline::Mpi),
+        nic_choice: a.rank.nic_choice.clone(),
     })
 }
 

@@ -6,6 +6,7 @@ mod cli;
 mod coll_cmd;
 mod exit;
 mod launch;
+mod nic_env;
 mod pairwise_cmd;
 mod rank;
 mod units;
@@ -22,7 +23,11 @@ use launch::{LaunchError, LaunchPlan};
 use rank::run_rank;
 
 fn main() -> ExitCode {
-    let cli = parse_cli();
+    let (mut cli, matches) = parse_cli();
+    if let Err(e) = nic_choices(&mut cli.command, &matches) {
+        eprintln!("meshrun: {e}");
+        return ExitCode::from(Status::Usage.code().clamp(0, 255) as u8);
+    }
     let code = match cli.command {
         Command::Launch(a) => match launch_cmd(a) {
             Ok(code) => code,
@@ -45,16 +50,39 @@ fn main() -> ExitCode {
     ExitCode::from(code.clamp(0, 255) as u8)
 }
 
-/// The command line, with `--version` saying what this binary is and what it can use here.
-fn parse_cli() -> Cli {
+/// The command line, with `--version` saying what this binary is and what it can use here, and
+/// every flag also read from `MESHRUN_<FLAG>` (the flag wins).
+fn parse_cli() -> (Cli, clap::ArgMatches) {
     use clap::{CommandFactory, FromArgMatches};
     // Built once per process; clap keeps a `&'static str`.
     let long: &'static str = Box::leak(long_version().into_boxed_str());
-    let matches = Cli::command().long_version(long).get_matches();
+    let matches = nic_env::with_env(Cli::command().long_version(long)).get_matches();
     match Cli::from_arg_matches(&matches) {
-        Ok(c) => c,
+        Ok(c) => (c, matches),
         Err(e) => e.exit(),
     }
+}
+
+/// The NIC choices of a rank subcommand that neither a flag nor `MESHRUN_<FLAG>` made, from
+/// NCCL's variables (nic_env.rs), with where each came from for the run header.
+fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
+    let Some((_, sub)) = m.subcommand() else {
+        return Ok(());
+    };
+    let rank = match cmd {
+        Command::MeshCheck(a) => &mut a.rank,
+        Command::Pairwise(a) => &mut a.rank,
+        Command::AllReduce(a)
+        | Command::AllGather(a)
+        | Command::ReduceScatter(a)
+        | Command::Broadcast(a)
+        | Command::Reduce(a)
+        | Command::Alltoall(a)
+        | Command::Sendrecv(a) => &mut a.rank,
+        Command::Launch(_) | Command::Devices(_) => return Ok(()),
+    };
+    let env = |k: &str| std::env::var(k).ok();
+    nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())
 }
 
 /// `meshrun --version`: the version and git revision, the MPI library it was built against, and
@@ -118,6 +146,12 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     )];
     for spec in &a.env {
         env_pass.push(launch::parse_env(spec)?);
+    }
+    // MESHRUN_<FLAG> and NCCL's NIC variables set here reach the ranks on every host.
+    for k in nic_env::forwarded(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok())) {
+        if k != ranks::world::EXPECT_NODES_ENV && !env_pass.iter().any(|(n, _)| *n == k) {
+            env_pass.push((k, None));
+        }
     }
     let program = match &a.meshrun {
         Some(p) => p.display().to_string(),

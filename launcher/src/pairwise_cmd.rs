@@ -95,6 +95,7 @@ fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, 
         expect_gbps: a.expect_gbps,
         retest: !a.no_retest,
         op_timeout: Duration::from_secs_f64(a.rank.timeout),
+        nic_choice: a.rank.nic_choice.clone(),
     })
 }
 

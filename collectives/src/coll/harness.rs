@@ -54,6 +54,9 @@ pub struct CollConfig {
     #[serde(skip)]
     pub step_timeout: Duration,
     pub baseline: Option<Baseline>,
+    /// Where the NIC choices came from, where any came from the environment: one header line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_choice: Option<String>,
 }
 
 impl CollConfig {
@@ -544,6 +547,7 @@ mod tests {
             average: TimeAverage::Mean,
             step_timeout: Duration::from_secs(1),
             baseline: None,
+            nic_choice: None,
         }
     }
 

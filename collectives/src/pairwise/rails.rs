@@ -283,6 +283,7 @@ mod tests {
             expect_gbps: None,
             retest: true,
             op_timeout: Duration::from_secs(1),
+            nic_choice: None,
         }
     }
 

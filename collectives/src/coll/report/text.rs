@@ -13,6 +13,9 @@ pub fn preamble(cfg: &CollConfig, devices: &[DeviceInfo]) -> String {
     for d in devices {
         s.push_str(&device_line(d.rank, d.pid, &d.host, d.device, &d.bus_id, &d.name));
     }
+    if let Some(nc) = &cfg.nic_choice {
+        s.push_str(&format!("#  NIC choice: {nc}\n"));
+    }
     s.push_str(&table_header());
     s
 }

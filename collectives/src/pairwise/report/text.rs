@@ -111,6 +111,9 @@ fn header(s: &mut String, o: &PairwiseOutcome) {
         "Ranks",
         format!("{n} on {} host(s)", nodes.len()),
     );
+    if let Some(nc) = &c.nic_choice {
+        let _ = writeln!(s, " {:<16}: {nc}", "NIC choice");
+    }
     let mut sel = match c.selection {
         Selection::All => "all pairs".to_string(),
         Selection::Pair(a, b) => format!("pair {a},{b}"),

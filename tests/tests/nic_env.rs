@@ -1,0 +1,120 @@
+//! NCCL's NIC variables and `MESHRUN_<FLAG>` with real mpirun: the choice they make, the
+//! precedence flag > MESHRUN_ > NCCL_, the header line that says where each choice came from,
+//! a bad value as a one-line error, and `meshrun launch` passing them to the ranks.
+
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::*;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const AR: [&str; 9] = ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"];
+
+#[test]
+fn nccl_socket_ifname_picks_the_interface_and_the_header_says_so() {
+    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "=lo")], LIMIT);
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains("#  NIC choice: --tcp-if lo from NCCL_SOCKET_IFNAME==lo\n"),
+        "{}",
+        r.stdout
+    );
+    let r = mpirun(
+        2,
+        &["pairwise", "-s", "4K", "-n", "20"],
+        &[("NCCL_SOCKET_IFNAME", "lo")],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains(" NIC choice      : --tcp-if lo from NCCL_SOCKET_IFNAME=lo\n"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn flag_beats_meshrun_variable_beats_nccl() {
+    // MESHRUN_TCP_IF over NCCL's variable, which would fail here.
+    let r = mpirun(
+        2,
+        &AR,
+        &[("NCCL_SOCKET_IFNAME", "nosuchif"), ("MESHRUN_TCP_IF", "lo")],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains("#  NIC choice: --tcp-if lo from MESHRUN_TCP_IF\n"),
+        "{}",
+        r.stdout
+    );
+    // The flag over both: no header line (every choice is the command line's).
+    let mut args = AR.to_vec();
+    args.extend(["--tcp-if", "lo"]);
+    let r = mpirun(
+        2,
+        &args,
+        &[("NCCL_SOCKET_IFNAME", "nosuchif"), ("MESHRUN_TCP_IF", "nosuchif")],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(!r.stdout.contains("NIC choice"), "{}", r.stdout);
+    // MESHRUN_<FLAG> works for any flag: here -n (--iters) of the sweep.
+    let r = mpirun(
+        2,
+        &["all_reduce", "-b", "8", "-e", "8", "-w", "0"],
+        &[("MESHRUN_ITERS", "3")],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(r.stdout.contains(" iters: 3 "), "{}", r.stdout);
+}
+
+#[test]
+fn a_bad_nccl_value_is_one_line_naming_it() {
+    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "nosuchif")], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("meshrun: NCCL_SOCKET_IFNAME=nosuchif matches none of the interfaces with an address here ("),
+        "{}",
+        r.stderr
+    );
+    // RDMA variables under --transport verbs on a host without RDMA devices: named, with the fix.
+    let r = mpirun(
+        2,
+        &[
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "--transport",
+            "verbs",
+            "--sysfs-root",
+            "/nonexistent",
+        ],
+        &[("NCCL_IB_HCA", "mlx5_0:1")],
+        LIMIT,
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(r.stderr.contains("meshrun: NCCL_IB_HCA=mlx5_0:1"), "{}", r.stderr);
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+#[test]
+fn launch_passes_the_variables_to_the_ranks() {
+    let mut cmd = Command::new(meshrun_bin());
+    cmd.args(["launch", "--np", "2", "--dry-run", "--", "mesh-check"])
+        .env("NCCL_IB_HCA", "mlx5")
+        .env("MESHRUN_TIMEOUT", "30")
+        .env("NCCL_DEBUG_UNRELATED", "x");
+    let out = cmd.output().unwrap();
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{s}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(s.contains(" -x MESHRUN_TIMEOUT "), "{s}");
+    assert!(s.contains(" -x NCCL_IB_HCA "), "{s}");
+    assert!(!s.contains("NCCL_DEBUG_UNRELATED"), "{s}");
+}
