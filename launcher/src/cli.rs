@@ -51,6 +51,17 @@ pub enum Command {
     /// (rank) Send right, receive from the left, as sendrecv_perf
     #[command(name = "sendrecv", alias = "sendrecv_perf")]
     Sendrecv(CollArgs),
+    /// Shell completions on stdout: `meshrun completions bash > /etc/bash_completion.d/meshrun`
+    Completions(CompletionsArgs),
+    /// The man page (roff) on stdout: `meshrun manpage > /usr/local/share/man/man1/meshrun.1`
+    Manpage,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// nccl-tests' flags, with their defaults.

@@ -46,6 +46,12 @@ fn main() -> ExitCode {
         Command::Reduce(a) => coll_cmd::run("reduce", a),
         Command::Alltoall(a) => coll_cmd::run("alltoall", a),
         Command::Sendrecv(a) => coll_cmd::run("sendrecv", a),
+        Command::Completions(a) => {
+            use clap::CommandFactory;
+            clap_complete::generate(a.shell, &mut Cli::command(), "meshrun", &mut std::io::stdout());
+            0
+        }
+        Command::Manpage => manpage(),
     };
     ExitCode::from(code.clamp(0, 255) as u8)
 }
@@ -61,6 +67,43 @@ fn parse_cli() -> (Cli, clap::ArgMatches) {
         Ok(c) => (c, matches),
         Err(e) => e.exit(),
     }
+}
+
+/// `meshrun manpage`: meshrun(1) in roff, with every subcommand and its flags (and the
+/// MESHRUN_<FLAG> variable of each) on the one page.
+fn manpage() -> i32 {
+    use clap::CommandFactory;
+    let cmd = nic_env::with_env(Cli::command());
+    let mut out = Vec::new();
+    let page = clap_mangen::Man::new(cmd.clone());
+    let mut ok = page.render(&mut out).is_ok();
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        // Each subcommand as its own section: name, about, options.
+        let name = format!("meshrun-{}", sub.get_name());
+        let sub = sub.clone().bin_name(format!("meshrun {}", sub.get_name()));
+        let man = clap_mangen::Man::new(sub);
+        out.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase().replace('-', "\\-")).as_bytes());
+        ok &= man.render_description_section(&mut out).is_ok() && man.render_options_section(&mut out).is_ok();
+    }
+    out.extend_from_slice(
+        concat!(
+            ".SH ENVIRONMENT\n",
+            ".TP\n\\fBMESHRUN_\\fR\\fIFLAG\\fR\n",
+            "Every flag: --tcp-if as MESHRUN_TCP_IF, -n (--iters) as MESHRUN_ITERS; a flag on the command ",
+            "line wins; on/off flags take true or false. meshrun launch passes them to the ranks.\n",
+            ".TP\n\\fBNCCL_SOCKET_IFNAME\\fR, \\fBNCCL_IB_HCA\\fR, \\fBNCCL_IB_GID_INDEX\\fR\n",
+            "Where neither a flag nor MESHRUN_ sets them: --tcp-if, --devices (and --ib-port), --gid-index, ",
+            "in NCCL's syntax (prefix names, = exact, ^ exclude; mlx5_0:1 names a port), so a check uses the ",
+            "NICs and GID the training job will. The run header's NIC choice line says where each came from.\n",
+        )
+        .as_bytes(),
+    );
+    use std::io::Write;
+    if !ok || std::io::stdout().write_all(&out).is_err() {
+        eprintln!("meshrun manpage: could not write the page");
+        return Status::Usage.code();
+    }
+    0
 }
 
 /// The NIC choices of a rank subcommand that neither a flag nor `MESHRUN_<FLAG>` made, from
@@ -79,7 +122,7 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
         | Command::Reduce(a)
         | Command::Alltoall(a)
         | Command::Sendrecv(a) => &mut a.rank,
-        Command::Launch(_) | Command::Devices(_) => return Ok(()),
+        Command::Launch(_) | Command::Devices(_) | Command::Completions(_) | Command::Manpage => return Ok(()),
     };
     let env = |k: &str| std::env::var(k).ok();
     nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())

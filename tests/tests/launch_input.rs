@@ -239,3 +239,50 @@ fn version_names_the_revision_the_mpi_library_and_what_this_machine_has() {
     };
     assert!(lines[4].contains(want), "{}", r.stdout);
 }
+
+/// `meshrun completions SHELL` and `meshrun manpage`: what a packager installs.
+#[test]
+fn completions_and_man_page() {
+    let r = meshrun(&["completions", "bash"], LIMIT);
+    r.expect_code(0);
+    for want in ["pairwise", "all_reduce", "--tcp-if", "--gid-index", "complete -F"] {
+        assert!(r.stdout.contains(want), "bash completion lacks `{want}`");
+    }
+    // The script is valid bash.
+    let dir = std::env::temp_dir().join(format!("meshrun-completions-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("meshrun.bash");
+    std::fs::write(&f, &r.stdout).unwrap();
+    let ok = std::process::Command::new("bash").arg("-n").arg(&f).status().unwrap();
+    assert!(ok.success(), "bash -n refused the completion script");
+    for (shell, want) in [("zsh", "#compdef meshrun"), ("fish", "complete -c meshrun")] {
+        let r = meshrun(&["completions", shell], LIMIT);
+        r.expect_code(0);
+        assert!(
+            r.stdout.contains(want),
+            "{shell}: {}",
+            &r.stdout[..r.stdout.len().min(300)]
+        );
+    }
+    one_line_error(&meshrun(&["completions", "tcsh"], LIMIT), "invalid value 'tcsh'");
+
+    let r = meshrun(&["manpage"], LIMIT);
+    r.expect_code(0);
+    assert!(r.stdout.contains(".TH meshrun 1"), "{}", &r.stdout[..300]);
+    for want in ["MESHRUN\\-PAIRWISE", "MESHRUN_TCP_IF", "NCCL_IB_HCA", ".SH ENVIRONMENT"] {
+        assert!(r.stdout.contains(want), "man page lacks `{want}`");
+    }
+    // groff formats it without a warning (groff-base: scripts/install-deps installs it).
+    let page = dir.join("meshrun.1");
+    std::fs::write(&page, &r.stdout).unwrap();
+    let out = std::process::Command::new("groff")
+        .args(["-man", "-Tutf8", "-ww", "-z"])
+        .arg(&page)
+        .output()
+        .expect("groff (Debian's groff-base) is needed: scripts/install-deps installs it");
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "groff: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
