@@ -7,6 +7,9 @@ use crate::wire::{Record, WindowKey};
 /// Send requests per completion in the pairwise bandwidth tests, perftest's default (--cq-mod).
 const CQ_MODERATION: u64 = 100;
 
+/// Spin loops read the clock (for their deadline) once per this many empty polls.
+const CLOCK_EVERY: u32 = 64;
+
 /// CQ moderation on a test link's send queue: which posts are signalled (every
 /// `min(window, CQ_MODERATION)`th, and the last), and how many requests each completion retires
 /// (completions come back in post order on an RC send queue). The window is at least the
@@ -226,6 +229,10 @@ impl VerbsMesh {
         // The deadline bounds how long we wait without any completion, not the whole run.
         let idle_limit = deadline.saturating_duration_since(t0);
         let mut last_progress = t0;
+        // Empty polls since the clock was last read: the deadline is checked every CLOCK_EVERY,
+        // so a spin costs one poll, as perftest's does (a clock read per poll delays noticing a
+        // completion, measurably so in a read latency under emulation).
+        let mut empty = 0u32;
         while done < count || recvs.as_ref().is_some_and(|r| r.done < r.total) {
             while posted < count && posted - done < window as u64 {
                 let signaled = moderation.next(posted + 1 == count);
@@ -237,7 +244,8 @@ impl VerbsMesh {
             comps.clear();
             link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
             if comps.is_empty() {
-                if last_progress.elapsed() >= idle_limit {
+                empty = empty.wrapping_add(1);
+                if empty.is_multiple_of(CLOCK_EVERY) && last_progress.elapsed() >= idle_limit {
                     let received = recvs
                         .as_ref()
                         .map(|r| format!(", {} of {} received", r.done, r.total))
@@ -251,8 +259,9 @@ impl VerbsMesh {
                 std::hint::spin_loop();
                 continue;
             }
-            last_progress = Instant::now();
-            let at = t0.elapsed().as_secs_f64();
+            let now = Instant::now();
+            last_progress = now;
+            let at = now.duration_since(t0).as_secs_f64();
             for c in &comps {
                 match recvs.as_mut() {
                     Some(r) if decode(c.wr_id).1 == Some(WrKind::Recv) => {
@@ -368,7 +377,7 @@ impl VerbsMesh {
         let mut spins = 0u32;
         while win.read_u8_volatile(at) != v {
             spins += 1;
-            if spins.is_multiple_of(64) {
+            if spins.is_multiple_of(CLOCK_EVERY) {
                 *outstanding = outstanding.saturating_sub(self.reap(comps)?.0);
                 if t0.elapsed() >= limit {
                     return Err(self.stalled(peer, t0, format!("the RDMA write ping-pong (iteration {iteration})")));
@@ -527,6 +536,7 @@ impl VerbsMesh {
         // Wait for the next receive, counting send completions on the way.
         let mut wait_recv = |me: &Self, posted_r: &mut u64, unacked: &mut u64, i: u64| -> Result<(), TransportError> {
             let t0 = Instant::now();
+            let mut empty = 0u32;
             loop {
                 comps.clear();
                 link.cq.poll(8, &mut comps).map_err(|e| me.verbs_err(e))?;
@@ -547,7 +557,8 @@ impl VerbsMesh {
                     }
                     return Ok(());
                 }
-                if t0.elapsed() >= step {
+                empty = empty.wrapping_add(1);
+                if empty.is_multiple_of(CLOCK_EVERY) && t0.elapsed() >= step {
                     return Err(me.stalled(peer, t0, format!("the SEND ping-pong (iteration {i})")));
                 }
                 std::hint::spin_loop();
