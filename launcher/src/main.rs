@@ -70,7 +70,7 @@ fn parse_cli() -> (Cli, clap::ArgMatches) {
 }
 
 /// `meshrun manpage`: meshrun(1) in roff, with every subcommand and its flags (and the
-/// MESHRUN_<FLAG> variable of each) on the one page.
+/// `MESHRUN_<FLAG>` variable of each) on the one page.
 fn manpage() -> i32 {
     use clap::CommandFactory;
     let cmd = nic_env::with_env(Cli::command());

@@ -112,7 +112,7 @@ pub struct PairwiseConfig {
     pub retest: bool,
     #[serde(with = "secs")]
     pub op_timeout: Duration,
-    /// Where the NIC choices came from, where any came from the environment (MESHRUN_<FLAG>,
+    /// Where the NIC choices came from, where any came from the environment (`MESHRUN_<FLAG>`,
     /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX): one line for the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
