@@ -151,16 +151,13 @@ pub fn reduce_scatter(
 ) -> Result<(), CollError> {
     let (n, elt) = (ctx.nranks, ctx.elt());
     let (right, left) = neighbours(ctx);
-    let slice = ring_slice((0..n).map(|c| bounds(c).len()).max().unwrap_or(0));
+    let largest = (0..n).map(|c| bounds(c).len()).max().unwrap_or(0);
+    let slice = ring_slice(largest);
     let pieces = pieces(ctx, Phase::ReduceScatter, bounds, slice);
     if pieces.is_empty() {
         return Ok(());
     }
-    let half = (0..n)
-        .map(|c| bounds(c).len())
-        .max()
-        .unwrap_or(0)
-        .min((slice / elt).max(1) * elt);
+    let half = largest.min((slice / elt).max(1) * elt);
     let mut scratch = take_scratch(2 * half);
     // The piece received but not yet reduced: where it goes in `buf`, and its scratch half.
     let mut pending: Option<(Range<usize>, usize)> = None;
