@@ -236,3 +236,50 @@ impl Drop for NetnsCluster {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// A real Slurm (Debian's slurm-wlm and munge) whose nodes are namespace hosts mr-h0..: slurmctld
+/// on this machine, one slurmd per node (`scripts/slurm-cluster`). Shares the namespace lock.
+pub struct SlurmCluster {
+    pub dir: PathBuf,
+    _lock: MutexGuard<'static, ()>,
+}
+
+impl SlurmCluster {
+    /// `nodes` nodes of `cpus` CPUs each, all idle in partition `debug`.
+    pub fn up(nodes: usize, cpus: usize) -> SlurmCluster {
+        let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "the Slurm cluster needs root (munged, slurmd in namespaces); run the tests as root, as CI does"
+        );
+        let dir = std::env::temp_dir().join(format!("meshrun-slurm-{}", std::process::id()));
+        let mut cmd = Command::new(root().join("scripts/slurm-cluster"));
+        cmd.args(["up", &nodes.to_string(), &cpus.to_string()])
+            .env("MR_SLURM_DIR", &dir);
+        let r = run_bounded(&mut cmd, Duration::from_secs(120));
+        assert_eq!(r.code, Some(0), "slurm-cluster up failed:\n{}", r.all());
+        SlurmCluster { dir, _lock: lock }
+    }
+
+    /// The slurm.conf every client command needs (`SLURM_CONF`).
+    pub fn conf(&self) -> PathBuf {
+        self.dir.join("slurm.conf")
+    }
+
+    /// A Slurm client command (`sbatch`, `srun`, ...) with this cluster's `SLURM_CONF`, the MPI
+    /// environment of [`mpi_env`], and the working directory `cwd`.
+    pub fn command(&self, program: &str, cwd: &Path) -> Command {
+        let mut cmd = Command::new(program);
+        mpi_env(&mut cmd).env("SLURM_CONF", self.conf()).current_dir(cwd);
+        cmd
+    }
+}
+
+impl Drop for SlurmCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/slurm-cluster"))
+            .arg("down")
+            .env("MR_SLURM_DIR", &self.dir)
+            .status();
+    }
+}
