@@ -128,6 +128,34 @@ fn ring_pipeline_in_slices() {
     }
 }
 
+/// Halving-doubling (4 ranks, 32 KiB .. 2 MiB): element counts that do not halve evenly, every
+/// type width, sums, means and maxima, out of place and in place, verified bit for bit; just
+/// above 2 MiB the ring takes over.
+#[test]
+fn halving_doubling_at_four_ranks() {
+    for (dtype, op) in [("int8", "sum"), ("half", "avg"), ("float", "max"), ("double", "sum")] {
+        let args = [
+            "all_reduce",
+            "-b",
+            "32776",
+            "-e",
+            "2100000",
+            "-f",
+            "4",
+            "-d",
+            dtype,
+            "-o",
+            op,
+            "-n",
+            "2",
+            "-w",
+            "0",
+        ];
+        let r = mpirun(4, &args, &[], LIMIT);
+        check_all_verified("all_reduce", 4, &r, 4);
+    }
+}
+
 #[test]
 fn corrupted_element_is_counted_and_fails_the_run() {
     let r = mpirun(

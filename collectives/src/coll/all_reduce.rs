@@ -1,5 +1,6 @@
 //! all_reduce: small buffers by recursive doubling (log2(n) exchanges of the whole buffer: see
-//! doubling.rs; at two ranks that is one full exchange and reduce, up to 512 KiB); above, ring
+//! doubling.rs; at two ranks that is one full exchange and reduce, up to 512 KiB); mid sizes at
+//! 4, 8, .. ranks by halving-doubling (halving.rs, 2 log2(n) exchanges); above, ring
 //! reduce-scatter, finalise the owned chunk, ring all-gather, in 128 KiB slices with the reduction
 //! of each slice overlapping the transfer of the next (ring.rs).
 //! busbw factor 2(n-1)/n: each rank sends and receives 2(n-1)/n of the data.
@@ -7,7 +8,7 @@
 use ranks::Transport;
 
 use super::device::{self, DevBufs, DeviceRun};
-use super::{data, doubling, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
+use super::{data, doubling, halving, ring, Bufs, BusFactor, CollError, Collective, Ctx, Description, Layout};
 use crate::gpu::At;
 use crate::reduce::{self, LayoutError};
 
@@ -47,6 +48,13 @@ impl Collective for AllReduce {
                 doubling::all_reduce(t, ctx, None, buf)?;
                 reduce::finalize(ctx.dtype, ctx.op, buf, n)?;
                 return Ok(());
+            }
+            // Mid sizes at 4, 8, .. ranks: halving-doubling, 2 log2(n) exchanges (halving.rs).
+            Bufs::OutOfPlace { send, recv } if halving::used_for(n, recv.len()) => {
+                return halving::all_reduce(t, ctx, Some(send), recv);
+            }
+            Bufs::InPlace { buf } if halving::used_for(n, buf.len()) => {
+                return halving::all_reduce(t, ctx, None, buf);
             }
             // No copy of send into recv: the reduce-scatter reads send and writes recv.
             Bufs::OutOfPlace { send, recv } => {

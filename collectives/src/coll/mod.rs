@@ -10,6 +10,7 @@ pub mod broadcast;
 pub mod data;
 pub mod device;
 pub mod doubling;
+pub mod halving;
 pub mod harness;
 pub mod mpi_baseline;
 pub mod reduce;
