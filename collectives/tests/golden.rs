@@ -136,6 +136,7 @@ fn sweep() -> (CollConfig, Vec<Row>, Vec<Row>) {
         step_timeout: Duration::from_secs(60),
         baseline: None,
         nic_choice: None,
+        busbw_bar: None,
     };
     let factor = 2.0 * 3.0 / 4.0;
     let mut rows = Vec::new();
@@ -184,12 +185,12 @@ fn collective_reports_match_their_golden_files() {
     for r in &rows {
         s.push_str(&report::row_line(r));
     }
-    s.push_str(&report::footer(&rows));
+    s.push_str(&report::footer(&rows, None));
     s.push_str(&report::table_header());
     for r in &base {
         s.push_str(&report::row_line(r));
     }
-    s.push_str(&report::footer(&base));
+    s.push_str(&report::footer(&base, None));
     let mut failures = Vec::new();
     failures.extend(check("all_reduce-4ranks.txt", s.as_bytes()));
     let args: Vec<String> = [
@@ -246,7 +247,7 @@ fn collective_reports_match_their_golden_files() {
     let meshrun_part = s.len()
         - (report::table_header().len()
             + base.iter().map(|r| report::row_line(r).len()).sum::<usize>()
-            + report::footer(&base).len());
+            + report::footer(&base, None).len());
     assert_eq!(String::from_utf8(text).unwrap(), s[..meshrun_part]);
     let with_baseline = run(Some(report::BaselineRun {
         implementation: "mpi",
@@ -259,7 +260,7 @@ fn collective_reports_match_their_golden_files() {
     assert!(text[meshrun_part..].starts_with(
         "# Baseline: the MPI library's own all_reduce (Open MPI v4.1.4) in the same harness, out-of-place only, each size run right after meshrun's\n#\n"
     ));
-    assert!(text.ends_with(&format!("# {}\n{}", notes[0], report::footer(&base))));
+    assert!(text.ends_with(&format!("# {}\n{}", notes[0], report::footer(&base, None))));
     let json = report::Json.render(&with_baseline);
     let direct = report::json_report(
         &cfg,

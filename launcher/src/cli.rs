@@ -114,6 +114,13 @@ pub struct CollArgs {
     /// Overwrite an existing JSON file
     #[arg(long)]
     pub force: bool,
+    /// Expected average bus bandwidth in GB/s: the run fails (exit 1) when the average is below
+    /// 90% of it, as nccl-tests' NCCL_TESTS_MIN_BW (read when this flag is not given)
+    #[arg(long = "expect-busbw", value_name = "GB/s", value_parser = parse_bar)]
+    pub expect_busbw: Option<f64>,
+    /// The bar and where it came from, settled after parsing (main.rs: flag, MESHRUN_, NCCL_)
+    #[arg(skip)]
+    pub busbw_bar: Option<collectives::coll::harness::BusbwBar>,
     /// Run on GPU buffers. As nccl-tests' -g it takes the GPUs per rank, and meshrun drives one
     /// (`-g` alone means `-g 1`); start one rank per GPU instead of -g 8. Over verbs the NIC
     /// reads and writes the GPU buffers directly (GPUDirect RDMA) unless --gpu-staging.
@@ -386,6 +393,18 @@ pub fn parse_fraction(s: &str) -> Result<f64, String> {
         return Err(format!(
             "{v} is out of range; expected a fraction of the median in (0, 1], e.g. 0.9"
         ));
+    }
+    Ok(v)
+}
+
+/// A bandwidth bar in GB/s: a finite number, 0 or more (0, as nccl-tests allows, never fails).
+pub fn parse_bar(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of GB/s; expected e.g. 40"))?;
+    if !(v >= 0.0 && v.is_finite()) {
+        return Err(format!("{v} is out of range; expected GB/s, 0 or more"));
     }
     Ok(v)
 }

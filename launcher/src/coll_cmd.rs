@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use collectives::coll;
-use collectives::coll::harness::{self, Baseline, CollConfig, Step, TimeAverage};
+use collectives::coll::harness::{self, Baseline, BusbwBar, CollConfig, Step, TimeAverage};
 use collectives::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Exporter, Json};
 use collectives::dtype::{DataType, RedOp};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
@@ -85,8 +85,43 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
         step_timeout: Duration::from_secs_f64(a.rank.timeout),
         baseline: a.baseline.map(|BaselineArg::Mpi| Baseline::Mpi),
         nic_choice: a.rank.nic_choice.clone(),
+        busbw_bar: a.busbw_bar.clone(),
     })
 }
+
+/// The average bus bandwidth bar, by precedence: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW` (both
+/// parsed by clap into `flag`, `from_env` saying which), then nccl-tests' `NCCL_TESTS_MIN_BW`
+/// (an empty value is unset).
+pub fn busbw_bar(
+    flag: Option<f64>,
+    from_env: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<BusbwBar>, String> {
+    if let Some(gbps) = flag {
+        let source = if from_env {
+            "MESHRUN_EXPECT_BUSBW"
+        } else {
+            "--expect-busbw"
+        };
+        return Ok(Some(BusbwBar {
+            gbps,
+            source: source.into(),
+        }));
+    }
+    match env(NCCL_TESTS_MIN_BW).filter(|v| !v.trim().is_empty()) {
+        Some(v) => {
+            let gbps = crate::cli::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
+            Ok(Some(BusbwBar {
+                gbps,
+                source: NCCL_TESTS_MIN_BW.into(),
+            }))
+        }
+        None => Ok(None),
+    }
+}
+
+/// nccl-tests' variable for the average bus bandwidth a run must reach.
+pub const NCCL_TESTS_MIN_BW: &str = "NCCL_TESTS_MIN_BW";
 
 /// What `-g`, `--gpu-ids` and `--gpu-staging` ask for, checked before any rank starts work.
 #[derive(Debug, Clone, PartialEq)]
@@ -286,7 +321,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             |r: &harness::Row| stream.row(r),
         )
         .map_err(|e| coll_failure(world, e))?;
-        stream.footer(&sweep.rows);
+        stream.footer(&sweep.rows, &cfg);
         let library = sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
         let run = CollRun {
             cfg: &cfg,
@@ -305,7 +340,11 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         if let Some(b) = &run.baseline {
             stream.baseline(run.name, b);
         }
-        let mut code = if harness::total_wrong(run.rows) > 0 {
+        let below_bar = cfg
+            .busbw_bar
+            .as_ref()
+            .is_some_and(|b| !b.passes(harness::avg_busbw(run.rows)));
+        let mut code = if harness::total_wrong(run.rows) > 0 || below_bar {
             Status::FoundProblem.code()
         } else {
             0
@@ -337,5 +376,35 @@ fn coll_failure(world: &World, e: coll::CollError) -> RankFailure {
         coll::CollError::Transport(t) => RankFailure::Transport(t),
         coll::CollError::Layout(l) => RankFailure::Usage(l.to_string()),
         coll::CollError::Gpu(g) => RankFailure::Gpu(format!("rank {} ({}): {g}", world.rank(), world.host())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busbw_bar_precedence_and_bad_values() {
+        let none = |_: &str| None;
+        let nccl = |v: &'static str| move |k: &str| (k == NCCL_TESTS_MIN_BW).then(|| v.to_string());
+        assert_eq!(busbw_bar(None, false, &none), Ok(None));
+        // The flag (or MESHRUN_EXPECT_BUSBW, which clap reads into it) wins over NCCL's variable.
+        let b = busbw_bar(Some(40.0), false, &nccl("10")).unwrap().unwrap();
+        assert_eq!((b.gbps, b.source.as_str()), (40.0, "--expect-busbw"));
+        let b = busbw_bar(Some(40.0), true, &nccl("10")).unwrap().unwrap();
+        assert_eq!(b.source, "MESHRUN_EXPECT_BUSBW");
+        let b = busbw_bar(None, false, &nccl(" 10.5 ")).unwrap().unwrap();
+        assert_eq!((b.gbps, b.source.as_str()), (10.5, NCCL_TESTS_MIN_BW));
+        assert_eq!(busbw_bar(None, false, &nccl("")), Ok(None));
+        let e = busbw_bar(None, false, &nccl("fast")).unwrap_err();
+        assert!(
+            e.starts_with("NCCL_TESTS_MIN_BW=fast: `fast` is not a number of GB/s"),
+            "{e}"
+        );
+        assert!(busbw_bar(None, false, &nccl("-1")).is_err());
+        assert!(busbw_bar(None, false, &nccl("inf")).is_err());
+        // 90% of the bar, as nccl-tests: 10 GB/s passes an average of 9, not 8.99.
+        let b = busbw_bar(None, false, &nccl("10")).unwrap().unwrap();
+        assert!(b.passes(9.0) && !b.passes(8.99) && !b.passes(f64::NAN));
     }
 }

@@ -24,7 +24,7 @@ use rank::run_rank;
 
 fn main() -> ExitCode {
     let (mut cli, matches) = parse_cli();
-    if let Err(e) = nic_choices(&mut cli.command, &matches) {
+    if let Err(e) = nic_choices(&mut cli.command, &matches).and_then(|()| busbw_bar(&mut cli.command, &matches)) {
         eprintln!("meshrun: {e}");
         return ExitCode::from(Status::Usage.code().clamp(0, 255) as u8);
     }
@@ -126,6 +126,28 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     };
     let env = |k: &str| std::env::var(k).ok();
     nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())
+}
+
+/// A collective's average bus bandwidth bar: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW`, or
+/// nccl-tests' `NCCL_TESTS_MIN_BW`, with where it came from.
+fn busbw_bar(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
+    let a = match cmd {
+        Command::AllReduce(a)
+        | Command::AllGather(a)
+        | Command::ReduceScatter(a)
+        | Command::Broadcast(a)
+        | Command::Reduce(a)
+        | Command::Alltoall(a)
+        | Command::Sendrecv(a) => a,
+        _ => return Ok(()),
+    };
+    let from_env = m
+        .subcommand()
+        .and_then(|(_, sub)| sub.value_source("expect_busbw"))
+        .is_some_and(|s| s == clap::parser::ValueSource::EnvVariable);
+    let env = |k: &str| std::env::var(k).ok();
+    a.busbw_bar = coll_cmd::busbw_bar(a.expect_busbw, from_env, &env)?;
+    Ok(())
 }
 
 /// `meshrun --version`: the version and git revision, the MPI library it was built against, and

@@ -213,11 +213,14 @@ pub fn clap_source(m: &clap::ArgMatches, id: &str, long: &str, value: impl Fn() 
 pub const NCCL_VARS: [&str; 3] = ["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX"];
 
 /// Variables `meshrun launch` passes on to the ranks when they are set here: every
-/// `MESHRUN_<FLAG>` and NCCL's three (mpirun forwards nothing to remote hosts by itself).
+/// `MESHRUN_<FLAG>`, NCCL's three, and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
+/// to remote hosts by itself).
 pub fn forwarded(vars: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut v: Vec<String> = vars
         .into_iter()
-        .filter(|k| k.starts_with("MESHRUN_") || NCCL_VARS.contains(&k.as_str()))
+        .filter(|k| {
+            k.starts_with("MESHRUN_") || NCCL_VARS.contains(&k.as_str()) || k == crate::coll_cmd::NCCL_TESTS_MIN_BW
+        })
         .collect();
     v.sort();
     v
@@ -512,6 +515,22 @@ mod tests {
         assert_eq!(
             p.header().unwrap(),
             "--tcp-if from the command line; --devices mlx5_0,mlx5_1 from NCCL_IB_HCA=mlx5; --gid-index 3 from MESHRUN_GID_INDEX"
+        );
+    }
+
+    #[test]
+    fn launch_forwards_meshrun_nccl_and_the_busbw_bar() {
+        let vars = [
+            "PATH",
+            "MESHRUN_GID_INDEX",
+            "NCCL_IB_HCA",
+            "NCCL_TESTS_MIN_BW",
+            "NCCL_DEBUG",
+            "HOME",
+        ];
+        assert_eq!(
+            forwarded(vars.iter().map(|s| s.to_string())),
+            ["MESHRUN_GID_INDEX", "NCCL_IB_HCA", "NCCL_TESTS_MIN_BW"]
         );
     }
 }

@@ -156,6 +156,80 @@ fn halving_doubling_at_four_ranks() {
     }
 }
 
+/// `--expect-busbw` and nccl-tests' `NCCL_TESTS_MIN_BW`: the footer says OK or FAILED and where the
+/// bar came from, the JSON's `okay` follows, and a run below 90% of the bar exits 1.
+#[test]
+fn expected_bus_bandwidth_gates_the_exit_status() {
+    let dir = std::env::temp_dir().join(format!("meshrun-busbw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let json = dir.join("ar.json");
+    let json_s = json.to_str().expect("utf-8");
+    let base = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+        "-n",
+        "2",
+        "-w",
+        "0",
+        "--force",
+        "-J",
+        json_s,
+    ];
+    let okay = || -> String {
+        let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+        doc["average_bus_bandwidth"]["okay"].as_str().unwrap_or("?").to_string()
+    };
+    // No bar: nccl-tests' footer, unchanged, and "unchecked".
+    let r = mpirun(2, &base, &[], LIMIT);
+    r.expect_code(0);
+    assert!(!r.stdout.contains("Expected busbw"), "{}", r.stdout);
+    assert_eq!(okay(), "unchecked");
+    // A bar no TCP loopback reaches: FAILED, exit 1.
+    let args: Vec<&str> = base.iter().copied().chain(["--expect-busbw", "100000"]).collect();
+    let r = mpirun(2, &args, &[], LIMIT);
+    r.expect_code(1);
+    let avg_line = r
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("# Avg bus bandwidth"))
+        .unwrap_or_default();
+    assert!(avg_line.ends_with(" FAILED"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("# Expected busbw       : 100000 GB/s from --expect-busbw; the average fails below 90000"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(okay(), "false");
+    // NCCL_TESTS_MIN_BW, low: OK, exit 0; the flag wins over it.
+    let r = mpirun(2, &base, &[("NCCL_TESTS_MIN_BW", "0.000001")], LIMIT);
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains(" OK\n# Expected busbw       : 1e-06 GB/s from NCCL_TESTS_MIN_BW"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(okay(), "true");
+    let r = mpirun(2, &args, &[("NCCL_TESTS_MIN_BW", "0.000001")], LIMIT);
+    r.expect_code(1);
+    // Not a number: a one-line error before any rank starts work.
+    let r = mpirun(2, &base, &[("NCCL_TESTS_MIN_BW", "fast")], LIMIT);
+    r.expect_code(2);
+    assert!(
+        r.stderr
+            .contains("NCCL_TESTS_MIN_BW=fast: `fast` is not a number of GB/s"),
+        "{}",
+        r.all()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn corrupted_element_is_counted_and_fails_the_run() {
     let r = mpirun(

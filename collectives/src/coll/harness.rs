@@ -38,6 +38,32 @@ pub enum Baseline {
     Mpi,
 }
 
+/// A bar for the average bus bandwidth, as nccl-tests' `NCCL_TESTS_MIN_BW` sets one: the run
+/// fails when the average of every row's busbw (both placements) is below 90% of it, the margin
+/// nccl-tests allows (`bw < check_avg_bw * 0.9` in its footer).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusbwBar {
+    /// The expected average bus bandwidth, GB/s.
+    pub gbps: f64,
+    /// Where it came from: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW` or `NCCL_TESTS_MIN_BW`.
+    pub source: String,
+}
+
+impl BusbwBar {
+    /// The share of the bar an average must reach (nccl-tests' margin).
+    pub const MARGIN: f64 = 0.9;
+
+    /// Below this average the run fails.
+    pub fn floor(&self) -> f64 {
+        self.gbps * Self::MARGIN
+    }
+
+    /// Whether `avg` GB/s passes (never for a NaN average).
+    pub fn passes(&self, avg: f64) -> bool {
+        avg >= self.floor()
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct CollConfig {
     pub min_bytes: u64,
@@ -57,6 +83,9 @@ pub struct CollConfig {
     /// Where the NIC choices came from, where any came from the environment: one header line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
+    /// `--expect-busbw` / `NCCL_TESTS_MIN_BW`: the average bus bandwidth the run must reach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busbw_bar: Option<BusbwBar>,
 }
 
 impl CollConfig {
@@ -548,6 +577,7 @@ mod tests {
             step_timeout: Duration::from_secs(1),
             baseline: None,
             nic_choice: None,
+            busbw_bar: None,
         }
     }
 

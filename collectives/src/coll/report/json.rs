@@ -94,6 +94,13 @@ pub fn json_report(
         Step::Bytes(b) => config["step_bytes"] = json!(b),
     }
     let wrong = total_wrong(rows);
+    let avg = avg_busbw(rows);
+    // As nccl-tests: "unchecked" without a bar, else "true" or "false" (strings, as it writes them).
+    let okay = match &cfg.busbw_bar {
+        None => "unchecked",
+        Some(b) if b.passes(avg) => "true",
+        Some(_) => "false",
+    };
     let mut doc = json!({
         "version": 1,
         "start_time": start_time,
@@ -103,7 +110,7 @@ pub fn json_report(
         "config": config,
         "results": rows_json(rows, name, cfg.iters),
         "out_of_bounds": {"count": wrong, "okay": if wrong == 0 { "true" } else { "false" }},
-        "average_bus_bandwidth": {"bandwidth": avg_busbw(rows), "okay": "unchecked"},
+        "average_bus_bandwidth": {"bandwidth": avg, "okay": okay},
         "errors": [],
         "end_time": now_string(),
     });

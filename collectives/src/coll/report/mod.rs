@@ -10,7 +10,7 @@ mod text;
 
 use std::fmt::Write as _;
 
-use super::harness::{avg_busbw, total_wrong, CollConfig, Placement, Row, Step};
+use super::harness::{avg_busbw, total_wrong, BusbwBar, CollConfig, Placement, Row, Step};
 
 pub use json::{json_report, now_string, DeviceInfo, Json};
 pub use text::{baseline_section, preamble, Stream, Text};
@@ -171,17 +171,35 @@ pub fn row_line(r: &Row) -> String {
     s
 }
 
-/// The closing lines.
-pub fn footer(rows: &[Row]) -> String {
+/// The closing lines. With a bar (`--expect-busbw`, `NCCL_TESTS_MIN_BW`) the average says OK or
+/// FAILED as nccl-tests' does, and one more line says what the bar was and where it came from.
+pub fn footer(rows: &[Row], bar: Option<&BusbwBar>) -> String {
     let wrong = total_wrong(rows);
-    format!(
-        "# {:<20} : {} {}\n# {:<20} : {}\n#\n",
+    let avg = avg_busbw(rows);
+    let mut s = format!(
+        "# {:<20} : {} {}\n# {:<20} : {}",
         "Out of bounds values",
         wrong,
         if wrong == 0 { "OK" } else { "FAILED" },
         "Avg bus bandwidth",
-        fmt_g(avg_busbw(rows))
-    )
+        fmt_g(avg)
+    );
+    match bar {
+        Some(b) => {
+            let verdict = if b.passes(avg) { "OK" } else { "FAILED" };
+            let _ = write!(
+                s,
+                " {verdict}\n# {:<20} : {} GB/s from {}; the average fails below {} (90%, as nccl-tests)\n",
+                "Expected busbw",
+                fmt_g(b.gbps),
+                b.source,
+                fmt_g(b.floor())
+            );
+        }
+        None => s.push('\n'),
+    }
+    s.push_str("#\n");
+    s
 }
 
 #[cfg(test)]
@@ -309,14 +327,25 @@ mod tests {
             in_place: Some(p(10.0, 1.0, 4.0)),
         };
         assert_eq!(
-            footer(std::slice::from_ref(&r)),
+            footer(std::slice::from_ref(&r), None),
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3\n#\n"
         );
+        // Average 3 GB/s. A bar of 3.3 fails below 2.97: OK; a bar of 3.4 fails below 3.06.
+        let bar = |gbps: f64| BusbwBar {
+            gbps,
+            source: "NCCL_TESTS_MIN_BW".into(),
+        };
+        assert_eq!(
+            footer(std::slice::from_ref(&r), Some(&bar(3.3))),
+            "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 3 OK\n\
+             # Expected busbw       : 3.3 GB/s from NCCL_TESTS_MIN_BW; the average fails below 2.97 (90%, as nccl-tests)\n#\n"
+        );
+        assert!(footer(std::slice::from_ref(&r), Some(&bar(3.4))).contains("# Avg bus bandwidth    : 3 FAILED\n"));
         r.in_place = Some(Placement {
             wrong: Some(3),
             ..p(10.0, 1.0, 4.0)
         });
-        assert!(footer(&[r]).starts_with("# Out of bounds values : 3 FAILED\n"));
+        assert!(footer(&[r], None).starts_with("# Out of bounds values : 3 FAILED\n"));
     }
 
     #[test]

@@ -33,7 +33,7 @@ pub fn baseline_section(name: &str, b: &BaselineRun<'_>) -> String {
     for n in b.notes {
         s.push_str(&format!("# {n}\n"));
     }
-    s.push_str(&footer(b.rows));
+    s.push_str(&footer(b.rows, None));
     s
 }
 
@@ -46,7 +46,7 @@ impl Exporter for Text {
         for r in run.rows {
             s.push_str(&row_line(r));
         }
-        s.push_str(&footer(run.rows));
+        s.push_str(&footer(run.rows, run.cfg.busbw_bar.as_ref()));
         if let Some(b) = &run.baseline {
             s.push_str(&baseline_section(run.name, b));
         }
@@ -74,8 +74,8 @@ impl Stream {
     pub fn row(&self, r: &Row) {
         self.put(&row_line(r));
     }
-    pub fn footer(&self, rows: &[Row]) {
-        self.put(&footer(rows));
+    pub fn footer(&self, rows: &[Row], cfg: &CollConfig) {
+        self.put(&footer(rows, cfg.busbw_bar.as_ref()));
     }
     pub fn baseline(&self, name: &str, b: &BaselineRun<'_>) {
         self.put(&baseline_section(name, b));
