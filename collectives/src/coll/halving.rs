@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use ranks::{Op, Transport};
 
-use super::ring::{put_scratch, split, take_scratch};
+use super::ring::{put_scratch, ring_slice, slices, split, take_scratch};
 use super::{CollError, Ctx};
 use crate::reduce::{finalize, reduce_from, reduce_into};
 
@@ -29,10 +29,10 @@ pub fn used_for(n: usize, bytes: usize) -> bool {
     n >= 4 && n.is_power_of_two() && bytes > super::doubling::max_bytes(n) && bytes <= MAX_BYTES
 }
 
-/// Above this the pipelined ring (reduction of slice k overlapping the transfer of slice k+1).
-/// Measured at 4 ranks on this 2-core machine (time per call, median of 5 alternating jobs of
-/// 30 iterations, ring time / halving time): 64 KiB 1.89, 256 KiB 2.52, 1 MiB 1.48, 2 MiB 1.02,
-/// 4 MiB 1.03 (0.55-1.22), 8 MiB 0.90, 16 MiB 0.82: even at 2-4 MiB, behind from 8 MiB.
+/// Above this the ring. Measured at 4 ranks on this 2-core machine (time per call, median of 5
+/// alternating jobs of 30 iterations, ring time / halving time): 64 KiB 1.89, 256 KiB 2.52,
+/// 1 MiB 1.48; with the halving steps sliced and overlapped as the ring's, 1 MiB 1.37, 2 MiB
+/// 1.26 (0.89-1.59; 1.02 unsliced), 4 MiB 0.93, 8 MiB 0.84, 16 MiB 0.94.
 pub const MAX_BYTES: usize = 2 << 20;
 
 /// The element ranges of the halving steps for doubling rank `d` of `p` over `count` elements:
@@ -66,22 +66,13 @@ pub fn all_reduce(t: &mut dyn Transport, ctx: &Ctx, src: Option<&[u8]>, buf: &mu
     let bytes = |r: &Range<usize>| r.start * elt..r.end * elt;
     // Where this rank's own data still is: `src` until the first reduction writes `buf`.
     let mut own = src;
-    let mut scratch = take_scratch(buf.len());
+    let steps = halving_steps(d, p, count);
+    let first_keep = steps.first().map_or(0, |s| s.0.len() * elt);
+    let mut scratch = take_scratch(2 * first_keep);
     let result = (|| -> Result<(), CollError> {
-        let steps = halving_steps(d, p, count);
         for (i, (keep, give)) in steps.iter().enumerate() {
             let partner = d ^ (p >> (i + 1));
-            let (kb, gb) = (bytes(keep), bytes(give));
-            let tmp = &mut scratch[..kb.len()];
-            let out = match own {
-                Some(s) => &s[gb],
-                None => &buf[gb],
-            };
-            t.exchange(&mut [Op::send(partner, out), Op::recv(partner, tmp)], deadline())?;
-            match own {
-                Some(s) => reduce_from(ctx.dtype, ctx.op, &mut buf[kb.clone()], &s[kb], tmp)?,
-                None => reduce_into(ctx.dtype, ctx.op, &mut buf[kb], tmp)?,
-            }
+            halving_step(t, ctx, partner, own, buf, bytes(keep), bytes(give), &mut scratch)?;
             own = None;
         }
         let mine = steps.last().map_or(0..count, |s| s.0.clone());
@@ -99,6 +90,79 @@ pub fn all_reduce(t: &mut dyn Transport, ctx: &Ctx, src: Option<&[u8]>, buf: &mu
     })();
     put_scratch(scratch);
     result
+}
+
+/// One halving step: send `give` to the partner and receive its part of `keep`, reducing it
+/// into `buf[keep]` (from `own[keep]` while this rank's data is still in `src`). Large halves go
+/// in slices as the ring's do (`ring_slice`), each received slice reduced while the next moves:
+/// what is sent (`give`) and what is reduced (`keep`) never overlap, so any slice can overlap.
+#[allow(clippy::too_many_arguments)]
+fn halving_step(
+    t: &mut dyn Transport,
+    ctx: &Ctx,
+    partner: usize,
+    own: Option<&[u8]>,
+    buf: &mut [u8],
+    keep: Range<usize>,
+    give: Range<usize>,
+    scratch: &mut [u8],
+) -> Result<(), CollError> {
+    let elt = ctx.elt();
+    let slice = ring_slice(keep.len().max(give.len()));
+    let (ks, gs) = (slices(keep.clone(), elt, slice), slices(give, elt, slice));
+    let half = keep.len().min((slice / elt).max(1) * elt);
+    // The slice received but not yet reduced: where it goes in `buf`, and its scratch half.
+    let mut pending: Option<Range<usize>> = None;
+    for k in 0..ks.len().max(gs.len()) {
+        let deadline = Instant::now() + ctx.step_timeout;
+        let (lo, hi) = scratch[..2 * half].split_at_mut(half);
+        let (mine, theirs) = if k % 2 == 0 { (lo, hi) } else { (hi, lo) };
+        let (out, dst): (Option<&[u8]>, Option<&mut [u8]>) = match (own, gs.get(k).cloned(), pending.clone()) {
+            (Some(s), g, r) => (g.map(|g| &s[g]), r.map(|r| &mut buf[r])),
+            (None, Some(g), Some(r)) => {
+                let (a, b) = split(buf, g, r);
+                (Some(a), Some(b))
+            }
+            (None, Some(g), None) => (Some(&buf[g]), None),
+            (None, None, r) => (None, r.map(|r| &mut buf[r])),
+        };
+        let recv = ks.get(k).cloned();
+        let mut ops = Vec::with_capacity(2);
+        if let Some(o) = out {
+            ops.push(Op::send(partner, o));
+        }
+        if let Some(r) = &recv {
+            ops.push(Op::recv(partner, &mut mine[..r.len()]));
+        }
+        match (dst, &pending) {
+            (Some(dst), Some(r)) => {
+                let (data, mine_part) = (&theirs[..r.len()], own.map(|s| &s[r.clone()]));
+                let mut result = Ok(());
+                let mut work = || result = reduce_part(ctx, mine_part, &mut *dst, data);
+                t.exchange_overlapped(&mut ops, deadline, &mut work)?;
+                result?;
+            }
+            _ => t.exchange(&mut ops, deadline)?,
+        }
+        drop(ops);
+        pending = recv;
+    }
+    if let Some(r) = pending {
+        // The last slice went to half (n-1) % 2 of the scratch.
+        let at = if (ks.len() - 1) % 2 == 0 { 0 } else { half };
+        let data = &scratch[at..at + r.len()];
+        reduce_part(ctx, own.map(|s| &s[r.clone()]), &mut buf[r], data)?;
+    }
+    Ok(())
+}
+
+/// `dst = mine op data` (this rank's data still in `src`), or `dst op= data`.
+fn reduce_part(ctx: &Ctx, mine: Option<&[u8]>, dst: &mut [u8], data: &[u8]) -> Result<(), CollError> {
+    match mine {
+        Some(m) => reduce_from(ctx.dtype, ctx.op, dst, m, data)?,
+        None => reduce_into(ctx.dtype, ctx.op, dst, data)?,
+    }
+    Ok(())
 }
 
 #[cfg(test)]
