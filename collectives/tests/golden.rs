@@ -115,6 +115,7 @@ fn placement(time_us: f64, bytes: u64, factor: f64, wrong: Option<u64>) -> Place
         algbw,
         busbw: algbw * factor,
         wrong,
+        per_iter: None,
     }
 }
 
@@ -137,6 +138,8 @@ fn sweep() -> (CollConfig, Vec<Row>, Vec<Row>) {
         baseline: None,
         nic_choice: None,
         busbw_bar: None,
+        per_iter: false,
+        per_iter_skip: 0,
     };
     let factor = 2.0 * 3.0 / 4.0;
     let mut rows = Vec::new();
@@ -181,12 +184,12 @@ fn collective_reports_match_their_golden_files() {
             d.rank, d.pid, &d.host, d.device, &d.bus_id, &d.name,
         ));
     }
-    s.push_str(&report::table_header());
+    s.push_str(&report::table_header(false));
     for r in &rows {
         s.push_str(&report::row_line(r));
     }
     s.push_str(&report::footer(&rows, None));
-    s.push_str(&report::table_header());
+    s.push_str(&report::table_header(false));
     for r in &base {
         s.push_str(&report::row_line(r));
     }
@@ -207,10 +210,20 @@ fn collective_reports_match_their_golden_files() {
     ]
     .map(String::from)
     .to_vec();
+    let env = report::env_block(
+        [
+            ("OMPI_MCA_btl", "self,tcp"),
+            ("HF_TOKEN", "hf_x"),
+            ("NCCL_IB_HCA", "mlx5_0:1"),
+            ("db_password", "p"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
     let doc = report::json_report(
         &cfg,
         "all_reduce",
         &args,
+        &env,
         &devices,
         &rows,
         Some(("mpi", &base)),
@@ -238,6 +251,7 @@ fn collective_reports_match_their_golden_files() {
         cfg: &cfg,
         name: "all_reduce",
         args: &args,
+        env: &env,
         devices: &devices,
         rows: &rows,
         baseline,
@@ -245,7 +259,7 @@ fn collective_reports_match_their_golden_files() {
     };
     let text = report::Text.render(&run(None));
     let meshrun_part = s.len()
-        - (report::table_header().len()
+        - (report::table_header(false).len()
             + base.iter().map(|r| report::row_line(r).len()).sum::<usize>()
             + report::footer(&base, None).len());
     assert_eq!(String::from_utf8(text).unwrap(), s[..meshrun_part]);
@@ -266,6 +280,7 @@ fn collective_reports_match_their_golden_files() {
         &cfg,
         "all_reduce",
         &args,
+        &env,
         &devices,
         &rows,
         Some(("mpi", &base)),

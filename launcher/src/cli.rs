@@ -114,6 +114,13 @@ pub struct CollArgs {
     /// Overwrite an existing JSON file
     #[arg(long)]
     pub force: bool,
+    /// Per-iteration timing (0 or 1): every iteration's time, with min, max, p99 and CV columns
+    /// and the times in the -J file, as nccl-tests' -I
+    #[arg(short = 'I', long = "per_iter_timing", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub per_iter_timing: u8,
+    /// Leading iterations left out of the per-iteration statistics (with -I), as nccl-tests' -K
+    #[arg(short = 'K', long = "per_iter_skip", default_value_t = 0)]
+    pub per_iter_skip: usize,
     /// Expected average bus bandwidth in GB/s: the run fails (exit 1) when the average is below
     /// 90% of it, as nccl-tests' NCCL_TESTS_MIN_BW (read when this flag is not given)
     #[arg(long = "expect-busbw", value_name = "GB/s", value_parser = parse_bar)]

@@ -64,6 +64,12 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
             }
         }
     }
+    if a.per_iter_timing == 1 && a.per_iter_skip as u64 >= a.iters {
+        return Err(format!(
+            "-K {} skips every one of the -n {} iterations; expected -K below -n",
+            a.per_iter_skip, a.iters
+        ));
+    }
     let average = match a.average {
         0 => TimeAverage::Rank0,
         2 => TimeAverage::Min,
@@ -86,6 +92,8 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
         baseline: a.baseline.map(|BaselineArg::Mpi| Baseline::Mpi),
         nic_choice: a.rank.nic_choice.clone(),
         busbw_bar: a.busbw_bar.clone(),
+        per_iter: a.per_iter_timing == 1,
+        per_iter_skip: a.per_iter_skip,
     })
 }
 
@@ -323,10 +331,12 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         .map_err(|e| coll_failure(world, e))?;
         stream.footer(&sweep.rows, &cfg);
         let library = sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
+        let env = report::env_block(std::env::vars());
         let run = CollRun {
             cfg: &cfg,
             name: coll.name(),
             args: &args,
+            env: &env,
             devices: &devs,
             rows: &sweep.rows,
             baseline: sweep.baseline.as_ref().map(|(rows, notes)| BaselineRun {

@@ -231,6 +231,124 @@ fn expected_bus_bandwidth_gates_the_exit_status() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+fn keys(v: &serde_json::Value) -> std::collections::BTreeSet<String> {
+    v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+fn fixture_keys(fixture: &serde_json::Value, what: &str) -> std::collections::BTreeSet<String> {
+    fixture[what]
+        .as_array()
+        .unwrap_or_else(|| panic!("fixture has no {what}"))
+        .iter()
+        .filter_map(|k| k.as_str().map(String::from))
+        .collect()
+}
+
+/// `-I 1 -K 2`: nccl-tests' per-iteration columns and JSON objects; the `-J` file's keys are
+/// exactly those nccl-tests' version-3 writer emits (the fixture, read from its source) plus
+/// meshrun's version; the environment is recorded without secrets.
+#[test]
+fn json_version_3_and_per_iteration_timing() {
+    let dir = std::env::temp_dir().join(format!("meshrun-jv3-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let json = dir.join("ar.json");
+    let args = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-f",
+        "8",
+        "-n",
+        "6",
+        "-w",
+        "1",
+        "-I",
+        "1",
+        "-K",
+        "2",
+        "-J",
+        json.to_str().expect("utf-8"),
+    ];
+    let r = mpirun(2, &args, &[("MESHRUN_TEST_API_TOKEN", "do-not-record")], LIMIT);
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains("# Per-Iteration Report: wall-clock timing on every rank; i_* uses max over ranks; summary skips first 2 iterations \n"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stdout.contains("out-of-place (+ per-iteration)"), "{}", r.stdout);
+    let header = r.stdout.lines().find(|l| l.contains("i_min")).expect("column header");
+    assert_eq!(
+        header.split_whitespace().filter(|w| w.starts_with("i_")).count(),
+        8,
+        "{header}"
+    );
+    let rs: Vec<Vec<&str>> = r
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.split_whitespace().next().is_some_and(|w| w.parse::<u64>().is_ok()))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rs.len(), 5, "{}", r.stdout);
+    for row in &rs {
+        // 13 columns and 4 per-iteration columns per placement; min <= p99 <= max.
+        assert_eq!(row.len(), 21, "{row:?}");
+        assert_eq!((row[8], row[16]), ("0", "0"), "{row:?}");
+        let f = |i: usize| -> f64 { row[i].parse().unwrap_or_else(|_| panic!("{row:?}")) };
+        assert!(f(9) <= f(11) && f(11) <= f(10), "{row:?}");
+    }
+
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    let fixture_path = root().join("collectives/tests/data/nccl-tests-json-v3-keys.json");
+    let fixture: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(fixture_path).expect("fixture")).expect("fixture parses");
+    let mut top = fixture_keys(&fixture, "top");
+    top.insert("meshrun_version".into());
+    assert_eq!(keys(&doc), top);
+    assert_eq!(doc["version"], 3);
+    assert_eq!(keys(&doc["config"]), fixture_keys(&fixture, "config"));
+    assert_eq!(doc["config"]["per_iter_timing"], "true");
+    assert_eq!(doc["config"]["per_iter_skip"], 2);
+    for d in doc["config"]["devices"].as_array().expect("devices") {
+        assert_eq!(keys(d), fixture_keys(&fixture, "device"));
+    }
+    assert_eq!(keys(&doc["out_of_bounds"]), fixture_keys(&fixture, "out_of_bounds"));
+    assert_eq!(
+        keys(&doc["average_bus_bandwidth"]),
+        fixture_keys(&fixture, "average_bus_bandwidth")
+    );
+    let results = doc["results"].as_array().expect("results");
+    assert_eq!(results.len(), 5);
+    for res in results {
+        assert_eq!(keys(res), fixture_keys(&fixture, "result"));
+        for place in ["out_of_place", "in_place"] {
+            assert_eq!(keys(&res[place]), fixture_keys(&fixture, "placement"));
+            let it = &res[format!("{place}_per_iter")];
+            assert_eq!(keys(it), fixture_keys(&fixture, "per_iter"));
+            assert_eq!(it["skipped_iterations"], 2);
+            let times: Vec<f64> = serde_json::from_value(it["times_us"].clone()).expect("times");
+            let per_rank: Vec<Vec<f64>> =
+                serde_json::from_value(it["per_process_max_times_us"].clone()).expect("per rank");
+            assert_eq!((times.len(), per_rank.len()), (6, 2));
+            // Each iteration's time is the slower rank's; the statistics skip the first two.
+            for (i, t) in times.iter().enumerate() {
+                assert_eq!(*t, per_rank[0][i].max(per_rank[1][i]));
+            }
+            let mut kept = times[2..].to_vec();
+            kept.sort_by(f64::total_cmp);
+            assert_eq!(it["min_us"].as_f64(), Some(kept[0]));
+            assert_eq!(it["max_us"].as_f64(), Some(kept[3]));
+            assert_eq!(it["p50_us"].as_f64(), Some(kept[2]));
+        }
+    }
+    let env: Vec<String> = serde_json::from_value(doc["env"].clone()).expect("env");
+    assert!(env.iter().any(|e| e == "OMPI_MCA_pml=ob1"), "{env:?}");
+    assert!(!env.iter().any(|e| e.contains("do-not-record")), "{env:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn corrupted_element_is_counted_and_fails_the_run() {
     let r = mpirun(

@@ -7,6 +7,7 @@ use ranks::{Transport, World};
 use serde::Serialize;
 
 use super::device::{DevBufs, DeviceRun};
+use super::per_iter::PerIter;
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
@@ -83,6 +84,10 @@ pub struct CollConfig {
     /// Where the NIC choices came from, where any came from the environment: one header line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
+    /// `-I`: time every iteration (nccl-tests' per-iteration report).
+    pub per_iter: bool,
+    /// `-K`: leading iterations left out of the per-iteration statistics.
+    pub per_iter_skip: usize,
     /// `--expect-busbw` / `NCCL_TESTS_MIN_BW`: the average bus bandwidth the run must reach.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub busbw_bar: Option<BusbwBar>,
@@ -117,13 +122,15 @@ pub fn algbw(bytes: u64, seconds: f64) -> f64 {
 }
 
 /// One placement's figures.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Placement {
     pub time_us: f64,
     pub algbw: f64,
     pub busbw: f64,
     /// Wrong elements over all ranks; None without validation.
     pub wrong: Option<u64>,
+    /// `-I`: every iteration's time and their statistics.
+    pub per_iter: Option<PerIter>,
 }
 
 /// One printed row.
@@ -157,6 +164,23 @@ fn reduce_time(world: &World, secs: f64, how: TimeAverage) -> f64 {
         .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
         .collect();
     combine(&times, how)
+}
+
+/// Every rank's per-iteration times, rank by rank (all ranks time the same number).
+fn gather_times(world: &World, mine: &[f64]) -> Vec<Vec<f64>> {
+    let bytes: Vec<u8> = mine.iter().flat_map(|t| t.to_le_bytes()).collect();
+    let all = world.all_gather_bytes(&bytes, "gathering per-iteration times");
+    let per_rank = mine.len() * 8;
+    if per_rank == 0 {
+        return Vec::new();
+    }
+    all.chunks(per_rank)
+        .map(|r| {
+            r.chunks(8)
+                .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                .collect()
+        })
+        .collect()
 }
 
 fn sum_over_ranks(world: &World, v: u64) -> u64 {
@@ -231,27 +255,42 @@ impl Run<'_> {
         }
     }
 
-    /// Warm-up and timed runs of `once`: the seconds per operation, combined across ranks.
-    fn timed(&self, mut once: impl FnMut() -> Result<(), CollError>) -> Result<f64, CollError> {
+    /// Warm-up and timed runs of `once`: the seconds per operation, combined across ranks, and
+    /// with `-I` every iteration's time (an iteration is `-m` operations).
+    fn timed(&self, mut once: impl FnMut() -> Result<(), CollError>) -> Result<(f64, Option<PerIter>), CollError> {
         self.world.barrier("before warm-up");
         for _ in 0..self.cfg.warmup {
             once()?;
         }
         self.world.barrier("before timing");
+        let agg = self.cfg.agg.max(1);
+        let mut iters_us: Vec<f64> = Vec::with_capacity(if self.cfg.per_iter { self.cfg.iters as usize } else { 0 });
         let t0 = Instant::now();
-        let n_ops = self.cfg.iters * self.cfg.agg;
-        for _ in 0..n_ops {
-            once()?;
+        for _ in 0..self.cfg.iters {
+            let ti = self.cfg.per_iter.then(Instant::now);
+            for _ in 0..agg {
+                once()?;
+            }
+            if let Some(ti) = ti {
+                iters_us.push(ti.elapsed().as_secs_f64() * 1e6 / agg as f64);
+            }
         }
-        Ok(reduce_time(
+        let n_ops = self.cfg.iters * agg;
+        let secs = reduce_time(
             self.world,
             t0.elapsed().as_secs_f64() / n_ops.max(1) as f64,
             self.cfg.average,
-        ))
+        );
+        let per_iter = if self.cfg.per_iter {
+            PerIter::from_ranks(gather_times(self.world, &iters_us), self.cfg.per_iter_skip)
+        } else {
+            None
+        };
+        Ok((secs, per_iter))
     }
 
     /// One placement's figures from its time per operation and wrong-element count.
-    fn figures(&self, ctx: &Ctx, secs: f64, wrong: Option<u64>) -> Placement {
+    fn figures(&self, ctx: &Ctx, secs: f64, per_iter: Option<PerIter>, wrong: Option<u64>) -> Placement {
         let bytes = (ctx.counts.send.max(ctx.counts.recv) * ctx.elt()) as u64;
         let alg = algbw(bytes, secs);
         Placement {
@@ -259,18 +298,19 @@ impl Run<'_> {
             algbw: alg,
             busbw: alg * self.coll.bus_factor(ctx.nranks),
             wrong,
+            per_iter,
         }
     }
 
     fn placement(&self, t: &mut dyn Transport, ctx: &Ctx, how: Impl, in_place: bool) -> Result<Placement, CollError> {
         let (mut send, mut recv) = self.buffers(ctx, in_place)?;
-        let secs = self.timed(|| self.once(t, ctx, how, in_place, &mut send, &mut recv))?;
+        let (secs, per_iter) = self.timed(|| self.once(t, ctx, how, in_place, &mut send, &mut recv))?;
         let wrong = if self.cfg.check {
             Some(self.verify(t, ctx, how, in_place)?)
         } else {
             None
         };
-        Ok(self.figures(ctx, secs, wrong))
+        Ok(self.figures(ctx, secs, per_iter, wrong))
     }
 
     /// Fresh data, one run, compare with the expected result bit for bit; wrong elements summed
@@ -374,7 +414,7 @@ impl Run<'_> {
                 hint: String::new(),
             }));
         }
-        let secs = self.timed(|| self.coll.run_gpu(t, ctx, dr, dev))?;
+        let (secs, per_iter) = self.timed(|| self.coll.run_gpu(t, ctx, dr, dev))?;
         let wrong = if self.cfg.check {
             let (send_v, mut recv_v) = self.verify_buffers(ctx, in_place)?;
             load(dr, dev, &send_v, &recv_v)?;
@@ -389,7 +429,7 @@ impl Run<'_> {
         } else {
             None
         };
-        Ok(self.figures(ctx, secs, wrong))
+        Ok(self.figures(ctx, secs, per_iter, wrong))
     }
 }
 
@@ -539,7 +579,7 @@ fn cases(
 pub fn avg_busbw(rows: &[Row]) -> f64 {
     let v: Vec<f64> = rows
         .iter()
-        .flat_map(|r| std::iter::once(r.out_of_place.busbw).chain(r.in_place.map(|p| p.busbw)))
+        .flat_map(|r| std::iter::once(r.out_of_place.busbw).chain(r.in_place.as_ref().map(|p| p.busbw)))
         .collect();
     if v.is_empty() {
         0.0
@@ -551,7 +591,7 @@ pub fn avg_busbw(rows: &[Row]) -> f64 {
 /// Wrong elements over all rows.
 pub fn total_wrong(rows: &[Row]) -> u64 {
     rows.iter()
-        .flat_map(|r| std::iter::once(r.out_of_place.wrong).chain(r.in_place.map(|p| p.wrong)))
+        .flat_map(|r| std::iter::once(r.out_of_place.wrong).chain(r.in_place.as_ref().map(|p| p.wrong)))
         .flatten()
         .sum()
 }
@@ -578,6 +618,8 @@ mod tests {
             baseline: None,
             nic_choice: None,
             busbw_bar: None,
+            per_iter: false,
+            per_iter_skip: 0,
         }
     }
 

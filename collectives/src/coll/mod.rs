@@ -13,6 +13,7 @@ pub mod doubling;
 pub mod halving;
 pub mod harness;
 pub mod mpi_baseline;
+pub mod per_iter;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod report;

@@ -1,8 +1,11 @@
-//! `-J FILE`: the run in nccl-tests' JSON shape (version 1 fields), plus meshrun's baseline.
+//! `-J FILE`: the run in nccl-tests' current JSON shape (its version 3: `per_iter_timing`,
+//! `per_iter_skip`, per-iteration objects with `-I`), plus meshrun's version and baseline. The
+//! keys nccl-tests writes are pinned by `tests/data/nccl-tests-json-v3-keys.json`.
 
 use serde_json::{json, Value};
 
 use super::{avg_busbw, total_wrong, CollConfig, CollRun, Exporter, Placement, Row, Step};
+use crate::coll::per_iter::PerIter;
 
 /// A device record of the JSON `config.devices` list.
 pub struct DeviceInfo {
@@ -18,11 +21,44 @@ fn placement_json(p: &Placement) -> Value {
     json!({"time": p.time_us, "alg_bw": p.algbw, "bus_bw": p.busbw, "nwrong": p.wrong.map(|w| w as f64)})
 }
 
+/// nccl-tests' `out_of_place_per_iter` / `in_place_per_iter` object; the per-rank lists only
+/// when there is more than one rank, as nccl-tests writes its per-process ones.
+fn per_iter_json(it: &PerIter) -> Value {
+    let mut v = json!({
+        "skipped_iterations": it.skipped,
+        "min_us": it.min_us,
+        "max_us": it.max_us,
+        "avg_us": it.avg_us,
+        "p50_us": it.p50_us,
+        "p95_us": it.p95_us,
+        "p99_us": it.p99_us,
+        "stdev_us": it.stdev_us,
+        "cv_pct": it.cv_pct,
+        "times_us": it.times_us,
+    });
+    if it.per_rank_us.len() > 1 {
+        v["per_process_max_times_us"] = json!(it.per_rank_us);
+    }
+    v
+}
+
+/// The environment as nccl-tests records it (`NAME=value`, in the process's order), less any
+/// variable whose name says it holds a secret: KEY, TOKEN, SECRET or PASSWORD, in any case.
+pub fn env_block(vars: impl IntoIterator<Item = (String, String)>) -> Vec<String> {
+    vars.into_iter()
+        .filter(|(k, _)| {
+            let up = k.to_ascii_uppercase();
+            !["KEY", "TOKEN", "SECRET", "PASSWORD"].iter().any(|w| up.contains(w))
+        })
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
 fn rows_json(rows: &[Row], name: &str, iters: u64) -> Value {
     Value::Array(
         rows.iter()
             .map(|r| {
-                json!({
+                let mut row = json!({
                     "size": r.size,
                     "count": r.count,
                     "type": r.dtype.name(),
@@ -32,41 +68,31 @@ fn rows_json(rows: &[Row], name: &str, iters: u64) -> Value {
                     "in_place": r.in_place.as_ref().map(placement_json),
                     "actual_iterations": iters,
                     "experiment_name": name,
-                })
+                });
+                if let Some(it) = &r.out_of_place.per_iter {
+                    row["out_of_place_per_iter"] = per_iter_json(it);
+                }
+                if let Some(it) = r.in_place.as_ref().and_then(|p| p.per_iter.as_ref()) {
+                    row["in_place_per_iter"] = per_iter_json(it);
+                }
+                row
             })
             .collect(),
     )
 }
 
-/// Time as nccl-tests writes it (`%Y-%m-%d %H:%M:%S`), in UTC.
+/// Time as nccl-tests writes it: local time, `%Y-%m-%d %H:%M:%S`.
 pub fn now_string() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs()) as i64;
-    let (days, rem) = (secs.div_euclid(86400), secs.rem_euclid(86400));
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
+    chrono::Local::now().format("%Y-%m-%d %H:%M:%S").to_string()
 }
 
 /// The `-J` document, in nccl-tests' shape; `baseline` rows are a meshrun addition.
+#[allow(clippy::too_many_arguments)]
 pub fn json_report(
     cfg: &CollConfig,
     name: &str,
     args: &[String],
+    env: &[String],
     devices: &[DeviceInfo],
     rows: &[Row],
     baseline: Option<(&str, &[Row])>,
@@ -83,6 +109,8 @@ pub fn json_report(
         "validation": u8::from(cfg.check),
         "graph": 0,
         "blocking_collectives": "false",
+        "per_iter_timing": if cfg.per_iter { "true" } else { "false" },
+        "per_iter_skip": cfg.per_iter_skip,
         "parallel_init": "false",
         "devices": devices.iter().map(|d| json!({
             "rank": d.rank, "group": 0, "pid": d.pid, "hostname": d.host, "device": d.device,
@@ -102,10 +130,12 @@ pub fn json_report(
         Some(_) => "false",
     };
     let mut doc = json!({
-        "version": 1,
+        "version": 3,
         "start_time": start_time,
         "args": args,
-        "env": [],
+        "env": env,
+        // No NCCL here: 0, with meshrun's own version beside it.
+        "nccl_version": 0,
         "meshrun_version": env!("CARGO_PKG_VERSION"),
         "config": config,
         "results": rows_json(rows, name, cfg.iters),
@@ -131,6 +161,7 @@ impl Exporter for Json {
             run.cfg,
             run.name,
             run.args,
+            run.env,
             run.devices,
             run.rows,
             run.baseline.as_ref().map(|b| (b.implementation, b.rows)),

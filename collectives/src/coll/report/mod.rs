@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 
 use super::harness::{avg_busbw, total_wrong, BusbwBar, CollConfig, Placement, Row, Step};
 
-pub use json::{json_report, now_string, DeviceInfo, Json};
+pub use json::{env_block, json_report, now_string, DeviceInfo, Json};
 pub use text::{baseline_section, preamble, Stream, Text};
 
 /// Everything one collective run's reports show, once the run is over.
@@ -22,6 +22,8 @@ pub struct CollRun<'a> {
     pub name: &'a str,
     /// The command line, as the JSON records it.
     pub args: &'a [String],
+    /// The environment, as the JSON records it ([`env_block`]).
+    pub env: &'a [String],
     pub devices: &'a [DeviceInfo],
     pub rows: &'a [Row],
     pub baseline: Option<BaselineRun<'a>>,
@@ -94,15 +96,25 @@ pub fn header(cfg: &CollConfig) -> String {
         Step::Factor(f) => (f, "factor"),
         Step::Bytes(b) => (b, "bytes"),
     };
-    format!(
-        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step}({kind}) warmup iters: {} iters: {} agg iters: {} validation: {} graph: 0\n#\n# Using devices\n",
+    let mut s = format!(
+        "# nThread 1 nGpus 1 minBytes {} maxBytes {} step: {step}({kind}) warmup iters: {} iters: {} agg iters: {} validation: {} graph: 0\n",
         cfg.min_bytes,
         cfg.max_bytes,
         cfg.warmup,
         cfg.iters,
         cfg.agg,
         u8::from(cfg.check)
-    )
+    );
+    if cfg.per_iter {
+        // nccl-tests' line, with meshrun's clock: wall time on every rank, not CUDA events.
+        s.push_str("# Per-Iteration Report: wall-clock timing on every rank; i_* uses max over ranks");
+        if cfg.per_iter_skip > 0 {
+            let _ = write!(s, "; summary skips first {} iterations", cfg.per_iter_skip);
+        }
+        s.push_str(" \n");
+    }
+    s.push_str("#\n# Using devices\n");
+    s
 }
 
 /// One `# Using devices` line.
@@ -113,8 +125,12 @@ pub fn device_line(rank: usize, pid: u32, host: &str, device: i32, bus_id: &str,
     )
 }
 
-/// The column header block.
-pub fn table_header() -> String {
+/// The column header block; with `-I` (`per_iter`) nccl-tests' per-iteration layout, four more
+/// columns per placement.
+pub fn table_header(per_iter: bool) -> String {
+    if per_iter {
+        return per_iter_table_header();
+    }
     let mut s = String::from("#\n");
     let _ = writeln!(
         s,
@@ -146,11 +162,76 @@ pub fn table_header() -> String {
     s
 }
 
+/// nccl-tests' (2.19 and later) header block for `-I`, with its trailing space where its
+/// format leaves one.
+fn per_iter_table_header() -> String {
+    let mut s = String::from("#\n");
+    let _ = writeln!(
+        s,
+        "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}              out-of-place (+ per-iteration)                                in-place (+ per-iteration)",
+        "", "", "", "", ""
+    );
+    let cols = |a: [&str; 5], p: [&str; 8]| -> String {
+        let mut l = format!("# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}", a[0], a[1], a[2], a[3], a[4]);
+        for _ in 0..2 {
+            let _ = write!(
+                l,
+                "  {:>7}  {:>6}  {:>6}  {:>6}  {:>7}  {:>7}  {:>7}  {:>7}",
+                p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]
+            );
+        }
+        l.push(' ');
+        l
+    };
+    let _ = writeln!(
+        s,
+        "{}",
+        cols(
+            ["size", "count", "type", "redop", "root"],
+            ["time", "algbw", "busbw", "#wrong", "i_min", "i_max", "i_p99", "i_cv%"]
+        )
+    );
+    let _ = writeln!(
+        s,
+        "{}",
+        cols(
+            ["(B)", "(elements)", "", "", ""],
+            ["(us)", "(GB/s)", "(GB/s)", "", "(us)", "(us)", "(us)", "(%)"]
+        )
+    );
+    s
+}
+
+/// nccl-tests' `getFloatStr` (2.19 and later): the value in `width` characters with 2 decimals,
+/// else 1, else none, else C's `%.1e` (`%.0e` below width 7).
+pub fn float_str(v: f64, width: usize) -> String {
+    for d in [2, 1, 0] {
+        let s = format!("{v:>width$.d$}");
+        if s.len() <= width {
+            return s;
+        }
+    }
+    let digits = if width >= 7 { 1 } else { 0 };
+    let sci = format!("{v:.digits$e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let c = format!("{mant}e{}{:02}", if exp < 0 { '-' } else { '+' }, exp.abs());
+    format!("{c:>width$}")
+}
+
 fn placement(p: &Placement) -> String {
+    // `#wrong` is 5 wide in the 2.18 layout, 6 in the per-iteration one (as nccl-tests 2.19+).
+    let w = if p.per_iter.is_some() { 6 } else { 5 };
     let wrong = p
         .wrong
-        .map_or_else(|| format!("{:>5}", "N/A"), |w| format!("{:>5}", fmt_g(w as f64)));
-    format!("  {}  {:6.2}  {:6.2}  {wrong}", fmt_time(p.time_us), p.algbw, p.busbw)
+        .map_or_else(|| format!("{:>w$}", "N/A"), |x| format!("{:>w$}", fmt_g(x as f64)));
+    let mut s = format!("  {}  {:6.2}  {:6.2}  {wrong}", fmt_time(p.time_us), p.algbw, p.busbw);
+    if let Some(it) = &p.per_iter {
+        for v in [it.min_us, it.max_us, it.p99_us, it.cv_pct] {
+            let _ = write!(s, "  {}", float_str(v, 7));
+        }
+    }
+    s
 }
 
 /// One row.
@@ -219,12 +300,13 @@ mod tests {
             algbw,
             busbw,
             wrong: Some(0),
+            per_iter: None,
         }
     }
 
     #[test]
     fn header_and_row_match_the_reference_lines() {
-        let h = table_header();
+        let h = table_header(false);
         let lines: Vec<&str> = h.lines().collect();
         assert_eq!(lines[2], DESIGN_HEADER);
         assert_eq!(lines[3].trim_end(), DESIGN_UNITS);
@@ -346,6 +428,42 @@ mod tests {
             ..p(10.0, 1.0, 4.0)
         });
         assert!(footer(&[r], None).starts_with("# Out of bounds values : 3 FAILED\n"));
+    }
+
+    #[test]
+    fn float_str_as_nccl_tests_get_float_str() {
+        assert_eq!(float_str(3.0, 7), "   3.00");
+        assert_eq!(float_str(1234.567, 7), "1234.57");
+        assert_eq!(float_str(12345.67, 7), "12345.7");
+        assert_eq!(float_str(1234567.0, 7), "1234567");
+        assert_eq!(float_str(12345678.0, 7), "1.2e+07");
+        assert_eq!(float_str(0.004, 7), "   0.00");
+    }
+
+    #[test]
+    fn per_iteration_columns() {
+        let it = crate::coll::per_iter::PerIter::from_ranks(vec![vec![10.0, 9.0, 11.0, 12.5]], 1).unwrap();
+        let mut pl = p(10.6, 1.0, 2.0);
+        pl.per_iter = Some(it);
+        let r = Row {
+            size: 8,
+            count: 2,
+            dtype: DataType::Float,
+            redop: "sum".into(),
+            root: -1,
+            out_of_place: pl.clone(),
+            in_place: Some(pl),
+        };
+        // min 9, max 12.5, p99 12.5, cv: mean 10.833, population sd 1.4337 -> 13.23%.
+        let line = row_line(&r);
+        assert_eq!(
+            line,
+            "           8             2     float     sum      -1    10.60    1.00    2.00       0     9.00    12.50    12.50    13.23    10.60    1.00    2.00       0     9.00    12.50    12.50    13.23\n"
+        );
+        let h = table_header(true);
+        let cols: Vec<&str> = h.lines().nth(2).unwrap().split_whitespace().collect();
+        assert_eq!(cols.len(), 1 + 5 + 2 * 8);
+        assert!(h.lines().nth(2).unwrap().ends_with("i_cv% "));
     }
 
     #[test]

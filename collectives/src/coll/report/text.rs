@@ -16,7 +16,7 @@ pub fn preamble(cfg: &CollConfig, devices: &[DeviceInfo]) -> String {
     if let Some(nc) = &cfg.nic_choice {
         s.push_str(&format!("#  NIC choice: {nc}\n"));
     }
-    s.push_str(&table_header());
+    s.push_str(&table_header(cfg.per_iter));
     s
 }
 
@@ -26,7 +26,8 @@ pub fn baseline_section(name: &str, b: &BaselineRun<'_>) -> String {
         "# Baseline: the MPI library's own {name} ({}) in the same harness, out-of-place only, each size run right after meshrun's\n",
         b.library
     );
-    s.push_str(&table_header());
+    let per_iter = b.rows.first().is_some_and(|r| r.out_of_place.per_iter.is_some());
+    s.push_str(&table_header(per_iter));
     for r in b.rows {
         s.push_str(&row_line(r));
     }
