@@ -87,6 +87,71 @@ fn outcomes() -> Vec<(String, PairwiseOutcome)> {
     v
 }
 
+/// Every measurement carries perftest's `--out_json` result keys, exactly; the verbs run's
+/// `test_info` names its header facts as perftest does.
+#[test]
+fn pairwise_json_speaks_perftests_out_json_keys() {
+    let fixture: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir().join("../perftest-out_json-keys.json")).expect("fixture"))
+            .expect("fixture parses");
+    let names = |k: &str| -> std::collections::BTreeSet<String> {
+        fixture[k]
+            .as_array()
+            .expect("list")
+            .iter()
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
+    };
+    let mut seen = 0;
+    for (stem, o) in outcomes() {
+        let doc: serde_json::Value = serde_json::from_slice(&json::render(&o)).expect("json");
+        let want = if stem.contains("-lat-") {
+            names("lat_results")
+        } else {
+            names("bw_results")
+        };
+        for m in doc["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .chain(doc["retests"].as_array().expect("retests"))
+        {
+            let got: std::collections::BTreeSet<String> = m["perftest"]
+                .as_object()
+                .expect("perftest object")
+                .keys()
+                .cloned()
+                .collect();
+            assert_eq!(got, want, "{stem}");
+            seen += 1;
+        }
+        let cells = doc["matrix"]["cells"].as_array().expect("matrix");
+        assert_eq!(cells.len(), o.hosts.len(), "{stem}");
+        if stem == "write-bw-verbs" {
+            let info = doc["test_info"].as_object().expect("test_info");
+            for k in [
+                "test",
+                "Device",
+                "Mtu",
+                "Link_type",
+                "GID_index",
+                "TX_depth",
+                "Transport_type",
+                "Connection_type",
+            ] {
+                assert!(info.contains_key(k), "{k} missing from {info:?}");
+            }
+            let perftest_info = names("test_info");
+            for k in info.keys().filter(|k| k.as_str() != "Staging") {
+                assert!(perftest_info.contains(k), "{k} is not one of perftest's test_info keys");
+            }
+            assert_eq!(info["test"], "RDMA_Write_BW");
+            assert_eq!(info["Mtu"], 4096);
+        }
+    }
+    assert!(seen > 50, "{seen} measurements checked");
+}
+
 #[test]
 fn pairwise_reports_match_their_golden_files() {
     let all = outcomes();

@@ -1,32 +1,97 @@
-//! `--json FILE`: every raw figure (config, per pair and size, retests, verdicts).
+//! `--json FILE`: every raw figure (config, per pair and size, retests, verdicts), the matrix,
+//! and what perftest users read: each measurement's figures under perftest's `--out_json` key
+//! names (`BW_peak`, `BW_average`, `MsgRate`; `t_min` .. `percentile_99.9`) and the header facts
+//! as its `test_info` (`Device`, `Mtu`, `Link_type`, `GID_index`, ...).
 
-use crate::pairwise::PairwiseOutcome;
+use serde_json::{json, Map, Value};
+
+use super::{matrix, unit};
+use crate::pairwise::{Measurement, PairwiseOutcome, TestKind};
+
+/// One measurement with a `perftest` object holding its figures under perftest's key names.
+fn measurement_json(m: &Measurement) -> Value {
+    let mut v = serde_json::to_value(m).unwrap_or(Value::Null);
+    let perftest = match (&m.bw, &m.lat) {
+        (Some(b), _) => json!({
+            "MsgSize": m.bytes,
+            "n_iterations": b.iterations,
+            "BW_peak": b.peak_gbps,
+            "BW_average": b.avg_gbps,
+            "MsgRate": b.msg_rate_mpps,
+        }),
+        (None, Some(l)) => json!({
+            "MsgSize": m.bytes,
+            "n_iterations": m.iterations,
+            "t_min": l.t_min,
+            "t_max": l.t_max,
+            "t_typical": l.t_typical,
+            "t_avg": l.t_avg,
+            "t_stdev": l.t_stdev,
+            "percentile_99": l.p99,
+            "percentile_99.9": l.p99_9,
+        }),
+        (None, None) => Value::Null,
+    };
+    v["perftest"] = perftest;
+    v
+}
+
+/// perftest's `test_info`: the test's name as perftest spells it (`RDMA_Write_BW`), the TX depth,
+/// and the transport's header facts with perftest's key spelling (`Link type` -> `Link_type`),
+/// whole numbers as numbers (`Mtu: 4096[B]` -> 4096), the rest as the header prints them.
+pub fn test_info(o: &PairwiseOutcome) -> Value {
+    let c = &o.config;
+    let kind = match c.test {
+        TestKind::Bw => "BW",
+        TestKind::Lat => "Lat",
+    };
+    let mut info = Map::new();
+    info.insert("test".into(), json!(format!("{}_{kind}", c.op.title())));
+    info.insert("TX_depth".into(), json!(c.window));
+    for (k, v) in &o.transport_details {
+        let key = k.replace(' ', "_");
+        let digits: String = v.chars().take_while(char::is_ascii_digit).collect();
+        let rest = &v[digits.len()..];
+        let value = match digits.parse::<u64>() {
+            Ok(n) if rest.is_empty() || rest == "[B]" => json!(n),
+            _ => json!(v),
+        };
+        info.insert(key, value);
+    }
+    Value::Object(info)
+}
 
 pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
-    let mut doc = serde_json::json!({
+    let mut doc = json!({
         "tool": "meshrun",
         "version": env!("CARGO_PKG_VERSION"),
         "test": "pairwise",
         "transport": o.transport,
+        "test_info": test_info(o),
         "hosts": o.hosts,
         "rounds": o.rounds,
         "config": o.config,
-        "results": o.measurements,
-        "retests": o.retests,
+        "results": o.measurements.iter().map(measurement_json).collect::<Vec<_>>(),
+        "retests": o.retests.iter().map(measurement_json).collect::<Vec<_>>(),
+        "matrix": {
+            "bytes": o.config.matrix_size(),
+            "unit": unit(o.config.test),
+            "cells": matrix(o),
+        },
         "verdict": o.verdict,
         "config_findings": o.config_findings,
     });
     // `--rails`: each rail's ranks, NICs and verdict (absent otherwise).
     if !o.rails.is_empty() {
-        doc["rails"] = serde_json::json!(o.rails);
+        doc["rails"] = json!(o.rails);
     }
     // After a quick pattern: the ranks tested all-pairs around the slow pairs (absent otherwise).
     if !o.follow_up.is_empty() {
-        doc["follow_up"] = serde_json::json!(o.follow_up);
+        doc["follow_up"] = json!(o.follow_up);
     }
     // Where the time and memory went (absent from outcomes built without a run).
     if let Some(t) = &o.timings {
-        doc["timings"] = serde_json::json!(t);
+        doc["timings"] = json!(t);
     }
     let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
     v.push(b'\n');
