@@ -3,6 +3,7 @@
 
 pub mod buffers;
 pub mod coll;
+pub mod compare;
 pub mod dtype;
 pub mod fault;
 pub mod findings;

@@ -51,10 +51,26 @@ pub enum Command {
     /// (rank) Send right, receive from the left, as sendrecv_perf
     #[command(name = "sendrecv", alias = "sendrecv_perf")]
     Sendrecv(CollArgs),
+    /// Set outputs side by side: nccl-tests and meshrun tables or -J files, perftest or meshrun
+    /// pairwise reports; ratios to the first file, a summary, and a pass/fail bar
+    Compare(CompareArgs),
     /// Shell completions on stdout: `meshrun completions bash > /etc/bash_completion.d/meshrun`
     Completions(CompletionsArgs),
     /// The man page (roff) on stdout: `meshrun manpage > /usr/local/share/man/man1/meshrun.1`
     Manpage,
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Two or more files; the first is the reference the others are compared with
+    #[arg(required = true, num_args = 2..)]
+    pub files: Vec<PathBuf>,
+    /// Summarise (geometric-mean ratio) over sizes of at least this many bytes
+    #[arg(long, default_value = "0", value_parser = crate::units::parse_size)]
+    pub from: u64,
+    /// Exit 1, naming them, when any size's ratio to the first file is below this (e.g. 0.9)
+    #[arg(long = "min-ratio", value_parser = parse_positive)]
+    pub min_ratio: Option<f64>,
 }
 
 #[derive(Args, Debug)]

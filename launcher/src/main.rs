@@ -4,6 +4,7 @@
 
 mod cli;
 mod coll_cmd;
+mod compare_cmd;
 mod exit;
 mod launch;
 mod nic_env;
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         },
         Command::MeshCheck(a) => mesh_check_cmd(a),
         Command::Devices(a) => devices_cmd(a),
+        Command::Compare(a) => compare_cmd::run(&a),
         Command::Pairwise(a) => pairwise_cmd::run(a),
         Command::AllReduce(a) => coll_cmd::run("all_reduce", a),
         Command::AllGather(a) => coll_cmd::run("all_gather", a),
@@ -122,7 +124,9 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
         | Command::Reduce(a)
         | Command::Alltoall(a)
         | Command::Sendrecv(a) => &mut a.rank,
-        Command::Launch(_) | Command::Devices(_) | Command::Completions(_) | Command::Manpage => return Ok(()),
+        Command::Launch(_) | Command::Devices(_) | Command::Compare(_) | Command::Completions(_) | Command::Manpage => {
+            return Ok(())
+        }
     };
     let env = |k: &str| std::env::var(k).ok();
     nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())

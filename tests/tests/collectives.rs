@@ -469,3 +469,78 @@ fn bad_input_exits_2_with_one_line() {
     assert_ne!(r.code, Some(0));
     assert!(r.stderr.contains("-r 5: this job has ranks 0 to 1"), "{}", r.stderr);
 }
+
+/// `meshrun compare` on two real runs of this machine (text and -J), a bar nothing meets, and a
+/// file of no known format.
+#[test]
+fn compare_two_runs_of_this_machine() {
+    let dir = std::env::temp_dir().join(format!("meshrun-compare-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let json = dir.join("a.json");
+    let args = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "1M",
+        "-f",
+        "4",
+        "-n",
+        "5",
+        "-J",
+        json.to_str().expect("utf-8"),
+    ];
+    mpirun(2, &args, &[], LIMIT).expect_code(0);
+    let r = mpirun(
+        2,
+        &["all_reduce", "-b", "32", "-e", "4M", "-f", "4", "-n", "5"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let text = dir.join("b.txt");
+    std::fs::write(&text, &r.stdout).expect("write");
+    let (j, t) = (json.to_str().expect("utf-8"), text.to_str().expect("utf-8"));
+    let c = meshrun(&["compare", j, t, "--from", "64K"], LIMIT);
+    c.expect_code(0);
+    assert!(
+        c.stdout
+            .contains(&format!("# [1] {j}: nccl-tests JSON, 2 ranks; all_reduce")),
+        "{}",
+        c.stdout
+    );
+    assert!(
+        c.stdout
+            .contains(&format!("# [2] {t}: nccl-tests text, 2 ranks; (unnamed collective 1)")),
+        "{}",
+        c.stdout
+    );
+    assert!(c.stdout.contains("# only in [1], not in [2]: 8"), "{}", c.stdout);
+    assert!(c.stdout.contains("# only in [2]: 2097152"), "{}", c.stdout);
+    // 128 KiB and 512 KiB are in both, from 64 KiB up.
+    assert!(
+        c.stdout
+            .contains("# summary [2]/[1] over sizes >= 65536: geometric mean "),
+        "{}",
+        c.stdout
+    );
+    assert!(c.stdout.contains("(2 sizes)"), "{}", c.stdout);
+    let c = meshrun(&["compare", j, t, "--min-ratio", "1000"], LIMIT);
+    c.expect_code(1);
+    assert!(
+        c.stdout.contains("# FAILED: below --min-ratio 1000: [2] "),
+        "{}",
+        c.stdout
+    );
+    let junk = dir.join("junk.txt");
+    std::fs::write(&junk, "hello\n").expect("write");
+    let c = meshrun(&["compare", j, junk.to_str().expect("utf-8")], LIMIT);
+    c.expect_code(2);
+    assert_eq!(c.stderr.lines().count(), 1, "{}", c.stderr);
+    assert!(
+        c.stderr.contains("junk.txt:1: `hello` is not from a known format"),
+        "{}",
+        c.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,156 @@
+//! `meshrun compare`: read the outputs operators keep (nccl-tests and meshrun collective tables,
+//! nccl-tests `-J` JSON, perftest's `ib_*_bw`/`ib_*_lat` text, meshrun's pairwise text and JSON)
+//! into series of one figure per message size, and set them side by side.
+//!
+//! One parser per format, each in its own file; [`parse`] picks by content. The compared
+//! figure: a collective's out-of-place bus bandwidth (GB/s), perftest's BW average (Gb/s) or
+//! t_typical (usec); meshrun's pairwise reports give one figure per size, the median over the
+//! pairs measured.
+
+mod nccl_json;
+mod nccl_text;
+mod pairwise_json;
+mod perftest_text;
+pub mod table;
+
+use std::collections::BTreeMap;
+
+/// Whether a larger figure is better (bandwidth) or a smaller one (latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Better {
+    Higher,
+    Lower,
+}
+
+/// One figure per message size, for one collective or test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Series {
+    /// `all_reduce`, `RDMA_Write BW`, ...; None where the file does not say (old nccl-tests text).
+    pub name: Option<String>,
+    /// What the figure is, with its unit: `busbw (GB/s)`.
+    pub figure: String,
+    pub better: Better,
+    /// Size in bytes -> figure.
+    pub points: BTreeMap<u64, f64>,
+}
+
+/// What one file held.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    /// The format, in words: `nccl-tests text`.
+    pub format: &'static str,
+    /// Ranks (GPUs or processes) of the run, where the file says.
+    pub ranks: Option<usize>,
+    pub series: Vec<Series>,
+}
+
+/// Why a file could not be read as one of the known formats.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path}:{line}: {message}")]
+pub struct FormatError {
+    pub path: String,
+    pub line: usize,
+    pub message: String,
+}
+
+fn error(path: &str, line: usize, message: impl Into<String>) -> FormatError {
+    FormatError {
+        path: path.into(),
+        line,
+        message: message.into(),
+    }
+}
+
+/// Read `text` (from `path`, for messages) as whichever known format it is.
+pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
+    let first = text
+        .lines()
+        .enumerate()
+        .find(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| (i + 1, l.trim()));
+    let Some((first_line, first_text)) = first else {
+        return Err(error(
+            path,
+            1,
+            "empty file; expected nccl-tests, meshrun or perftest output",
+        ));
+    };
+    if first_text.starts_with('{') {
+        let doc: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            error(
+                path,
+                e.line(),
+                format!("not valid JSON ({e}); expected nccl-tests -J or meshrun --json output"),
+            )
+        })?;
+        if doc.get("tool").and_then(|t| t.as_str()) == Some("meshrun")
+            && doc.get("test").and_then(|t| t.as_str()) == Some("pairwise")
+        {
+            return pairwise_json::parse(path, &doc);
+        }
+        return nccl_json::parse(path, &doc);
+    }
+    if nccl_text::looks_like(text) {
+        return nccl_text::parse(path, text);
+    }
+    if perftest_text::looks_like(text) {
+        return perftest_text::parse(path, text);
+    }
+    Err(error(
+        path,
+        first_line,
+        format!(
+            "`{}` is not from a known format; expected nccl-tests or meshrun collective output (a `# size count type redop root time algbw busbw` header), perftest or meshrun pairwise output (a `#bytes` header), or their JSON",
+            first_text.chars().take(60).collect::<String>()
+        ),
+    ))
+}
+
+/// The median of a non-empty list.
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Per size, the median of the figures given for it (pairwise reports: one per pair).
+fn medians(by_size: BTreeMap<u64, Vec<f64>>) -> BTreeMap<u64, f64> {
+    by_size
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(s, v)| (s, median(v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_empty_files_say_which_line() {
+        let e = parse("x.txt", "\n\nhello world\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(
+            e.to_string()
+                .starts_with("x.txt:3: `hello world` is not from a known format"),
+            "{e}"
+        );
+        assert_eq!(parse("e.txt", "  \n").unwrap_err().line, 1);
+        let e = parse("j.json", "{\"results\": [1,\n").unwrap_err();
+        assert!(e.to_string().contains("not valid JSON"), "{e}");
+    }
+
+    #[test]
+    fn medians_per_size() {
+        let mut m = BTreeMap::new();
+        m.insert(8, vec![3.0, 1.0, 2.0]);
+        m.insert(16, vec![4.0, 1.0]);
+        let got = medians(m);
+        assert_eq!(got[&8], 2.0);
+        assert_eq!(got[&16], 2.5);
+    }
+}

@@ -1,0 +1,117 @@
+//! perftest's text output (`ib_write_bw -a`, `ib_write_lat -a`, ...) and meshrun pairwise's
+//! (the same columns plus src, dst and hosts, one row per pair: the median over pairs per size).
+//! The title line (`RDMA_Write BW Test`) names the test; bandwidth is BW average, in Gb/sec
+//! (`--report_gbits`) or MB/sec (perftest's default: 2^20 bytes per second, converted here);
+//! latency is t_typical in usec.
+
+use std::collections::BTreeMap;
+
+use super::{error, medians, Better, FormatError, Parsed, Series};
+
+/// Whether the text has perftest's result header.
+pub fn looks_like(text: &str) -> bool {
+    text.lines().any(|l| l.trim_start().starts_with("#bytes"))
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    /// Bandwidth, and the factor from its unit to Gb/s.
+    Bw(f64),
+    Lat,
+}
+
+pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
+    let mut title: Option<String> = None;
+    let mut kind: Option<Kind> = None;
+    let mut ranks: Option<usize> = None;
+    let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
+    let mut pairwise = false;
+    let mut last_kind: Option<Kind> = None;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim();
+        if title.is_none() {
+            if let Some(p) = t.find(" Test") {
+                let head = &t[..p];
+                if head.ends_with(" BW") || head.ends_with(" Latency") || head.ends_with(" Lat") {
+                    pairwise = t.contains("(meshrun pairwise)");
+                    title = Some(head.replace(" Latency", " Lat"));
+                    continue;
+                }
+            }
+        }
+        if let Some(p) = t.find("Ranks ") {
+            // meshrun pairwise: `Transport : tcp   Ranks          : 4 on 2 host(s)`.
+            let rest = t[p + 5..].trim_start().trim_start_matches(':');
+            ranks = rest.split_whitespace().next().and_then(|n| n.parse().ok()).or(ranks);
+        }
+        if t.starts_with("#bytes") {
+            kind = Some(if t.contains("t_typical") {
+                Kind::Lat
+            } else if t.contains("[MB/sec]") {
+                Kind::Bw(1048576.0 * 8.0 / 1e9)
+            } else if t.contains("[Gb/sec]") {
+                Kind::Bw(1.0)
+            } else {
+                return Err(error(
+                    path,
+                    i + 1,
+                    "a #bytes header with neither t_typical nor a BW unit ([Gb/sec] or [MB/sec])",
+                ));
+            });
+            last_kind = kind;
+            continue;
+        }
+        let Some(k) = kind else { continue };
+        if t.starts_with("---") && !by_size.is_empty() {
+            // The rule under the results: what follows (meshrun's matrix) is not a result row.
+            kind = None;
+            continue;
+        }
+        let words: Vec<&str> = t.split_whitespace().collect();
+        let Some(size) = words.first().and_then(|w| w.parse::<u64>().ok()) else {
+            continue;
+        };
+        let at = match k {
+            Kind::Bw(_) => 3,
+            Kind::Lat => 4,
+        };
+        let Some(v) = words.get(at).and_then(|w| w.parse::<f64>().ok()) else {
+            return Err(error(
+                path,
+                i + 1,
+                format!("a result row without a number in column {}", at + 1),
+            ));
+        };
+        let v = match k {
+            Kind::Bw(f) => v * f,
+            Kind::Lat => v,
+        };
+        by_size.entry(size).or_default().push(v);
+    }
+    let Some(k) = last_kind else {
+        return Err(error(path, 1, "no #bytes header"));
+    };
+    if by_size.is_empty() {
+        return Err(error(path, 1, "a #bytes header but no result rows"));
+    }
+    let (figure, better) = match (k, pairwise) {
+        (Kind::Bw(_), false) => ("BW average (Gb/s)", Better::Higher),
+        (Kind::Bw(_), true) => ("BW average (Gb/s), median over pairs", Better::Higher),
+        (Kind::Lat, false) => ("t_typical (usec)", Better::Lower),
+        (Kind::Lat, true) => ("t_typical (usec), median over pairs", Better::Lower),
+    };
+    Ok(Parsed {
+        format: if pairwise {
+            "meshrun pairwise text"
+        } else {
+            "perftest text"
+        },
+        ranks: if pairwise { ranks } else { Some(2) },
+        series: vec![Series {
+            name: title,
+            figure: figure.into(),
+            better,
+            points: medians(by_size),
+        }],
+    })
+}

@@ -1,0 +1,336 @@
+//! The comparison: per collective (or test) and size, each file's figure and its ratio to the
+//! first file's, oriented so that below 1 is always worse than the first (bandwidth: this /
+//! first; latency: first / this); a geometric-mean summary over the sizes from `--from`; and
+//! `--min-ratio`: the sizes below it.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::{Better, Parsed, Series};
+
+/// One file, read.
+pub struct Input {
+    /// As the user named it.
+    pub path: String,
+    pub parsed: Parsed,
+}
+
+/// What the comparison found, besides its text.
+#[derive(Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub text: String,
+    /// (file index, series name, size, ratio) below `--min-ratio`.
+    pub below: Vec<(usize, String, u64, f64)>,
+    /// Geometric-mean ratio per (file index >= 1, series name).
+    pub summary: Vec<(usize, String, Option<f64>)>,
+}
+
+/// Oriented ratio of `v` to the first file's `base`: below 1 is worse. None where undefined.
+pub fn ratio(better: Better, base: f64, v: f64) -> Option<f64> {
+    let r = match better {
+        Better::Higher => v / base,
+        Better::Lower => base / v,
+    };
+    (r.is_finite() && r > 0.0).then_some(r)
+}
+
+/// Geometric mean of positive ratios; None for none.
+pub fn geomean(rs: &[f64]) -> Option<f64> {
+    (!rs.is_empty()).then(|| (rs.iter().map(|r| r.ln()).sum::<f64>() / rs.len() as f64).exp())
+}
+
+fn label(s: &Series, k: usize) -> String {
+    s.name
+        .clone()
+        .unwrap_or_else(|| format!("(unnamed collective {})", k + 1))
+}
+
+/// The series of `other` to set beside `base` (series `k` of the first file): the same name,
+/// else the one at the same position when neither is named, else the only one when both files
+/// hold exactly one.
+fn matching<'a>(base: &Series, k: usize, first: &Parsed, other: &'a Parsed) -> Option<&'a Series> {
+    if let Some(n) = &base.name {
+        if let Some(s) = other.series.iter().find(|s| s.name.as_ref() == Some(n)) {
+            return Some(s);
+        }
+    }
+    if base.name.is_none() {
+        if let Some(s) = other.series.get(k).filter(|s| s.name.is_none()) {
+            return Some(s);
+        }
+    }
+    (first.series.len() == 1 && other.series.len() == 1).then(|| &other.series[0])
+}
+
+fn fmt_size(n: u64) -> String {
+    n.to_string()
+}
+
+fn fmt_val(v: Option<f64>) -> String {
+    match v {
+        Some(x) if x.abs() >= 1000.0 => format!("{x:.1}"),
+        Some(x) => format!("{x:.3}"),
+        None => "-".into(),
+    }
+}
+
+/// Compare `inputs[1..]` with `inputs[0]`.
+pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
+    let mut out = Outcome::default();
+    let s = &mut out.text;
+    let _ = writeln!(
+        s,
+        "# meshrun compare: each file's figure beside the first's; ratio = this / first for bandwidth, first / this for latency (below 1: worse than [1])"
+    );
+    for (i, inp) in inputs.iter().enumerate() {
+        let names: Vec<String> = inp
+            .parsed
+            .series
+            .iter()
+            .enumerate()
+            .map(|(k, se)| label(se, k))
+            .collect();
+        let ranks = inp
+            .parsed
+            .ranks
+            .map_or("ranks not stated".to_string(), |r| format!("{r} ranks"));
+        let _ = writeln!(
+            s,
+            "# [{}] {}: {}, {}; {}",
+            i + 1,
+            inp.path,
+            inp.parsed.format,
+            ranks,
+            names.join(", ")
+        );
+    }
+    let Some(first) = inputs.first() else {
+        return out;
+    };
+    for (i, inp) in inputs.iter().enumerate().skip(1) {
+        // Pairwise and perftest figures are per pair, whatever the job's size.
+        let collective = first.parsed.series.iter().any(|se| se.figure.contains("busbw"));
+        if let (true, Some(a), Some(b)) = (collective, first.parsed.ranks, inp.parsed.ranks) {
+            if a != b {
+                let _ = writeln!(
+                    s,
+                    "# warning: [1] ran on {a} ranks and [{}] on {b}: bus bandwidth compares across rank counts, time per call does not",
+                    i + 1
+                );
+            }
+        }
+    }
+    let mut matched_other: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); inputs.len()];
+    for (k, base) in first.parsed.series.iter().enumerate() {
+        let others: Vec<Option<&Series>> = inputs
+            .iter()
+            .skip(1)
+            .map(|inp| matching(base, k, &first.parsed, &inp.parsed))
+            .collect();
+        for (j, o) in others.iter().enumerate() {
+            if let Some(o) = o {
+                if let Some(pos) = inputs[j + 1].parsed.series.iter().position(|x| std::ptr::eq(x, *o)) {
+                    matched_other[j + 1].insert(pos);
+                }
+            }
+        }
+        let name = label(base, k);
+        let _ = writeln!(s, "#\n## {name}: {}", base.figure);
+        let mut head = format!("{:>12}  {:>10}", "size", "[1]");
+        for j in 0..others.len() {
+            let _ = write!(
+                head,
+                "  {:>10}  {:>8}",
+                format!("[{}]", j + 2),
+                format!("[{}]/[1]", j + 2)
+            );
+        }
+        let _ = writeln!(s, "#{}", &head[1..]);
+        let sizes: BTreeSet<u64> = base.points.keys().copied().collect();
+        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); others.len()];
+        for &size in &sizes {
+            let b = base.points.get(&size).copied();
+            let mut line = format!("{:>12}  {:>10}", fmt_size(size), fmt_val(b));
+            for (j, o) in others.iter().enumerate() {
+                let v = o.and_then(|o| o.points.get(&size).copied());
+                let r = match (b, v) {
+                    (Some(b), Some(v)) => ratio(base.better, b, v),
+                    _ => None,
+                };
+                let _ = write!(
+                    line,
+                    "  {:>10}  {:>8}",
+                    fmt_val(v),
+                    r.map_or("-".into(), |r| format!("{r:.3}"))
+                );
+                if let Some(r) = r {
+                    if size >= from {
+                        ratios[j].push(r);
+                    }
+                    if min_ratio.is_some_and(|m| r < m) {
+                        out.below.push((j + 1, name.clone(), size, r));
+                    }
+                }
+            }
+            let _ = writeln!(s, "{line}");
+        }
+        for (j, o) in others.iter().enumerate() {
+            let Some(o) = o else {
+                let _ = writeln!(s, "# [{}] has no {name}", j + 2);
+                continue;
+            };
+            let only: Vec<String> = o
+                .points
+                .keys()
+                .filter(|z| !sizes.contains(z))
+                .map(|z| z.to_string())
+                .collect();
+            if !only.is_empty() {
+                let _ = writeln!(s, "# only in [{}]: {}", j + 2, only.join(" "));
+            }
+            let missing: Vec<String> = sizes
+                .iter()
+                .filter(|z| !o.points.contains_key(z))
+                .map(|z| z.to_string())
+                .collect();
+            if !missing.is_empty() {
+                let _ = writeln!(s, "# only in [1], not in [{}]: {}", j + 2, missing.join(" "));
+            }
+            if o.name != base.name {
+                let _ = writeln!(s, "# [{}]'s {} set beside [1]'s {name}", j + 2, label(o, 0));
+            }
+            let g = geomean(&ratios[j]);
+            let _ = writeln!(
+                s,
+                "# summary [{}]/[1] over sizes >= {from}: geometric mean {} ({} sizes)",
+                j + 2,
+                g.map_or("-".into(), |g| format!("{g:.3}")),
+                ratios[j].len()
+            );
+            out.summary.push((j + 1, name.clone(), g));
+        }
+    }
+    for (i, inp) in inputs.iter().enumerate().skip(1) {
+        for (k, se) in inp.parsed.series.iter().enumerate() {
+            if !matched_other[i].contains(&k) {
+                let _ = writeln!(
+                    s,
+                    "# [{}]'s {} has no counterpart in [1]: not compared",
+                    i + 1,
+                    label(se, k)
+                );
+            }
+        }
+    }
+    if let Some(m) = min_ratio {
+        if out.below.is_empty() {
+            let _ = writeln!(s, "# OK: no ratio below {m}");
+        } else {
+            let list: Vec<String> = out
+                .below
+                .iter()
+                .map(|(j, n, z, r)| format!("[{}] {n} {z} B ({r:.3})", j + 1))
+                .collect();
+            let _ = writeln!(s, "# FAILED: below --min-ratio {m}: {}", list.join(", "));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn series(name: Option<&str>, better: Better, pts: &[(u64, f64)]) -> Series {
+        Series {
+            name: name.map(String::from),
+            figure: "out-of-place busbw (GB/s)".into(),
+            better,
+            points: pts.iter().copied().collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn input(path: &str, ranks: Option<usize>, s: Vec<Series>) -> Input {
+        Input {
+            path: path.into(),
+            parsed: Parsed {
+                format: "test",
+                ranks,
+                series: s,
+            },
+        }
+    }
+
+    #[test]
+    fn ratios_oriented_and_geomean_by_hand() {
+        assert_eq!(ratio(Better::Higher, 10.0, 5.0), Some(0.5));
+        assert_eq!(ratio(Better::Lower, 10.0, 5.0), Some(2.0));
+        assert_eq!(ratio(Better::Higher, 0.0, 5.0), None);
+        // sqrt(0.5 * 2) = 1; cube root of (2 * 4 * 8) = 4.
+        assert!((geomean(&[0.5, 2.0]).unwrap() - 1.0).abs() < 1e-12);
+        assert!((geomean(&[2.0, 4.0, 8.0]).unwrap() - 4.0).abs() < 1e-12);
+        assert_eq!(geomean(&[]), None);
+    }
+
+    #[test]
+    fn sizes_in_one_file_are_listed_and_min_ratio_names_sizes() {
+        let a = input(
+            "a",
+            Some(8),
+            vec![series(
+                Some("all_reduce"),
+                Better::Higher,
+                &[(8, 1.0), (1024, 10.0), (4096, 20.0)],
+            )],
+        );
+        let b = input(
+            "b",
+            Some(4),
+            vec![series(
+                Some("all_reduce"),
+                Better::Higher,
+                &[(1024, 8.0), (4096, 22.0), (8192, 30.0)],
+            )],
+        );
+        let o = compare(&[a, b], 1024, Some(0.9));
+        assert!(
+            o.text.contains("# warning: [1] ran on 8 ranks and [2] on 4"),
+            "{}",
+            o.text
+        );
+        assert!(o.text.contains("# only in [2]: 8192"), "{}", o.text);
+        assert!(o.text.contains("# only in [1], not in [2]: 8"), "{}", o.text);
+        assert_eq!(o.below, vec![(1, "all_reduce".to_string(), 1024, 0.8)]);
+        // sqrt(0.8 * 1.1)
+        let g = o.summary[0].2.unwrap();
+        assert!((g - (0.8f64 * 1.1).sqrt()).abs() < 1e-12, "{g}");
+        assert!(
+            o.text
+                .contains("# FAILED: below --min-ratio 0.9: [2] all_reduce 1024 B (0.800)"),
+            "{}",
+            o.text
+        );
+    }
+
+    #[test]
+    fn unnamed_series_match_by_position_and_unmatched_ones_are_said() {
+        let a = input("a", None, vec![series(None, Better::Lower, &[(2, 1.5)])]);
+        let b = input(
+            "b",
+            None,
+            vec![
+                series(None, Better::Lower, &[(2, 3.0)]),
+                series(Some("x"), Better::Lower, &[(2, 1.0)]),
+            ],
+        );
+        let o = compare(&[a, b], 0, None);
+        // Latency: first / this = 1.5 / 3 = 0.5.
+        assert_eq!(o.summary[0].2, Some(0.5));
+        assert!(
+            o.text.contains("# [2]'s x has no counterpart in [1]: not compared"),
+            "{}",
+            o.text
+        );
+    }
+}
