@@ -80,17 +80,13 @@ impl Transport for TcpMesh {
         &self.hosts[rank]
     }
 
-    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
-        self.exchange_batch(ops, deadline, None)
-    }
-
-    fn exchange_overlapped(
+    fn exchange_with(
         &mut self,
         ops: &mut [Op<'_>],
         deadline: Instant,
-        work: &mut dyn FnMut(),
+        work: Option<&mut dyn FnMut()>,
     ) -> Result<(), TransportError> {
-        self.exchange_batch(ops, deadline, Some(work))
+        self.exchange_batch(ops, deadline, work)
     }
 }
 

@@ -187,20 +187,30 @@ pub trait Transport {
         Vec::new()
     }
     /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
-    /// once `deadline` has passed, naming the peer that stalled.
-    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError>;
-    /// [`Transport::exchange`] that runs `work` once while the ops are in flight: after they are
-    /// posted and have made what progress they can without waiting, before the wait for the rest.
-    /// How a pipelined collective reduces slice k while slice k+1 moves. `work` must not touch
-    /// the ops' buffers (the borrows see to it). This default runs `work` first, then exchanges.
+    /// once `deadline` has passed, naming the peer that stalled. With `work`, run it once while the
+    /// ops are in flight: after they are posted and have made what progress they can without
+    /// waiting, before the wait for the rest (how a pipelined collective reduces slice k while
+    /// slice k+1 moves). `work` must not touch the ops' buffers (the borrows see to it). The one
+    /// method a transport implements; [`Transport::exchange`] and
+    /// [`Transport::exchange_overlapped`] call it.
+    fn exchange_with(
+        &mut self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        work: Option<&mut dyn FnMut()>,
+    ) -> Result<(), TransportError>;
+    /// All `ops` to completion by `deadline` ([`Transport::exchange_with`] without work).
+    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
+        self.exchange_with(ops, deadline, None)
+    }
+    /// All `ops` to completion by `deadline`, running `work` once while they are in flight.
     fn exchange_overlapped(
         &mut self,
         ops: &mut [Op<'_>],
         deadline: Instant,
         work: &mut dyn FnMut(),
     ) -> Result<(), TransportError> {
-        work();
-        self.exchange(ops, deadline)
+        self.exchange_with(ops, deadline, Some(work))
     }
     /// What only RDMA can do; None for transports without it (TCP).
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {

@@ -229,17 +229,13 @@ impl Transport for VerbsMesh {
         self.details_list()
     }
 
-    fn exchange(&mut self, ops: &mut [Op<'_>], deadline: Instant) -> Result<(), TransportError> {
-        self.exchange_ops(ops, deadline, None)
-    }
-
-    fn exchange_overlapped(
+    fn exchange_with(
         &mut self,
         ops: &mut [Op<'_>],
         deadline: Instant,
-        work: &mut dyn FnMut(),
+        work: Option<&mut dyn FnMut()>,
     ) -> Result<(), TransportError> {
-        self.exchange_ops(ops, deadline, Some(work))
+        self.exchange_ops(ops, deadline, work)
     }
 
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {
