@@ -60,6 +60,22 @@ pub enum Command {
     Manpage,
 }
 
+impl Command {
+    /// The collective subcommands' arguments (all_reduce .. sendrecv); None for the others.
+    pub fn coll_args(&mut self) -> Option<&mut CollArgs> {
+        match self {
+            Command::AllReduce(a)
+            | Command::AllGather(a)
+            | Command::ReduceScatter(a)
+            | Command::Broadcast(a)
+            | Command::Reduce(a)
+            | Command::Alltoall(a)
+            | Command::Sendrecv(a) => Some(a),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct CompareArgs {
     /// Two or more files; the first is the reference the others are compared with

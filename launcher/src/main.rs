@@ -117,16 +117,10 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     let rank = match cmd {
         Command::MeshCheck(a) => &mut a.rank,
         Command::Pairwise(a) => &mut a.rank,
-        Command::AllReduce(a)
-        | Command::AllGather(a)
-        | Command::ReduceScatter(a)
-        | Command::Broadcast(a)
-        | Command::Reduce(a)
-        | Command::Alltoall(a)
-        | Command::Sendrecv(a) => &mut a.rank,
-        Command::Launch(_) | Command::Devices(_) | Command::Compare(_) | Command::Completions(_) | Command::Manpage => {
-            return Ok(())
-        }
+        other => match other.coll_args() {
+            Some(a) => &mut a.rank,
+            None => return Ok(()),
+        },
     };
     let env = |k: &str| std::env::var(k).ok();
     nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())
@@ -135,15 +129,8 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
 /// A collective's average bus bandwidth bar: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW`, or
 /// nccl-tests' `NCCL_TESTS_MIN_BW`, with where it came from.
 fn busbw_bar(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
-    let a = match cmd {
-        Command::AllReduce(a)
-        | Command::AllGather(a)
-        | Command::ReduceScatter(a)
-        | Command::Broadcast(a)
-        | Command::Reduce(a)
-        | Command::Alltoall(a)
-        | Command::Sendrecv(a) => a,
-        _ => return Ok(()),
+    let Some(a) = cmd.coll_args() else {
+        return Ok(());
     };
     let from_env = m
         .subcommand()

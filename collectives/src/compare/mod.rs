@@ -106,23 +106,12 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     ))
 }
 
-/// The median of a non-empty list.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 /// Per size, the median of the figures given for it (pairwise reports: one per pair).
 fn medians(by_size: BTreeMap<u64, Vec<f64>>) -> BTreeMap<u64, f64> {
     by_size
         .into_iter()
         .filter(|(_, v)| !v.is_empty())
-        .map(|(s, v)| (s, median(v)))
+        .map(|(s, mut v)| (s, crate::stats::median(&mut v)))
         .collect()
 }
 
