@@ -1,14 +1,20 @@
 //! Test-only fault injection, so end-to-end tests can show what the tool does when a rank dies,
 //! stalls or corrupts data. Read from `MESHRUN_FAULT`, e.g. `kill:rank=2:round=1`,
-//! `stall:rank=1:round=0`, `corrupt:rank=1`, `gpu:rank=1` (a device call of that rank's GPU fails). Unset in normal runs; a malformed value is an error.
+//! `stall:rank=1:round=0`, `corrupt:rank=1`, `gpu:rank=1` (a device call of that rank's GPU fails).
+//! With `phase=NAME` a kill, stall or stop (SIGSTOP, a frozen process) happens when the rank
+//! enters that phase (see `ranks::postmortem::enter`): `bootstrap`, `endpoints`, `connect`,
+//! `pairwise` (a round), `retest`, a collective's name (`all_reduce`, ...) or `baseline`; e.g.
+//! `stop:rank=1:phase=all_reduce`. Unset in normal runs; a malformed value is an error.
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultKind {
     /// SIGKILL this rank itself.
     Kill,
-    /// Stop answering (sleep) without exiting.
+    /// Stop answering (sleep) without exiting; the process still answers a post-mortem.
     Stall,
+    /// SIGSTOP this rank itself: a frozen process, every thread stopped.
+    Stop,
     /// Flip bits in data this rank sends.
     Corrupt,
     /// This rank's GPU fails a device call (as a GPU with an Xid error would).
@@ -21,6 +27,8 @@ pub struct Fault {
     pub kind: FaultKind,
     pub rank: usize,
     pub round: Option<usize>,
+    /// The phase that triggers a kill, stall or stop (instead of a round).
+    pub phase: Option<&'static str>,
 }
 
 /// The variable read by [`Fault::from_env`].
@@ -32,28 +40,42 @@ impl Fault {
         let kind = match parts.next() {
             Some("kill") => FaultKind::Kill,
             Some("stall") => FaultKind::Stall,
+            Some("stop") => FaultKind::Stop,
             Some("corrupt") => FaultKind::Corrupt,
             Some("gpu") => FaultKind::Gpu,
             other => {
                 return Err(format!(
-                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall, corrupt or gpu"
+                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall, stop, corrupt or gpu"
                 ))
             }
         };
-        let (mut rank, mut round) = (None, None);
+        let (mut rank, mut round, mut phase) = (None, None, None);
         for p in parts {
             let (k, v) = p
                 .split_once('=')
                 .ok_or_else(|| format!("{FAULT_ENV}: `{p}` is not key=value"))?;
+            if k == "phase" {
+                if v.is_empty() {
+                    return Err(format!("{FAULT_ENV}: phase= needs a name"));
+                }
+                // Parsed once per process, test use only: the name lives as long as it.
+                phase = Some(&*Box::leak(v.to_string().into_boxed_str()));
+                continue;
+            }
             let v: usize = v.parse().map_err(|_| format!("{FAULT_ENV}: `{v}` is not a number"))?;
             match k {
                 "rank" => rank = Some(v),
                 "round" => round = Some(v),
-                _ => return Err(format!("{FAULT_ENV}: unknown key `{k}`; expected rank or round")),
+                _ => return Err(format!("{FAULT_ENV}: unknown key `{k}`; expected rank, round or phase")),
             }
         }
         let rank = rank.ok_or_else(|| format!("{FAULT_ENV}: missing rank=N"))?;
-        Ok(Fault { kind, rank, round })
+        Ok(Fault {
+            kind,
+            rank,
+            round,
+            phase,
+        })
     }
 
     /// The fault configured in the environment, if any.
@@ -68,18 +90,42 @@ impl Fault {
         self.rank == rank && self.round.is_none_or(|r| r == round)
     }
 
-    /// Kill or stall now, if this fault says so for this rank and round.
+    /// Kill, stall or stop now, if this fault says so for this rank and round.
     pub fn maybe_die(this: Option<Fault>, rank: usize, round: usize) {
-        let Some(f) = this.filter(|f| f.applies(rank, round)) else {
+        let Some(f) = this.filter(|f| f.phase.is_none() && f.applies(rank, round)) else {
             return;
         };
-        match f.kind {
+        f.strike(rank, &format!("round {round}"));
+    }
+
+    /// Kill, stall or stop now, if this fault is for this rank and `phase` (the fault's phase
+    /// name is the phase or its first word: `all_reduce` matches `all_reduce 1048576 B`).
+    pub fn at_phase(this: Option<Fault>, rank: usize, phase: &str) {
+        let Some(f) = this.filter(|f| f.rank == rank) else {
+            return;
+        };
+        let Some(want) = f.phase else {
+            return;
+        };
+        let hit = phase == want || phase.strip_prefix(want).is_some_and(|rest| rest.starts_with(' '));
+        if hit {
+            f.strike(rank, phase);
+        }
+    }
+
+    fn strike(self, rank: usize, at: &str) {
+        use nix::sys::signal::{raise, Signal};
+        match self.kind {
             FaultKind::Kill => {
-                eprintln!("meshrun: fault injection: rank {rank} kills itself at round {round}");
-                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+                eprintln!("meshrun: fault injection: rank {rank} kills itself at {at}");
+                let _ = raise(Signal::SIGKILL);
+            }
+            FaultKind::Stop => {
+                eprintln!("meshrun: fault injection: rank {rank} stops itself (SIGSTOP) at {at}");
+                let _ = raise(Signal::SIGSTOP);
             }
             FaultKind::Stall => {
-                eprintln!("meshrun: fault injection: rank {rank} stalls at round {round}");
+                eprintln!("meshrun: fault injection: rank {rank} stalls at {at}");
                 loop {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
                 }
@@ -110,9 +156,19 @@ mod tests {
             Fault {
                 kind: FaultKind::Kill,
                 rank: 2,
-                round: Some(1)
+                round: Some(1),
+                phase: None,
             }
         );
+        let f = Fault::parse("stop:rank=1:phase=all_reduce").unwrap();
+        assert_eq!((f.kind, f.rank, f.phase), (FaultKind::Stop, 1, Some("all_reduce")));
+        assert!(Fault::parse("stop:rank=1:phase=").is_err());
+        // Another rank, or a phase that only shares a prefix, does not trigger it (these return).
+        Fault::at_phase(Some(f), 0, "all_reduce 8 B");
+        Fault::at_phase(Some(f), 1, "all_reduce_x 8 B");
+        Fault::at_phase(Some(f), 1, "baseline all_reduce 8 B");
+        // A phase fault is not a round fault.
+        Fault::maybe_die(Some(f), 1, 0);
         assert_eq!(Fault::parse("corrupt:rank=0").unwrap().round, None);
         assert!(Fault::parse("explode:rank=1").is_err());
         assert!(Fault::parse("kill").is_err());

@@ -256,6 +256,10 @@ pub struct RankArgs {
     /// Deadline in seconds for any one wait (connect, receive, MPI step)
     #[arg(short = 'T', long, default_value_t = 60.0, value_parser = parse_timeout)]
     pub timeout: f64,
+    /// When a deadline expires, also print every rank's own wait and, from the rank that names
+    /// the root cause, every rank's state (default: the one root-cause line)
+    #[arg(long)]
+    pub verbose: bool,
     /// Where the NIC choices came from (set after parsing, see nic_env.rs), for the run header.
     #[arg(skip)]
     pub nic_choice: Option<String>,

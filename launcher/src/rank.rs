@@ -21,6 +21,8 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     // Before MPI opens its own descriptors: a socket per peer does not fit the common default
     // soft limit of 1024 at a thousand ranks.
     let files = ranks::limits::raise_open_files();
+    install_fault_hook();
+    ranks::postmortem::enter("bootstrap");
     let world = match World::init(timeouts.mpi) {
         Ok(w) => w,
         Err(e) => {
@@ -32,11 +34,16 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
         return code;
     }
     let started = std::time::Instant::now();
+    // The control port for a post-mortem, on the address the TCP mesh would use.
+    let control_ip = mesh::choose_ip(&world, &tcp_options(args, world.local_rank())).ok();
+    ranks::postmortem::start(&world, control_ip, args.verbose);
+    ranks::postmortem::enter("endpoints");
     let connected = connect(&world, args, timeouts);
     let _ = SETUP_SECONDS.set(started.elapsed().as_secs_f64());
     let mut mesh: Box<dyn Transport> = match connected {
         Ok(m) => m,
-        Err((msg, status)) => {
+        Err(Failed::Transport(e, status)) => fail(&RankFailure::Transport(e), status),
+        Err(Failed::Other(msg, status)) => {
             eprintln!("meshrun: {msg}");
             leave_now(status.code());
         }
@@ -49,11 +56,58 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             }
             Status::Usage.code()
         }
-        Err(e) => {
-            eprintln!("meshrun: {e}");
-            leave_now(e.status().code());
+        Err(e) => fail(&e, e.status()),
+    }
+}
+
+/// Leave after a failure: a wait that expired or a peer that went away starts the post-mortem
+/// (one line naming the root cause, status 3); anything else is said here and ends this rank.
+fn fail(e: &RankFailure, status: Status) -> ! {
+    use ranks::postmortem;
+    use ranks::wire::WaitState;
+    match e {
+        RankFailure::Transport(t @ ranks::TransportError::Timeout { peer, waited, .. }) => {
+            postmortem::fail(WaitState::WaitingOnPeer, Some(*peer), *waited, &t.to_string(), false)
+        }
+        RankFailure::Transport(
+            t @ (ranks::TransportError::PeerClosed { peer, .. } | ranks::TransportError::Io { peer, .. }),
+        ) => {
+            // Said at once (a dead peer ends the job within a second under mpirun), unless a
+            // post-mortem already runs here: then the close is the job ending, not news.
+            if !postmortem::in_progress() {
+                say(&t.to_string());
+            }
+            postmortem::fail(WaitState::PeerClosed, Some(*peer), Duration::ZERO, &t.to_string(), true)
+        }
+        other => {
+            eprintln!("meshrun: {other}");
+            leave_now(status.code());
         }
     }
+}
+
+/// With MESHRUN_FAULT set (tests only), a kill, stall or stop at the phase it names.
+fn install_fault_hook() {
+    let Some(fault) = crate::fault_or_exit() else {
+        return;
+    };
+    if fault.phase.is_none() {
+        return;
+    }
+    let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok());
+    let Some(rank) = rank else { return };
+    ranks::postmortem::set_phase_hook(Box::new(move |phase| {
+        collectives::fault::Fault::at_phase(Some(fault), rank, phase)
+    }));
+}
+
+/// Why the mesh could not be built: a transport failure (a peer's wait or connection), or
+/// anything else with its message and status.
+enum Failed {
+    Transport(ranks::TransportError, Status),
+    Other(String, Status),
 }
 
 /// Every rank checks that a socket per peer fits its open-file limit (the TCP mesh, or auto,
@@ -146,10 +200,14 @@ pub fn tcp_options(args: &RankArgs, local_rank: usize) -> TcpOptions {
 
 /// Build the mesh the user asked for. `auto` uses verbs only when every rank could set it up
 /// (the outcome is agreed over MPI, so all ranks pick the same transport).
-fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, (String, Status)> {
-    let tcp = || -> Result<Box<dyn Transport>, (String, Status)> {
+fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, Failed> {
+    let tcp = || -> Result<Box<dyn Transport>, Failed> {
         match mesh::connect_tcp(world, &tcp_options(args, world.local_rank()), timeouts) {
             Ok(m) => Ok(Box::new(m)),
+            Err(MeshError::Connect(t)) => {
+                let status = crate::exit::of_transport(&t);
+                Err(Failed::Transport(t, status))
+            }
             Err(e) => {
                 let code = match e {
                     MeshError::Address { .. }
@@ -157,7 +215,7 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
                     | MeshError::PeersFailed { .. } => Status::Usage,
                     _ => Status::PeerOrDeadline,
                 };
-                Err((e.to_string(), code))
+                Err(Failed::Other(e.to_string(), code))
             }
         }
     };
@@ -165,7 +223,7 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
         TransportChoice::Tcp => tcp(),
         TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args))
             .map(|m| Box::new(m) as Box<dyn Transport>)
-            .map_err(|e| (e.to_string(), Status::Usage)),
+            .map_err(|e| Failed::Other(e.to_string(), Status::Usage)),
         TransportChoice::Auto => match verbs_mesh::connect(world, &verbs_options(args)) {
             Ok(m) => Ok(Box::new(m)),
             Err(e) => {

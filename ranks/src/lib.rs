@@ -6,6 +6,7 @@ pub mod limits;
 pub mod mesh;
 pub mod netif;
 pub mod pci;
+pub mod postmortem;
 mod sys;
 pub mod tcp;
 pub mod transport;

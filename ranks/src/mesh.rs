@@ -134,5 +134,6 @@ pub fn connect_tcp(world: &World, opts: &TcpOptions, timeouts: Timeouts) -> Resu
         });
     }
     let endpoints: Vec<SocketAddr> = endpoints.into_iter().flatten().collect();
+    crate::postmortem::enter("connect");
     Ok(listening.connect_all(rank, &endpoints, world.hosts().to_vec(), token, timeouts.connect)?)
 }

@@ -51,7 +51,12 @@ fn run(w: &'static Watchdog) {
     loop {
         let now = Instant::now();
         if let Some(a) = st.armed.iter().find(|a| a.deadline <= now) {
-            let _ = writeln!(std::io::stderr(), "meshrun: {}", a.message);
+            let message = a.message.clone();
+            drop(st);
+            if let Some(hook) = ON_EXPIRY.get() {
+                hook(&message);
+            }
+            let _ = writeln!(std::io::stderr(), "meshrun: {message}");
             let _ = std::io::stderr().flush();
             let _ = std::io::stdout().flush();
             crate::sys::exit_now(EXIT_TIMEOUT);
@@ -67,6 +72,15 @@ fn run(w: &'static Watchdog) {
             Err(p) => p.into_inner().0,
         };
     }
+}
+
+/// What to do instead of printing and leaving when a deadline expires (the post-mortem); the
+/// first call wins. The hook does not return.
+static ON_EXPIRY: OnceLock<fn(&str) -> !> = OnceLock::new();
+
+/// Install the expiry hook.
+pub fn set_on_expiry(f: fn(&str) -> !) {
+    let _ = ON_EXPIRY.set(f);
 }
 
 /// While this guard lives, the process is ended with `message` (and exit status 3) once `timeout`

@@ -366,6 +366,192 @@ impl ConnectRecord {
     }
 }
 
+/// What a rank was doing when a post-mortem looked at it (see `postmortem`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitState {
+    /// Working, or between steps: not blocked on any one peer.
+    Busy = 0,
+    /// Its deadline expired waiting on `peer` (a send or receive of the mesh).
+    WaitingOnPeer = 1,
+    /// Its deadline expired inside an MPI step (no one peer to name).
+    WaitingInMpi = 2,
+    /// `peer` closed its connection.
+    PeerClosed = 3,
+}
+
+impl WaitState {
+    fn from_u8(v: u8) -> Option<WaitState> {
+        Some(match v {
+            0 => WaitState::Busy,
+            1 => WaitState::WaitingOnPeer,
+            2 => WaitState::WaitingInMpi,
+            3 => WaitState::PeerClosed,
+            _ => return None,
+        })
+    }
+}
+
+/// One rank's state for a post-mortem: what it waited on, in which phase, for how long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StallReport {
+    pub rank: u32,
+    pub pid: u32,
+    pub state: WaitState,
+    /// The peer waited on (or that closed), when there is one.
+    pub peer: Option<u32>,
+    pub waited_ms: u64,
+    /// The phase, e.g. `all_reduce 1048576 B` or `pairwise round 3` (at most [`PHASE_MAX`] bytes).
+    pub phase: String,
+    /// The rank's own message about the wait (at most [`DETAIL_MAX`] bytes).
+    pub detail: String,
+}
+
+/// Longest phase text a [`StallReport`] carries (longer text is cut at a character boundary).
+pub const PHASE_MAX: usize = 96;
+/// Longest detail text a [`StallReport`] carries.
+pub const DETAIL_MAX: usize = 384;
+
+/// `s` cut to at most `max` bytes at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn put_text(w: &mut Writer, s: &str, max: usize) {
+    let s = cut(s, max);
+    let start = w.len();
+    w.u16(s.len() as u16).bytes(s.as_bytes()).pad_to(start + 2 + max);
+}
+
+fn get_text(r: &mut Reader<'_>, max: usize) -> Option<String> {
+    let len = usize::from(r.u16()?);
+    let field = r.take(max)?;
+    let text = field.get(..len)?;
+    std::str::from_utf8(text).ok().map(str::to_string)
+}
+
+impl Record for StallReport {
+    const LEN: usize = 4 + 4 + 1 + 4 + 8 + 2 + PHASE_MAX + 2 + DETAIL_MAX;
+    fn put(&self, w: &mut Writer) {
+        w.u32(self.rank)
+            .u32(self.pid)
+            .u8(self.state as u8)
+            .u32(self.peer.unwrap_or(u32::MAX))
+            .u64(self.waited_ms);
+        put_text(w, &self.phase, PHASE_MAX);
+        put_text(w, &self.detail, DETAIL_MAX);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        let rank = r.u32()?;
+        let pid = r.u32()?;
+        let state = WaitState::from_u8(r.u8()?)?;
+        let peer = Some(r.u32()?).filter(|&p| p != u32::MAX);
+        let waited_ms = r.u64()?;
+        let phase = get_text(r, PHASE_MAX)?;
+        let detail = get_text(r, DETAIL_MAX)?;
+        Some(StallReport {
+            rank,
+            pid,
+            state,
+            peer,
+            waited_ms,
+            phase,
+            detail,
+        })
+    }
+}
+
+/// What a frame on a rank's control port asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlKind {
+    /// A rank's deadline expired: here is its report (sent to the collectors).
+    Alarm = 1,
+    /// A collector asks for the receiver's state now.
+    Query = 2,
+    /// The answer to a query.
+    Answer = 3,
+}
+
+/// One message on a control port: magic, version, job token, kind, and a report (the sender's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlFrame {
+    pub token: JobToken,
+    pub kind: ControlKind,
+    pub report: StallReport,
+}
+
+impl ControlFrame {
+    const MAGIC: &'static [u8; 4] = b"MSHC";
+    const VERSION: u32 = 1;
+
+    /// The frame in `b` when it is well formed and carries `token`.
+    pub fn check(b: &[u8], token: &JobToken) -> Option<ControlFrame> {
+        ControlFrame::from_bytes(b).filter(|f| &f.token == token)
+    }
+}
+
+impl Record for ControlFrame {
+    const LEN: usize = 4 + 4 + 16 + 1 + StallReport::LEN;
+    fn put(&self, w: &mut Writer) {
+        w.bytes(Self::MAGIC)
+            .u32(Self::VERSION)
+            .bytes(&self.token)
+            .u8(self.kind as u8);
+        self.report.put(w);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        if r.take(4)? != Self::MAGIC || r.u32()? != Self::VERSION {
+            return None;
+        }
+        let token = r.array()?;
+        let kind = match r.u8()? {
+            1 => ControlKind::Alarm,
+            2 => ControlKind::Query,
+            3 => ControlKind::Answer,
+            _ => return None,
+        };
+        let report = StallReport::get(r)?;
+        Some(ControlFrame { token, kind, report })
+    }
+}
+
+/// Where a rank's control port listens and which process it is, gathered once at start-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlEndpoint {
+    /// None when that rank could not open its control port.
+    pub addr: Option<SocketAddr>,
+    pub pid: u32,
+}
+
+impl Record for ControlEndpoint {
+    const LEN: usize = 1 + <SocketAddr as Record>::LEN + 4;
+    fn put(&self, w: &mut Writer) {
+        match self.addr {
+            Some(a) => {
+                w.u8(1).bytes(&a.to_bytes());
+            }
+            None => {
+                w.u8(0).pad_to(1 + <SocketAddr as Record>::LEN);
+            }
+        }
+        w.u32(self.pid);
+    }
+    fn get(r: &mut Reader<'_>) -> Option<Self> {
+        let flag = r.u8()?;
+        let addr = r.take(<SocketAddr as Record>::LEN)?;
+        let addr = match flag {
+            1 => Some(SocketAddr::from_bytes(addr)?),
+            0 => None,
+            _ => return None,
+        };
+        let pid = r.u32()?;
+        Some(ControlEndpoint { addr, pid })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -422,6 +608,58 @@ mod tests {
         assert_eq!(ClearToSend::from_array(&c.to_array()), c);
         round_trip(12_345_678_901u64);
         round_trip(-1.25e-7f64);
+        round_trip(ControlEndpoint {
+            addr: Some(SocketAddr::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)), 41_000)),
+            pid: 4242,
+        });
+        round_trip(ControlEndpoint { addr: None, pid: 7 });
+        round_trip(ControlFrame {
+            token: [3; 16],
+            kind: ControlKind::Alarm,
+            report: report("pairwise round 3", "rank 2 (b): timed out waiting for rank 1 (a)"),
+        });
+    }
+
+    fn report(phase: &str, detail: &str) -> StallReport {
+        StallReport {
+            rank: 2,
+            pid: 999,
+            state: WaitState::WaitingOnPeer,
+            peer: Some(1),
+            waited_ms: 10_000,
+            phase: phase.into(),
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn stall_reports_cut_long_text_and_refuse_bad_frames() {
+        // Text longer than its field is cut at a character boundary, not refused.
+        let long = "é".repeat(PHASE_MAX);
+        let b = report(&long, "x").to_bytes();
+        let back = StallReport::from_bytes(&b).unwrap();
+        assert_eq!(back.phase.len(), PHASE_MAX);
+        assert!(long.starts_with(&back.phase));
+        let frame = ControlFrame {
+            token: [1; 16],
+            kind: ControlKind::Query,
+            report: report("", ""),
+        };
+        let mut b = frame.to_bytes();
+        assert_eq!(ControlFrame::check(&b, &[1; 16]), Some(frame.clone()));
+        assert_eq!(ControlFrame::check(&b, &[2; 16]), None, "another job's token");
+        b[24] = 9;
+        assert_eq!(ControlFrame::from_bytes(&b), None, "unknown kind");
+        let mut b = frame.to_bytes();
+        b[..4].copy_from_slice(b"XXXX");
+        assert_eq!(ControlFrame::from_bytes(&b), None, "bad magic");
+        // A text length past its field, or text that is not UTF-8, is refused.
+        let mut b = report("ab", "").to_bytes();
+        b[21..23].copy_from_slice(&u16::MAX.to_le_bytes());
+        assert_eq!(StallReport::from_bytes(&b), None);
+        let mut b = report("ab", "").to_bytes();
+        b[23] = 0xff;
+        assert_eq!(StallReport::from_bytes(&b), None);
     }
 
     /// The layouts are what peers of this version expect, byte for byte.

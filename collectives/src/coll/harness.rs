@@ -484,6 +484,7 @@ pub fn run(
         ..Sweep::default()
     };
     for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
+        ranks::postmortem::enter(&format!("{} {size} B", coll.description().name));
         let (out, inp) = match gpu.as_mut() {
             Some((g, path)) => (
                 run.placement_gpu(t, &ctx, false, &mut **g, *path)?,
@@ -505,6 +506,7 @@ pub fn run(
                 }
                 continue;
             }
+            ranks::postmortem::enter(&format!("baseline {} {size} B", coll.description().name));
             let out = baseline_run.placement(t, &ctx, Impl::Mpi, false)?;
             rows.push(make_row(coll, cfg, dtype, op, size, &ctx, out, None));
         }

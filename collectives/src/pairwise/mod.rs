@@ -402,6 +402,7 @@ fn measure_rounds(
     let start = std::time::Instant::now();
     let mut round_start = start;
     for (k, spent) in busy.iter_mut().enumerate() {
+        ranks::postmortem::enter(&format!("pairwise round {}", k + 1));
         if let Some(peer) = rounds.peer(k, me) {
             let t0 = std::time::Instant::now();
             for &bytes in &cfg.sizes {
@@ -444,6 +445,7 @@ fn retest(
     let me = t.rank();
     let mut mine = Vec::new();
     for &(a, b) in pairs {
+        ranks::postmortem::enter(&format!("retest {a}-{b}"));
         if me == a || me == b {
             let peer = if me == a { b } else { a };
             mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);

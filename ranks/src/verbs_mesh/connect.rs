@@ -137,6 +137,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     let local = setup_local(world, opts, (slots, slot));
     let records = exchange_records(world, local.as_ref().ok());
     let remote = exchange_endpoints(world, local.as_ref().ok());
+    crate::postmortem::enter("connect");
     let local = local.map_err(|msg| VerbsMeshError::Setup {
         rank,
         host: host.clone(),

@@ -1,0 +1,288 @@
+//! The control port: one listening socket and one thread per rank, the alarm a failing rank
+//! sends, and the collectors' query of every rank.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
+
+use super::verdict::{root_cause, Job, Outcome};
+use super::{current_report, lock, say, ANSWER, EXIT_STALL, IN_POSTMORTEM, WINDOW};
+use crate::wire::{self, ControlEndpoint, ControlFrame, ControlKind, JobToken, Record, StallReport};
+use crate::World;
+
+pub(super) struct Control {
+    pub(super) rank: usize,
+    size: usize,
+    token: JobToken,
+    endpoints: Vec<ControlEndpoint>,
+    hosts: Vec<String>,
+    pub(super) verbose: bool,
+}
+
+static CONTROL: OnceLock<Control> = OnceLock::new();
+
+pub(super) fn get() -> Option<&'static Control> {
+    CONTROL.get()
+}
+
+pub(super) fn my_rank() -> usize {
+    CONTROL.get().map_or(0, |c| c.rank)
+}
+
+/// Open this rank's control port on `ip` and learn every rank's (one MPI allgather and one
+/// broadcast of a token). Never fails: a rank that cannot listen announces no port, and the
+/// post-mortem then says nothing is known about it. Call once, on every rank.
+pub fn start(world: &World, ip: Option<IpAddr>, verbose: bool) {
+    let listener = ip.and_then(|ip| TcpListener::bind(SocketAddr::new(ip, 0)).ok());
+    let me = ControlEndpoint {
+        addr: listener.as_ref().and_then(|l| l.local_addr().ok()),
+        pid: std::process::id(),
+    };
+    let mut token = [0u8; 16];
+    if world.rank() == 0 {
+        if let Ok(t) = crate::tcp::random_token() {
+            token = t;
+        }
+    }
+    let all = world.all_gather_bytes(&me.to_bytes(), "exchanging control endpoints");
+    world.broadcast_bytes(&mut token, "sharing the control token");
+    let endpoints = wire::decode_all::<ControlEndpoint>(&all, "control endpoints")
+        .unwrap_or_else(|_| vec![ControlEndpoint { addr: None, pid: 0 }; world.size()]);
+    let c = Control {
+        rank: world.rank(),
+        size: world.size(),
+        token,
+        endpoints,
+        hosts: world.hosts().to_vec(),
+        verbose,
+    };
+    if CONTROL.set(c).is_err() {
+        return;
+    }
+    // An MPI step that times out becomes an alarm too.
+    crate::watchdog::set_on_expiry(|msg| {
+        super::fail(crate::wire::WaitState::WaitingInMpi, None, Duration::ZERO, msg, false)
+    });
+    if let Some(l) = listener {
+        let _ = std::thread::Builder::new()
+            .name("meshrun-control".into())
+            .spawn(move || serve(l));
+    }
+}
+
+fn collectors(c: &Control) -> Vec<usize> {
+    let mut v = vec![0, c.size.saturating_sub(1)];
+    v.dedup();
+    v
+}
+
+/// Answer queries and take alarms, one connection at a time (each bounded by [`ANSWER`]).
+fn serve(l: TcpListener) {
+    let Some(c) = get() else { return };
+    for conn in l.incoming() {
+        let Ok(mut s) = conn else { continue };
+        let from = s.peer_addr().ok();
+        let _ = s.set_read_timeout(Some(ANSWER));
+        let _ = s.set_write_timeout(Some(ANSWER));
+        let mut buf = vec![0u8; ControlFrame::LEN];
+        let frame = s
+            .read_exact(&mut buf)
+            .ok()
+            .and_then(|_| ControlFrame::check(&buf, &c.token));
+        match frame {
+            Some(f) if f.kind == ControlKind::Alarm => take_alarm(c, f.report),
+            Some(f) if f.kind == ControlKind::Query => {
+                IN_POSTMORTEM.store(true, Ordering::SeqCst);
+                let answer = ControlFrame {
+                    token: c.token,
+                    kind: ControlKind::Answer,
+                    report: current_report(),
+                };
+                let _ = s.write_all(&answer.to_bytes());
+            }
+            _ => {
+                if c.verbose {
+                    say(&format!(
+                        "rank {} ({}): ignored a connection to its control port{}: not a control message of this job",
+                        c.rank,
+                        c.hosts.get(c.rank).map_or("?", String::as_str),
+                        from.map(|a| format!(" from {a}")).unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+}
+
+struct Collected {
+    started: bool,
+    reports: BTreeMap<usize, StallReport>,
+}
+
+fn collected() -> &'static Mutex<Collected> {
+    static C: OnceLock<Mutex<Collected>> = OnceLock::new();
+    C.get_or_init(|| {
+        Mutex::new(Collected {
+            started: false,
+            reports: BTreeMap::new(),
+        })
+    })
+}
+
+/// A collector takes an alarm; the first starts the post-mortem.
+fn take_alarm(c: &'static Control, report: StallReport) {
+    if !collectors(c).contains(&c.rank) || report.rank as usize >= c.size {
+        return;
+    }
+    IN_POSTMORTEM.store(true, Ordering::SeqCst);
+    let mut g = lock(collected());
+    g.reports.entry(report.rank as usize).or_insert(report);
+    if !g.started {
+        g.started = true;
+        let _ = std::thread::Builder::new()
+            .name("meshrun-postmortem".into())
+            .spawn(move || collect(c));
+    }
+}
+
+/// Send this rank's alarm to the collectors (itself included, in process).
+pub(super) fn raise_alarm(c: &'static Control, report: &StallReport) {
+    for col in collectors(c) {
+        if col == c.rank {
+            take_alarm(c, report.clone());
+            continue;
+        }
+        let Some(addr) = c.endpoints.get(col).and_then(|e| e.addr) else {
+            continue;
+        };
+        let frame = ControlFrame {
+            token: c.token,
+            kind: ControlKind::Alarm,
+            report: report.clone(),
+        };
+        if let Ok(mut s) = TcpStream::connect_timeout(&addr, ANSWER) {
+            let _ = s.set_write_timeout(Some(ANSWER));
+            let _ = s.write_all(&frame.to_bytes());
+        }
+    }
+}
+
+/// Ask rank `r` for its state.
+fn query(c: &Control, r: usize) -> Outcome {
+    let Some(addr) = c.endpoints.get(r).and_then(|e| e.addr) else {
+        return Outcome::Unknown;
+    };
+    let mut s = match TcpStream::connect_timeout(&addr, ANSWER) {
+        Ok(s) => s,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Outcome::Refused,
+        Err(_) => return Outcome::Unreachable,
+    };
+    let _ = s.set_read_timeout(Some(ANSWER));
+    let _ = s.set_write_timeout(Some(ANSWER));
+    let ask = ControlFrame {
+        token: c.token,
+        kind: ControlKind::Query,
+        report: current_report(),
+    };
+    if s.write_all(&ask.to_bytes()).is_err() {
+        return Outcome::Silent;
+    }
+    let mut buf = vec![0u8; ControlFrame::LEN];
+    match s.read_exact(&mut buf) {
+        Ok(()) => match ControlFrame::check(&buf, &c.token) {
+            Some(f) if f.kind == ControlKind::Answer && f.report.rank as usize == r => Outcome::Reported(f.report),
+            _ => Outcome::Silent,
+        },
+        // Reset or closed at once: the process went away between connect and answer.
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Outcome::Refused
+        }
+        Err(_) => Outcome::Silent,
+    }
+}
+
+/// Wait for more alarms, query the rest, print the root cause (rank 0, or rank n-1 when rank 0
+/// did not answer) and end the process with status 3.
+fn collect(c: &'static Control) {
+    std::thread::sleep(WINDOW);
+    let reports = lock(collected()).reports.clone();
+    let mut outcomes: Vec<Option<Outcome>> = (0..c.size)
+        .map(|r| {
+            if r == c.rank {
+                Some(Outcome::Reported(current_report()))
+            } else {
+                reports.get(&r).cloned().map(Outcome::Reported)
+            }
+        })
+        .collect();
+    let ask: Vec<usize> = (0..c.size).filter(|&r| outcomes[r].is_none()).collect();
+    // Up to 64 queries at a time, each bounded by ANSWER twice.
+    for chunk in ask.chunks(64) {
+        let got: Vec<(usize, Outcome)> = std::thread::scope(|s| {
+            let hs: Vec<_> = chunk.iter().map(|&r| (r, s.spawn(move || query(c, r)))).collect();
+            hs.into_iter()
+                .map(|(r, h)| (r, h.join().unwrap_or(Outcome::Unknown)))
+                .collect()
+        });
+        for (r, o) in got {
+            outcomes[r] = Some(o);
+        }
+    }
+    let outcomes: Vec<Outcome> = outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unknown)).collect();
+    let rank0_answered = matches!(outcomes.first(), Some(Outcome::Reported(_)));
+    if c.rank != 0 && rank0_answered {
+        // Rank 0 is alive and prints; stay until the launcher ends the job (bounded).
+        std::thread::sleep(super::FALLBACK);
+        crate::exit_now(EXIT_STALL);
+    }
+    let pids: Vec<u32> = c.endpoints.iter().map(|e| e.pid).collect();
+    let job = Job {
+        hosts: &c.hosts,
+        pids: &pids,
+    };
+    let mut text = format!(
+        "root cause of the stall: {}",
+        root_cause(&job, c.rank, &outcomes, ANSWER)
+    );
+    if c.verbose {
+        for (r, o) in outcomes.iter().enumerate() {
+            text.push_str(&format!(
+                "\nmeshrun: post-mortem: rank {r} ({}): {}",
+                job_host(c, r),
+                describe(o)
+            ));
+        }
+    }
+    say(&text);
+    crate::exit_now(EXIT_STALL)
+}
+
+fn job_host(c: &Control, r: usize) -> &str {
+    c.hosts.get(r).map_or("?", String::as_str)
+}
+
+/// One rank's state in words, for `--verbose`.
+fn describe(o: &Outcome) -> String {
+    match o {
+        Outcome::Reported(rep) => {
+            let phase = if rep.phase.is_empty() { "-" } else { rep.phase.as_str() };
+            match rep.state {
+                crate::wire::WaitState::Busy => format!("alive, in {phase}, waiting on no peer"),
+                _ if rep.detail.is_empty() => format!("{:?} in {phase}", rep.state),
+                _ => format!("in {phase}: {}", rep.detail),
+            }
+        }
+        Outcome::Refused => "gone (control port refuses connections)".into(),
+        Outcome::Silent => "no answer (stopped or hung)".into(),
+        Outcome::Unreachable => "unreachable".into(),
+        Outcome::Unknown => "no control port".into(),
+    }
+}
