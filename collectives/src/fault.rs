@@ -29,6 +29,9 @@ pub struct Fault {
     pub round: Option<usize>,
     /// The phase that triggers a kill, stall or stop (instead of a round).
     pub phase: Option<&'static str>,
+    /// With a phase: kill or stop this many milliseconds after entering it (from another
+    /// thread), so the rank dies or freezes in the middle of the phase's traffic.
+    pub delay_ms: Option<u64>,
 }
 
 /// The variable read by [`Fault::from_env`].
@@ -49,7 +52,7 @@ impl Fault {
                 ))
             }
         };
-        let (mut rank, mut round, mut phase) = (None, None, None);
+        let (mut rank, mut round, mut phase, mut delay_ms) = (None, None, None, None);
         for p in parts {
             let (k, v) = p
                 .split_once('=')
@@ -66,7 +69,12 @@ impl Fault {
             match k {
                 "rank" => rank = Some(v),
                 "round" => round = Some(v),
-                _ => return Err(format!("{FAULT_ENV}: unknown key `{k}`; expected rank, round or phase")),
+                "delay" => delay_ms = Some(v as u64),
+                _ => {
+                    return Err(format!(
+                        "{FAULT_ENV}: unknown key `{k}`; expected rank, round, phase or delay"
+                    ))
+                }
             }
         }
         let rank = rank.ok_or_else(|| format!("{FAULT_ENV}: missing rank=N"))?;
@@ -75,6 +83,7 @@ impl Fault {
             rank,
             round,
             phase,
+            delay_ms,
         })
     }
 
@@ -108,8 +117,18 @@ impl Fault {
             return;
         };
         let hit = phase == want || phase.strip_prefix(want).is_some_and(|rest| rest.starts_with(' '));
-        if hit {
-            f.strike(rank, phase);
+        if !hit {
+            return;
+        }
+        match f.delay_ms {
+            Some(ms) if f.kind != FaultKind::Stall => {
+                let at = format!("{phase} (+{ms} ms)");
+                let _ = std::thread::Builder::new().spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    f.strike(rank, &at);
+                });
+            }
+            _ => f.strike(rank, phase),
         }
     }
 
@@ -158,6 +177,7 @@ mod tests {
                 rank: 2,
                 round: Some(1),
                 phase: None,
+                delay_ms: None,
             }
         );
         let f = Fault::parse("stop:rank=1:phase=all_reduce").unwrap();

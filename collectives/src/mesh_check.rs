@@ -49,6 +49,7 @@ pub fn run(
     let (rank, n) = (t.rank(), t.size());
     let mut out = Vec::new();
     for (round_no, round) in circle_rounds(n).iter().enumerate() {
+        ranks::postmortem::enter(&format!("mesh-check round {}", round_no + 1));
         Fault::maybe_die(fault, rank, round_no);
         let Some(peer) = peer_in(round, rank) else { continue };
         let mut send = payload(rank, peer, cfg.bytes);

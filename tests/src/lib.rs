@@ -69,6 +69,56 @@ pub fn mpi_env(cmd: &mut Command) -> &mut Command {
 
 /// Run `cmd` to completion, killing its process group after `limit`.
 pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
+    run_bounded_with(cmd, limit, None).0
+}
+
+/// Like [`run_bounded`], with `tag` (`NAME=value`) set in the command's environment; then wait up
+/// to `linger` for every process carrying it (the ranks) to go. Returns those still there after
+/// that (then killed), as `pid (comm) state` lines.
+pub fn run_bounded_leftovers(cmd: &mut Command, limit: Duration, tag: &str, linger: Duration) -> (Run, Vec<String>) {
+    if let Some((k, v)) = tag.split_once('=') {
+        cmd.env(k, v);
+    }
+    run_bounded_with(cmd, limit, Some((tag, linger)))
+}
+
+/// Pids of the live processes named `comm` whose environment holds `tag` (a `NAME=value` the
+/// test set on the launcher, which passes it on to every rank): found wherever they are, even
+/// reparented to init after their launcher left.
+pub fn tagged_pids(tag: &str, comm: &str) -> Vec<i32> {
+    tagged(tag)
+        .into_iter()
+        .filter(|(_, c, _)| c == comm)
+        .map(|(p, _, _)| p)
+        .collect()
+}
+
+/// (pid, comm, state) of every live process whose environment holds `tag`.
+fn tagged(tag: &str) -> Vec<(i32, String, String)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let me = std::process::id() as i32;
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            if pid == me {
+                return None;
+            }
+            let env = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+            if !env.split(|&b| b == 0).any(|v| v == tag.as_bytes()) {
+                return None;
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_string();
+            let state = rest.split_whitespace().next()?.to_string();
+            (state != "Z").then_some((pid, comm, state))
+        })
+        .collect()
+}
+
+fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Duration)>) -> (Run, Vec<String>) {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     let start = Instant::now();
@@ -103,6 +153,21 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let mut leftovers = Vec::new();
+    if let Some((tag, linger)) = linger {
+        let until = Instant::now() + linger;
+        loop {
+            let left = tagged(tag);
+            leftovers = left.iter().map(|(p, c, s)| format!("{p} ({c}) {s}")).collect();
+            if leftovers.is_empty() || Instant::now() > until {
+                for (p, _, _) in left {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::Signal::SIGKILL);
+                }
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
     // Leftover ranks of a failed job must not outlive the test.
     let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
     let run = Run {
@@ -116,7 +181,7 @@ pub fn run_bounded(cmd: &mut Command, limit: Duration) -> Run {
         "command ran past its {limit:?} limit and was killed: {cmd:?}\n{}",
         run.all()
     );
-    run
+    (run, leftovers)
 }
 
 /// `mpirun -np N meshrun ARGS...` on this machine.

@@ -1,0 +1,394 @@
+//! The fault suite: a rank killed or frozen in each phase of a job, a rank that hangs while
+//! alive, stray connections to the ranks' ports, an output directory that turns read-only.
+//! Each job must end within its deadline plus a small bound, name the right rank, exit with the
+//! documented status, and leave no process and no shared-memory segment behind.
+//!
+//! Statuses: 3 when a deadline expired (the post-mortem's root-cause line); a rank killed by a
+//! signal ends the job through mpirun, which exits 128 + the signal (137) and names the rank
+//! itself ("process rank N ... exited on signal 9").
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::{meshrun_bin, mpi_env, run_bounded_leftovers, Run};
+
+/// The per-wait deadline the fault jobs use.
+const T: u64 = 3;
+/// mpirun's start (a second or two on this 2-core VM), the post-mortem (1 s window, 1 s
+/// queries) and slack for a loaded machine.
+const BOUND: Duration = Duration::from_secs(9);
+const LIMIT: Duration = Duration::from_secs(90);
+
+struct Outcome {
+    run: Run,
+    leftovers: Vec<String>,
+    shm: Vec<String>,
+}
+
+/// A unique empty directory under the target dir.
+fn scratch(tag: &str) -> PathBuf {
+    let d = e2e::root()
+        .join("target")
+        .join("fault-scratch")
+        .join(format!("{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch dir");
+    d
+}
+
+fn entries(d: &Path) -> Vec<String> {
+    std::fs::read_dir(d)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `mpirun -np N meshrun ARGS` with MESHRUN_FAULT=`fault`; Open MPI's shared-memory segments go
+/// to a directory of this job's own, checked empty afterwards.
+fn fault_job(np: usize, fault: &str, args: &[&str]) -> Outcome {
+    let shm = scratch(&fault.replace([':', '='], "_"));
+    let mut cmd = Command::new("mpirun");
+    mpi_env(&mut cmd)
+        .env("MESHRUN_FAULT", fault)
+        .env("OMPI_MCA_btl_vader_backing_directory", &shm)
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .args(["--bind-to", "none", "-np", &np.to_string(), "-x", "MESHRUN_FAULT"])
+        .arg(meshrun_bin())
+        .args(args);
+    let tag = format!("MESHRUN_FAULT_JOB={}", shm.display());
+    let (run, leftovers) = run_bounded_leftovers(&mut cmd, LIMIT, &tag, Duration::from_secs(5));
+    let left = entries(&shm);
+    let _ = std::fs::remove_dir_all(&shm);
+    Outcome {
+        run,
+        leftovers,
+        shm: left,
+    }
+}
+
+fn clean(o: &Outcome) {
+    assert!(
+        o.leftovers.is_empty(),
+        "processes left 5 s after mpirun ended: {:?}\n{}",
+        o.leftovers,
+        o.run.all()
+    );
+    assert!(o.shm.is_empty(), "shared-memory segments left: {:?}", o.shm);
+}
+
+/// The one root-cause line.
+fn root_line(o: &Outcome) -> String {
+    let lines: Vec<&str> = o
+        .run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("root cause of the stall:"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one root-cause line expected:\n{}", o.run.all());
+    lines[0].to_string()
+}
+
+/// A frozen rank (SIGSTOP) at `phase`: status 3, within the deadline plus the bound, and the
+/// one line names that rank (host and pid) as stopped, and no other rank.
+fn frozen(rank: usize, phase: &str, args: &[&str]) {
+    let fault = format!("stop:rank={rank}:phase={phase}");
+    let o = fault_job(4, &fault, args);
+    assert_eq!(o.run.code, Some(3), "{fault}: status\n{}", o.run.all());
+    assert!(
+        o.run.elapsed < Duration::from_secs(T) + BOUND,
+        "{fault}: took {:?}\n{}",
+        o.run.elapsed,
+        o.run.all()
+    );
+    let line = root_line(&o);
+    assert!(
+        line.contains(&format!("rank {rank} (")) && line.contains("stopped responding"),
+        "{fault}: {line}"
+    );
+    assert!(line.contains(", pid "), "{fault}: the pid is named: {line}");
+    for other in (0..4).filter(|&r| r != rank) {
+        assert!(
+            !line.contains(&format!("root cause of the stall: rank {other} (")),
+            "{fault}: blames rank {other}: {line}"
+        );
+    }
+    clean(&o);
+    eprintln!(
+        "fault {fault}: status 3 in {:.1} s: {line}",
+        o.run.elapsed.as_secs_f64()
+    );
+}
+
+/// A killed rank at `phase`: mpirun ends the job at once (well before the deadline) with 137,
+/// and the rank is named (by mpirun, or by a peer that saw its connection close).
+fn killed(rank: usize, phase: &str, args: &[&str]) {
+    let fault = format!("kill:rank={rank}:phase={phase}");
+    let o = fault_job(4, &fault, args);
+    assert_eq!(o.run.code, Some(137), "{fault}: status\n{}", o.run.all());
+    assert!(
+        o.run.elapsed < Duration::from_secs(8),
+        "{fault}: took {:?}",
+        o.run.elapsed
+    );
+    let all = o.run.all();
+    assert!(
+        all.contains(&format!("process rank {rank} with PID")) || all.contains(&format!("rank {rank} (vm) closed")),
+        "{fault}: the killed rank is not named:\n{all}"
+    );
+    clean(&o);
+    eprintln!("fault {fault}: status 137 in {:.1} s", o.run.elapsed.as_secs_f64());
+}
+
+const COLL: &[&str] = &[
+    "-b",
+    "64K",
+    "-e",
+    "64K",
+    "-n",
+    "5",
+    "-w",
+    "1",
+    "-T",
+    "3",
+    "--transport",
+    "tcp",
+];
+
+fn coll_args(name: &'static str) -> Vec<&'static str> {
+    let mut v = vec![name];
+    v.extend_from_slice(COLL);
+    v
+}
+
+#[test]
+fn frozen_rank_in_setup_phases_is_named() {
+    frozen(1, "endpoints", &coll_args("all_reduce"));
+    frozen(2, "connect", &coll_args("all_reduce"));
+}
+
+#[test]
+fn frozen_rank_in_a_pairwise_round_is_named() {
+    frozen(
+        2,
+        "pairwise",
+        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
+    );
+}
+
+#[test]
+fn frozen_rank_in_each_collective_is_named() {
+    for (i, name) in [
+        "all_reduce",
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "alltoall",
+        "sendrecv",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        frozen(i % 4, name, &coll_args(name));
+    }
+}
+
+#[test]
+fn frozen_rank_in_the_mpi_baseline_is_named() {
+    let mut args = coll_args("all_reduce");
+    args.extend_from_slice(&["--baseline", "mpi"]);
+    frozen(3, "baseline", &args);
+}
+
+#[test]
+fn frozen_rank_in_the_middle_of_a_ring_is_the_root_not_its_neighbours() {
+    // The case: one rank of a 4-rank all_reduce frozen while data moves; every rank
+    // waits on a neighbour, one line names the frozen one.
+    frozen(
+        1,
+        "all_reduce:delay=300",
+        &[
+            "all_reduce",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "400",
+            "-w",
+            "1",
+            "-T",
+            "3",
+            "--transport",
+            "tcp",
+        ],
+    );
+}
+
+#[test]
+fn frozen_rank_before_mpi_init_ends_the_job_in_time() {
+    // No channel exists before MPI_Init: the ranks waiting in it say so and leave with 3.
+    let o = fault_job(4, "stop:rank=1:phase=bootstrap", &coll_args("all_reduce"));
+    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    assert!(
+        o.run.elapsed < Duration::from_secs(T) + BOUND,
+        "took {:?}",
+        o.run.elapsed
+    );
+    assert!(
+        o.run.stderr.contains("MPI initialisation did not finish within 3s"),
+        "{}",
+        o.run.all()
+    );
+    clean(&o);
+}
+
+#[test]
+fn a_live_rank_that_hangs_is_named_alive() {
+    // The main thread sleeps: the rank answers the post-mortem, so it is alive but stuck.
+    let o = fault_job(3, "stall:rank=1:phase=all_gather", &coll_args("all_gather"));
+    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    let line = root_line(&o);
+    assert!(
+        line.contains("rank 1 (") && line.contains("is alive and answers"),
+        "{line}"
+    );
+    clean(&o);
+}
+
+#[test]
+fn killed_rank_in_each_phase_ends_the_job_at_once() {
+    killed(1, "endpoints", &coll_args("all_reduce"));
+    killed(2, "connect", &coll_args("all_reduce"));
+    killed(
+        3,
+        "pairwise",
+        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
+    );
+    killed(1, "all_reduce", &coll_args("all_reduce"));
+    killed(2, "alltoall", &coll_args("alltoall"));
+    let mut args = coll_args("all_reduce");
+    args.extend_from_slice(&["--baseline", "mpi"]);
+    killed(0, "baseline", &args);
+}
+
+#[test]
+fn verbose_keeps_every_ranks_own_line() {
+    let mut args = coll_args("all_reduce");
+    args.push("--verbose");
+    let o = fault_job(4, "stop:rank=1:phase=all_reduce", &args);
+    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    root_line(&o);
+    assert!(
+        o.run
+            .stderr
+            .contains("post-mortem: rank 1 (vm): no answer (stopped or hung)"),
+        "{}",
+        o.run.all()
+    );
+    assert!(
+        o.run.stderr.contains("MPI step `"),
+        "a waiting rank's own line: {}",
+        o.run.all()
+    );
+    clean(&o);
+}
+
+/// Every TCP port the processes `pids` listen on (from `ss`).
+fn listening_ports(pids: &[i32]) -> Vec<String> {
+    let out = Command::new("ss").args(["-ltnpH"]).output().expect("ss");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| pids.iter().any(|p| l.contains(&format!("pid={p},"))))
+        .filter_map(|l| l.split_whitespace().nth(3).map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn stray_connections_do_not_disturb_a_run() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new("mpirun");
+    mpi_env(&mut cmd)
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .args(["--bind-to", "none", "-np", "3"])
+        .arg(meshrun_bin())
+        .args([
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "4M",
+            "-n",
+            "60",
+            "-T",
+            "10",
+            "--transport",
+            "tcp",
+            "--verbose",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let tag = format!("MESHRUN_STRAY_JOB={}", std::process::id());
+    cmd.env("MESHRUN_STRAY_JOB", std::process::id().to_string());
+    let child = cmd.spawn().expect("mpirun");
+    let pgid = child.id() as i32;
+    // Wait for the three ranks and their own ports (MPI's listen on the wildcard address).
+    let mut ports = Vec::new();
+    for _ in 0..300 {
+        let pids = e2e::tagged_pids(&tag, "meshrun");
+        ports = listening_ports(&pids);
+        ports.retain(|p| !p.starts_with("0.0.0.0:") && !p.starts_with("[::]:") && !p.starts_with("*:"));
+        if pids.len() == 3 && ports.len() >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(ports.len() >= 3, "the ranks' ports were not found: {ports:?}");
+    let mut half_open = Vec::new();
+    for port in &ports {
+        // Garbage.
+        if let Ok(mut s) = TcpStream::connect(port) {
+            let _ = s.write_all(&[0x5a; 3000]);
+        }
+        // A control frame of another job (right magic and version, wrong token).
+        if let Ok(mut s) = TcpStream::connect(port) {
+            let mut f = b"MSHC".to_vec();
+            f.extend_from_slice(&1u32.to_le_bytes());
+            f.extend_from_slice(&[0xab; 16]);
+            f.push(2);
+            f.resize(1200, 0);
+            let _ = s.write_all(&f);
+        }
+        // A hello of another job on a mesh port.
+        if let Ok(mut s) = TcpStream::connect(port) {
+            let mut f = b"MSHR".to_vec();
+            f.extend_from_slice(&2u32.to_le_bytes());
+            f.extend_from_slice(&[0xcd; 16]);
+            f.resize(64, 0);
+            let _ = s.write_all(&f);
+        }
+        // Half-open: connected, never speaks, held until the job ends.
+        if let Ok(s) = TcpStream::connect(port) {
+            half_open.push(s);
+        }
+    }
+    let out = child.wait_with_output().expect("wait");
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    // The strays reached the control ports, which said so (--verbose) and went on.
+    assert!(
+        stderr.contains("ignored a connection to its control port from"),
+        "{ports:?}\n{stderr}"
+    );
+    drop(half_open);
+}
