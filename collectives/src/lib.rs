@@ -15,6 +15,7 @@ pub mod progress;
 pub mod reduce;
 pub mod schedule;
 pub mod stats;
+pub mod units;
 
 use std::time::Instant;
 

@@ -1,5 +1,6 @@
 //! Command-line interface.
 
+use collectives::units;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -82,10 +83,10 @@ pub struct CompareArgs {
     #[arg(required = true, num_args = 2..)]
     pub files: Vec<PathBuf>,
     /// Summarise (geometric-mean ratio) over sizes of at least this many bytes
-    #[arg(long, default_value = "0", value_parser = crate::units::parse_size)]
+    #[arg(long, default_value = "0", value_parser = units::parse_size)]
     pub from: u64,
     /// Exit 1, naming them, when any size's ratio to the first file is below this (e.g. 0.9)
-    #[arg(long = "min-ratio", value_parser = parse_positive)]
+    #[arg(long = "min-ratio", value_parser = units::parse_positive)]
     pub min_ratio: Option<f64>,
 }
 
@@ -102,13 +103,13 @@ pub struct CollArgs {
     #[command(flatten)]
     pub rank: RankArgs,
     /// Smallest size in bytes (K, M, G suffixes)
-    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = crate::units::parse_size)]
+    #[arg(short = 'b', long = "minbytes", default_value = "32M", value_parser = units::parse_size)]
     pub min_bytes: u64,
     /// Largest size in bytes
-    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = crate::units::parse_size)]
+    #[arg(short = 'e', long = "maxbytes", default_value = "32M", value_parser = units::parse_size)]
     pub max_bytes: u64,
     /// Size increment in bytes (when no -f)
-    #[arg(short = 'i', long = "stepbytes", default_value = "1M", value_parser = crate::units::parse_size)]
+    #[arg(short = 'i', long = "stepbytes", default_value = "1M", value_parser = units::parse_size)]
     pub step_bytes: u64,
     /// Size multiplication factor
     #[arg(short = 'f', long = "stepfactor")]
@@ -155,7 +156,7 @@ pub struct CollArgs {
     pub per_iter_skip: usize,
     /// Expected average bus bandwidth in GB/s: the run fails (exit 1) when the average is below
     /// 90% of it, as nccl-tests' NCCL_TESTS_MIN_BW (read when this flag is not given)
-    #[arg(long = "expect-busbw", value_name = "GB/s", value_parser = parse_bar)]
+    #[arg(long = "expect-busbw", value_name = "GB/s", value_parser = units::parse_bar)]
     pub expect_busbw: Option<f64>,
     /// The bar and where it came from, settled after parsing (main.rs: flag, MESHRUN_, NCCL_)
     #[arg(skip)]
@@ -254,7 +255,7 @@ pub struct RankArgs {
     #[arg(long = "tcp-if", value_delimiter = ',', value_name = "NAME|CIDR,...")]
     pub tcp_if: Vec<String>,
     /// Deadline in seconds for any one wait (connect, receive, MPI step)
-    #[arg(short = 'T', long, default_value_t = 60.0, value_parser = parse_timeout)]
+    #[arg(short = 'T', long, default_value_t = 60.0, value_parser = units::parse_timeout)]
     pub timeout: f64,
     /// When a deadline expires, also print every rank's own wait and, from the rank that names
     /// the root cause, every rank's state (default: the one root-cause line)
@@ -277,19 +278,11 @@ pub struct MeshCheckArgs {
     #[command(flatten)]
     pub rank: RankArgs,
     /// Payload bytes swapped each way per pair (K, M, G suffixes are binary)
-    #[arg(long, default_value = "4096", value_parser = crate::units::parse_size)]
+    #[arg(long, default_value = "4096", value_parser = units::parse_size)]
     pub bytes: u64,
     /// Round trips timed per pair
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub iters: u64,
-}
-
-pub fn parse_timeout(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(v > 0.0 && v <= 86_400.0) {
-        return Err(format!("{v} is out of range; expected seconds in (0, 86400]"));
-    }
-    Ok(v)
 }
 
 fn parse_pattern(s: &str) -> Result<collectives::schedule::Pattern, String> {
@@ -323,7 +316,7 @@ pub struct PairwiseArgs {
     #[arg(long, value_enum)]
     pub op: Option<OpArg>,
     /// Message size (K, M, G suffixes are binary)
-    #[arg(short = 's', long, value_parser = parse_nonzero_size, conflicts_with = "all_sizes")]
+    #[arg(short = 's', long, value_parser = units::parse_nonzero_size, conflicts_with = "all_sizes")]
     pub size: Option<u64>,
     /// Sweep message sizes 2 B .. 8 MiB by powers of two, like perftest -a
     #[arg(short = 'a', long = "all")]
@@ -332,7 +325,7 @@ pub struct PairwiseArgs {
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "duration")]
     pub iters: Option<u64>,
     /// Seconds per measurement instead of an iteration count (bandwidth, unidirectional)
-    #[arg(short = 'D', long, value_parser = parse_duration, conflicts_with_all = ["bidirectional"])]
+    #[arg(short = 'D', long, value_parser = units::parse_duration, conflicts_with_all = ["bidirectional"])]
     pub duration: Option<f64>,
     /// Outstanding messages per batch (perftest's TX depth)
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=16384))]
@@ -344,7 +337,7 @@ pub struct PairwiseArgs {
     #[arg(long)]
     pub warmup: Option<u64>,
     /// Test only this pair of ranks: A,B
-    #[arg(long, value_parser = parse_pair)]
+    #[arg(long, value_parser = units::parse_pair)]
     pub pair: Option<(usize, usize)>,
     /// Only pairs on different hosts
     #[arg(long)]
@@ -359,7 +352,7 @@ pub struct PairwiseArgs {
     pub rails: bool,
     /// A pair is suspect below this fraction of the median of all pairs (default: decided from
     /// the distribution, see README "How meshrun decides")
-    #[arg(long, value_parser = parse_fraction)]
+    #[arg(long, value_parser = units::parse_fraction)]
     pub threshold: Option<f64>,
     /// Which partners each rank measures: all, ring, shift:K (i+-1..K, as mpiGraph) or random:K
     /// (K random partners); the quick patterns screen a big fabric in a few rounds
@@ -370,7 +363,7 @@ pub struct PairwiseArgs {
     #[arg(long)]
     pub topology: Option<PathBuf>,
     /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)
-    #[arg(long, value_parser = parse_positive)]
+    #[arg(long, value_parser = units::parse_positive)]
     pub expect_gbps: Option<f64>,
     /// Do not retest suspect pairs alone
     #[arg(long)]
@@ -400,64 +393,6 @@ pub struct PairwiseArgs {
     /// CUDA ordinal, or none for local rank modulo the GPUs visible. For --op write and read.
     #[arg(long = "use-cuda", alias = "use_cuda", value_name = "GPU", num_args = 0..=1, default_missing_value = "auto")]
     pub use_cuda: Option<String>,
-}
-
-pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {
-    match crate::units::parse_size(s)? {
-        0 => Err("size 0 is not a message; expected 1 byte or more".into()),
-        n if n > (1 << 30) => Err(format!("{n} bytes is over the 1 GiB limit")),
-        n => Ok(n),
-    }
-}
-
-pub fn parse_duration(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
-    if !(v > 0.0 && v <= 3600.0) {
-        return Err(format!("{v} is out of range; expected seconds in (0, 3600]"));
-    }
-    Ok(v)
-}
-
-pub fn parse_pair(s: &str) -> Result<(usize, usize), String> {
-    let (a, b) = s
-        .split_once(',')
-        .ok_or_else(|| format!("`{s}`: expected two ranks as A,B"))?;
-    let a: usize = a.trim().parse().map_err(|_| format!("`{a}` is not a rank number"))?;
-    let b: usize = b.trim().parse().map_err(|_| format!("`{b}` is not a rank number"))?;
-    if a == b {
-        return Err(format!("`{s}`: a pair needs two different ranks"));
-    }
-    Ok((a, b))
-}
-
-pub fn parse_fraction(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !(v > 0.0 && v <= 1.0) {
-        return Err(format!(
-            "{v} is out of range; expected a fraction of the median in (0, 1], e.g. 0.9"
-        ));
-    }
-    Ok(v)
-}
-
-/// A bandwidth bar in GB/s: a finite number, 0 or more (0, as nccl-tests allows, never fails).
-pub fn parse_bar(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("`{s}` is not a number of GB/s; expected e.g. 40"))?;
-    if !(v >= 0.0 && v.is_finite()) {
-        return Err(format!("{v} is out of range; expected GB/s, 0 or more"));
-    }
-    Ok(v)
-}
-
-pub fn parse_positive(s: &str) -> Result<f64, String> {
-    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !(v > 0.0 && v.is_finite()) {
-        return Err(format!("{v} is out of range; expected a positive number"));
-    }
-    Ok(v)
 }
 
 /// Device selection, shared by `devices` and the RDMA transport.

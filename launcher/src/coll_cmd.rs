@@ -118,7 +118,7 @@ pub fn busbw_bar(
     }
     match env(NCCL_TESTS_MIN_BW).filter(|v| !v.trim().is_empty()) {
         Some(v) => {
-            let gbps = crate::cli::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
+            let gbps = collectives::units::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
             Ok(Some(BusbwBar {
                 gbps,
                 source: NCCL_TESTS_MIN_BW.into(),

@@ -10,7 +10,6 @@ mod launch;
 mod nic_env;
 mod pairwise_cmd;
 mod rank;
-mod units;
 
 use std::net::ToSocketAddrs;
 use std::process::ExitCode;
