@@ -10,6 +10,13 @@ pub enum OutputError {
     Exists { path: PathBuf },
     #[error("cannot write {path}: directory {dir} does not exist")]
     NoDir { path: PathBuf, dir: PathBuf },
+    #[error("cannot write {path}: directory {dir} is not writable ({source}); choose another path")]
+    NotWritable {
+        path: PathBuf,
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("cannot write {path}: {source}")]
     Io {
         path: PathBuf,
@@ -37,7 +44,20 @@ pub fn check_writable(path: &Path, force: bool) -> Result<(), OutputError> {
             dir,
         });
     }
-    Ok(())
+    // Create and remove a probe file, so a directory that cannot be written is found now and
+    // not after the run (the permission bits alone do not say: root, read-only mounts, quotas).
+    let probe = dir.join(format!(".meshrun-probe.{}", std::process::id()));
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&probe) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+            Ok(())
+        }
+        Err(source) => Err(OutputError::NotWritable {
+            path: path.to_owned(),
+            dir,
+            source,
+        }),
+    }
 }
 
 /// Write `data` to `path` atomically; an existing file is replaced only with `force`.
@@ -102,5 +122,13 @@ mod tests {
             Err(OutputError::NoDir { .. })
         ));
         std::fs::remove_dir_all(&dir).unwrap();
+        // A directory nobody can create files in (procfs refuses even root).
+        let e = check_writable(Path::new("/proc/meshrun-out.json"), false).unwrap_err();
+        assert!(matches!(e, OutputError::NotWritable { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("cannot write /proc/meshrun-out.json: directory /proc is not writable ("),
+            "{e}"
+        );
     }
 }

@@ -392,3 +392,131 @@ fn stray_connections_do_not_disturb_a_run() {
     );
     drop(half_open);
 }
+
+/// `mount ARGS`, panicking with the reason when it fails (the fault suite runs as root, as the
+/// namespace tests do).
+fn mount(args: &[&str]) {
+    let out = Command::new("mount").args(args).output().expect("mount");
+    assert!(
+        out.status.success(),
+        "mount {args:?} failed (the fault suite needs root): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn an_output_directory_that_turns_read_only_fails_cleanly() {
+    use std::os::unix::process::CommandExt;
+    let dir = scratch("readonly");
+    mount(&[
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=4m",
+        "meshrun-fault",
+        dir.to_str().unwrap_or_default(),
+    ]);
+    let out_file = dir.join("all_reduce.json");
+    let mut cmd = Command::new("mpirun");
+    mpi_env(&mut cmd)
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .args(["--bind-to", "none", "-np", "2"])
+        .arg(meshrun_bin())
+        .args([
+            "all_reduce",
+            "-b",
+            "1M",
+            "-e",
+            "1M",
+            "-n",
+            "300",
+            "--transport",
+            "tcp",
+            "-J",
+        ])
+        .arg(&out_file)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let mut child = cmd.spawn().expect("mpirun");
+    let pgid = child.id() as i32;
+    // The ranks check the directory at start (writable then): once the table's header is out,
+    // the run is under way; make the directory read-only then.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut pipe = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut all = String::new();
+        let mut lines = std::io::BufReader::new(&mut pipe).lines();
+        for line in lines.by_ref().map_while(Result::ok) {
+            if line.contains("redop") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let started = rx.recv_timeout(Duration::from_secs(60)).is_ok();
+    mount(&["-o", "remount,ro", dir.to_str().unwrap_or_default()]);
+    let out = child.wait_with_output().expect("wait");
+    let stdout_text = reader.join().unwrap_or_default();
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    let left = entries(&dir);
+    let _ = Command::new("umount").arg(&dir).status();
+    assert!(started, "the run never printed its table header");
+    let stdout = stdout_text;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("# Out of bounds values : 0 OK"),
+        "the results are still printed: {stdout}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "meshrun: cannot write {}: directory {} is not writable (Read-only file system",
+            out_file.display(),
+            dir.display()
+        )),
+        "{stderr}"
+    );
+    assert!(left.is_empty(), "nothing partial is left: {left:?}");
+    // Read-only from the start: refused before the run, in one line.
+    let dir2 = scratch("readonly-start");
+    mount(&[
+        "-t",
+        "tmpfs",
+        "-o",
+        "size=1m,ro",
+        "meshrun-fault",
+        dir2.to_str().unwrap_or_default(),
+    ]);
+    let r = e2e::mpirun(
+        2,
+        &[
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "8",
+            "--transport",
+            "tcp",
+            "-J",
+            &dir2.join("x.json").display().to_string(),
+        ],
+        &[],
+        LIMIT,
+    );
+    let _ = Command::new("umount").arg(&dir2).status();
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr.contains("is not writable (Read-only file system"),
+        "{}",
+        r.all()
+    );
+    assert!(
+        !r.stdout.contains("# Out of bounds"),
+        "refused before the run: {}",
+        r.stdout
+    );
+}
