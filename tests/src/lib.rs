@@ -272,6 +272,11 @@ impl NetnsCluster {
 
     /// Run `meshrun launch --hostfile ... --rsh-agent ... ARGS` from host mr-h0.
     pub fn launch(&self, launch_args: &[&str], rank_args: &[&str], limit: Duration) -> Run {
+        run_bounded(&mut self.launch_command(launch_args, rank_args), limit)
+    }
+
+    /// The command [`NetnsCluster::launch`] runs, for a test that acts on the cluster while it runs.
+    pub fn launch_command(&self, launch_args: &[&str], rank_args: &[&str]) -> Command {
         let mut line = vec![
             meshrun_bin().display().to_string(),
             "launch".into(),
@@ -288,7 +293,7 @@ impl NetnsCluster {
             .env("MR_NETNS_DIR", &self.dir)
             .args(["exec", "mr-h0"])
             .args(&line);
-        run_bounded(&mut cmd, limit)
+        cmd
     }
 }
 

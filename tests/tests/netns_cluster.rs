@@ -242,3 +242,92 @@ fn a_quick_pass_follows_its_suspects_up_all_pairs_and_names_the_node() {
         .unwrap_or_else(|| panic!("no rounds:\n{out}"));
     assert!(rounds > 1, "{out}");
 }
+
+/// Poll `f` every 100 ms until it holds or `limit` passes.
+fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let until = std::time::Instant::now() + limit;
+    while std::time::Instant::now() < until {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    f()
+}
+
+#[test]
+fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
+    use std::os::unix::process::CommandExt;
+    // 3 hosts x 2 ranks; once the rounds run, mr-h2's interface goes down: the post-mortem must
+    // name mr-h2 (from rank 0 on mr-h0, and from rank 5 on mr-h2 itself, which reaches nobody),
+    // and once the link is back the job ends with status 3 and leaves no process behind.
+    let c = NetnsCluster::up_with_slots(3, 2);
+    let out = c.dir.join("cut.out");
+    let err = c.dir.join("cut.err");
+    let mut cmd = c.launch_command(
+        &[],
+        &["pairwise", "-s", "1M", "-n", "3000", "-T", "6", "--transport", "tcp"],
+    );
+    cmd.stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&err).expect("err"))
+        .process_group(0);
+    let mut child = cmd.spawn().expect("launch");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    // The progress line of round 1 says the rounds run (nothing is on stdout before the end).
+    let running = wait_for(Duration::from_secs(90), || read(&err).contains("round 1/"));
+    let cut = std::time::Instant::now();
+    let down = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "down"]);
+    let named = wait_for(Duration::from_secs(6 + 15), || {
+        read(&err).contains("root cause of the stall")
+    });
+    let to_verdict = cut.elapsed();
+    let up = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "up"]);
+    let ended = wait_for(Duration::from_secs(60), || matches!(child.try_wait(), Ok(Some(_))));
+    if !ended {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let status = child.wait().expect("wait");
+    let (stdout, stderr) = (read(&out), read(&err));
+    assert!(running, "the run never started:\n{stdout}\n{stderr}");
+    assert_eq!(
+        (down.code, up.code),
+        (Some(0), Some(0)),
+        "ip link: {}{}",
+        down.all(),
+        up.all()
+    );
+    assert!(named, "no root cause within the deadline + 15 s of the cut:\n{stderr}");
+    assert!(
+        ended,
+        "the job did not end within 60 s of the link coming back:\n{stderr}"
+    );
+    assert_eq!(status.code(), Some(3), "{stdout}\n{stderr}");
+    let roots: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("root cause of the stall"))
+        .collect();
+    assert!(
+        roots
+            .iter()
+            .any(|l| l.contains("host mr-h2 (ranks 4, 5) cannot be reached from rank 0 (mr-h0)")),
+        "{stderr}"
+    );
+    for l in &roots {
+        assert!(l.contains("host mr-h2"), "every root-cause line names mr-h2: {l}");
+    }
+    for h in ["mr-h0", "mr-h1", "mr-h2"] {
+        let pids = std::process::Command::new("ip")
+            .args(["netns", "pids", h])
+            .output()
+            .expect("ip netns pids");
+        let pids = String::from_utf8_lossy(&pids.stdout);
+        assert!(pids.trim().is_empty(), "processes left in {h}: {pids}");
+    }
+    eprintln!(
+        "link cut: root cause {:.1} s after the cut (deadline 6 s); lines: {roots:?}",
+        to_verdict.as_secs_f64()
+    );
+}
