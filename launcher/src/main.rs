@@ -54,7 +54,36 @@ fn main() -> ExitCode {
         }
         Command::Manpage => manpage(),
     };
+    self_report(code);
     ExitCode::from(code.clamp(0, 255) as u8)
+}
+
+/// With `MESHRUN_SELF_REPORT=1` (the soak test), one stderr line at exit: this process's open
+/// files, threads and memory from /proc/self, so growth across many jobs shows.
+fn self_report(code: i32) {
+    if std::env::var("MESHRUN_SELF_REPORT").as_deref() != Ok("1") {
+        return;
+    }
+    let fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK")
+        .or_else(|_| std::env::var("PMI_RANK"))
+        .unwrap_or_else(|_| "-".into());
+    rank::say(&format!(
+        "self-report: pid {} rank {rank} status {code} fds {fds} threads {} rss_kib {} hwm_kib {}",
+        std::process::id(),
+        field("Threads:"),
+        field("VmRSS:"),
+        field("VmHWM:")
+    ));
 }
 
 /// The command line, with `--version` saying what this binary is and what it can use here, and

@@ -1,0 +1,308 @@
+//! Soak: many jobs of mixed subcommands back to back (50, or MESHRUN_SOAK_JOBS). Every job's exit
+//! status must be what its own output says (OK, FAILED, an error line); the open files and
+//! threads of the launcher and of every rank at exit (MESHRUN_SELF_REPORT=1) must be the same in
+//! the last job of a kind as in the first, and its peak memory must not grow by more than a
+//! quarter; no process and no shared-memory segment may be left after the last job.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::{meshrun_bin, mpi_env, run_bounded_leftovers, Run};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+/// One kind of job: how to run it, the status it must end with, and the words its output must
+/// hold for that status.
+struct Kind {
+    name: &'static str,
+    np: usize,
+    args: &'static [&'static str],
+    env: &'static [(&'static str, &'static str)],
+    status: i32,
+    says: &'static str,
+}
+
+const KINDS: &[Kind] = &[
+    Kind {
+        name: "launch all_reduce",
+        np: 0,
+        args: &[
+            "launch",
+            "--np",
+            "3",
+            "--",
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-n",
+            "5",
+            "--transport",
+            "tcp",
+        ],
+        env: &[],
+        status: 0,
+        says: "# Out of bounds values : 0 OK",
+    },
+    Kind {
+        name: "mesh-check",
+        np: 3,
+        args: &["mesh-check", "--iters", "5", "--transport", "tcp"],
+        env: &[],
+        status: 0,
+        says: "# OK: all 3 pairs reachable",
+    },
+    Kind {
+        name: "pairwise",
+        np: 3,
+        args: &[
+            "pairwise",
+            "-s",
+            "64K",
+            "-n",
+            "20",
+            "--threshold",
+            "0.01",
+            "--transport",
+            "tcp",
+        ],
+        env: &[],
+        status: 0,
+        says: "# PASS: no slow pairs",
+    },
+    Kind {
+        name: "all_gather",
+        np: 2,
+        args: &["all_gather", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
+        env: &[],
+        status: 0,
+        says: "# Out of bounds values : 0 OK",
+    },
+    Kind {
+        name: "alltoall",
+        np: 3,
+        args: &["alltoall", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
+        env: &[],
+        status: 0,
+        says: "# Out of bounds values : 0 OK",
+    },
+    Kind {
+        name: "all_reduce below its bar",
+        np: 2,
+        args: &[
+            "all_reduce",
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+            "-n",
+            "5",
+            "--expect-busbw",
+            "10000",
+            "--transport",
+            "tcp",
+        ],
+        env: &[],
+        status: 1,
+        says: "FAILED",
+    },
+    Kind {
+        name: "mesh-check corrupted",
+        np: 3,
+        args: &["mesh-check", "--iters", "5", "--transport", "tcp"],
+        env: &[("MESHRUN_FAULT", "corrupt:rank=1:round=0")],
+        status: 1,
+        says: "bytes wrong from rank 1",
+    },
+    Kind {
+        name: "compare",
+        np: 0,
+        args: &[
+            "compare",
+            "collectives/tests/data/nccl-tests-all_reduce_perf-2.18-2x4xA40.txt",
+            "collectives/tests/data/golden/all_reduce-4ranks.txt",
+        ],
+        env: &[],
+        status: 0,
+        says: "geometric mean",
+    },
+    Kind {
+        name: "bad root",
+        np: 2,
+        args: &["all_reduce", "-r", "5", "-b", "8", "-e", "8", "--transport", "tcp"],
+        env: &[],
+        status: 2,
+        says: "meshrun: -r 5: this job has ranks 0 to 1",
+    },
+    Kind {
+        name: "reduce_scatter",
+        np: 2,
+        args: &["reduce_scatter", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
+        env: &[],
+        status: 0,
+        says: "# Out of bounds values : 0 OK",
+    },
+];
+
+/// What one process said of itself at exit.
+#[derive(Debug, Clone, PartialEq)]
+struct SelfReport {
+    who: String,
+    fds: u64,
+    threads: u64,
+    hwm_kib: u64,
+}
+
+fn self_reports(stderr: &str) -> Vec<SelfReport> {
+    let mut v: Vec<SelfReport> = stderr
+        .lines()
+        .filter_map(|l| {
+            let rest = l.split_once("self-report: ")?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let get = |k: &str| -> Option<&str> { f.iter().position(|w| *w == k).and_then(|i| f.get(i + 1)).copied() };
+            Some(SelfReport {
+                who: format!("rank {}", get("rank")?),
+                fds: get("fds")?.parse().ok()?,
+                threads: get("threads")?.parse().ok()?,
+                hwm_kib: get("hwm_kib")?.parse().ok()?,
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| a.who.cmp(&b.who));
+    v
+}
+
+fn run(kind: &Kind, tag: &str, shm: &std::path::Path) -> (Run, Vec<String>) {
+    let mut cmd = if kind.np == 0 {
+        let mut c = Command::new(meshrun_bin());
+        mpi_env(&mut c).args(kind.args);
+        c
+    } else {
+        let mut c = Command::new("mpirun");
+        mpi_env(&mut c).args([
+            "--bind-to",
+            "none",
+            "-np",
+            &kind.np.to_string(),
+            "-x",
+            "MESHRUN_SELF_REPORT",
+        ]);
+        for (k, v) in kind.env {
+            c.env(k, v).args(["-x", k]);
+        }
+        c.arg(meshrun_bin()).args(kind.args);
+        c
+    };
+    cmd.current_dir(e2e::root())
+        .env("MESHRUN_SELF_REPORT", "1")
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .env("OMPI_MCA_btl_vader_backing_directory", shm);
+    run_bounded_leftovers(&mut cmd, LIMIT, tag, Duration::from_secs(5))
+}
+
+#[test]
+fn fifty_mixed_jobs_back_to_back_do_not_grow_or_lie() {
+    let jobs: usize = std::env::var("MESHRUN_SOAK_JOBS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
+    let shm = e2e::root()
+        .join("target")
+        .join(format!("soak-shm-{}", std::process::id()));
+    std::fs::create_dir_all(&shm).expect("shm dir");
+    let tag = format!("MESHRUN_SOAK_JOB={}", std::process::id());
+    let mut first: BTreeMap<&str, Vec<SelfReport>> = BTreeMap::new();
+    let mut last: BTreeMap<&str, Vec<SelfReport>> = BTreeMap::new();
+    let mut table = String::from("| job | kind | status | seconds | processes | fds | threads | peak RSS MiB (max) |\n|---|---|---|---|---|---|---|---|\n");
+    for j in 0..jobs {
+        let kind = &KINDS[j % KINDS.len()];
+        let (r, leftovers) = run(kind, &tag, &shm);
+        let all = r.all();
+        assert_eq!(r.code, Some(kind.status), "job {j} ({}): status\n{all}", kind.name);
+        assert!(
+            all.contains(kind.says),
+            "job {j} ({}): the output does not say `{}`:\n{all}",
+            kind.name,
+            kind.says
+        );
+        // What the output claims matches the status: no OK on a failing job, no FAILED on a passing one.
+        if kind.status == 0 {
+            assert!(
+                !r.stdout.contains("FAILED") && !r.stdout.contains("# FAIL"),
+                "job {j}: {all}"
+            );
+        } else {
+            assert!(!r.stdout.contains("# PASS"), "job {j}: {all}");
+        }
+        assert!(
+            leftovers.is_empty(),
+            "job {j} ({}): processes left: {leftovers:?}",
+            kind.name
+        );
+        let reps = self_reports(&r.stderr);
+        let expect_procs = if kind.np == 0 {
+            if kind.name.starts_with("launch") {
+                4
+            } else {
+                1
+            }
+        } else if kind.status == 0 {
+            kind.np
+        } else {
+            0
+        };
+        if kind.status == 0 || kind.status == 1 {
+            assert!(
+                reps.len() >= expect_procs.min(1),
+                "job {j} ({}): self-reports {reps:?}",
+                kind.name
+            );
+        }
+        let fds = reps.iter().map(|s| s.fds).max().unwrap_or(0);
+        let threads = reps.iter().map(|s| s.threads).max().unwrap_or(0);
+        let hwm = reps.iter().map(|s| s.hwm_kib).max().unwrap_or(0);
+        table.push_str(&format!(
+            "| {j} | {} | {} | {:.1} | {} | {fds} | {threads} | {:.1} |\n",
+            kind.name,
+            kind.status,
+            r.elapsed.as_secs_f64(),
+            reps.len(),
+            hwm as f64 / 1024.0
+        ));
+        if !reps.is_empty() {
+            first.entry(kind.name).or_insert_with(|| reps.clone());
+            last.insert(kind.name, reps);
+        }
+    }
+    eprintln!("{table}");
+    for (name, f) in &first {
+        let l = &last[name];
+        if f.len() != l.len() {
+            panic!(
+                "{name}: {} processes reported in the first job, {} in the last",
+                f.len(),
+                l.len()
+            );
+        }
+        for (a, b) in f.iter().zip(l) {
+            assert_eq!(
+                (a.fds, a.threads),
+                (b.fds, b.threads),
+                "{name} {}: open files and threads, first vs last job",
+                a.who
+            );
+            assert!(
+                b.hwm_kib <= a.hwm_kib + a.hwm_kib / 4,
+                "{name} {}: peak RSS grew from {} to {} KiB",
+                a.who,
+                a.hwm_kib,
+                b.hwm_kib
+            );
+        }
+    }
+    let left = std::fs::read_dir(&shm).map(|d| d.count()).unwrap_or(0);
+    let _ = std::fs::remove_dir_all(&shm);
+    assert_eq!(left, 0, "shared-memory segments left after the soak");
+}
