@@ -134,6 +134,11 @@ impl Fault {
 
     fn strike(self, rank: usize, at: &str) {
         use nix::sys::signal::{raise, Signal};
+        // The wall-clock moment, so a test can time the job's end from the fault.
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let at = format!("{at} (epoch {epoch:.3})");
         match self.kind {
             FaultKind::Kill => {
                 eprintln!("meshrun: fault injection: rank {rank} kills itself at {at}");

@@ -42,7 +42,10 @@ pub struct Run {
     pub code: Option<i32>,
     pub stdout: String,
     pub stderr: String,
+    /// From the start to the command's exit (not counting any wait for leftovers after it).
     pub elapsed: Duration,
+    /// When the command exited.
+    pub ended: std::time::SystemTime,
 }
 
 impl Run {
@@ -153,6 +156,8 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
         }
         std::thread::sleep(Duration::from_millis(20));
     };
+    let elapsed = start.elapsed();
+    let ended = std::time::SystemTime::now();
     let mut leftovers = Vec::new();
     if let Some((tag, linger)) = linger {
         let until = Instant::now() + linger;
@@ -174,7 +179,8 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
         code: status.and_then(|s| s.code()),
         stdout: t_out.join().unwrap_or_default(),
         stderr: t_err.join().unwrap_or_default(),
-        elapsed: start.elapsed(),
+        elapsed,
+        ended,
     };
     assert!(
         status.is_some(),

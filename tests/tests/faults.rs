@@ -19,11 +19,25 @@ const T: u64 = 3;
 /// queries) and slack for a loaded machine.
 const BOUND: Duration = Duration::from_secs(9);
 const LIMIT: Duration = Duration::from_secs(90);
+/// A frozen rank: the job ends within the deadline plus this, from the moment of the fault (the
+/// post-mortem's 1 s window and 1 s of queries, mpirun's teardown, a loaded 2-core machine).
+const AFTER_DEADLINE: f64 = 6.0;
+/// A killed rank: mpirun ends the job within this of the kill.
+const AFTER_KILL: f64 = 2.5;
 
 struct Outcome {
     run: Run,
     leftovers: Vec<String>,
     shm: Vec<String>,
+    /// Seconds from the injected fault to the end of mpirun.
+    after_fault: Option<f64>,
+}
+
+/// The moment the fault struck, from its message (`... (epoch 1764570000.123)`).
+fn fault_epoch(stderr: &str) -> Option<f64> {
+    let line = stderr.lines().find(|l| l.contains("fault injection:"))?;
+    let rest = line.split_once("(epoch ")?.1;
+    rest.split(')').next()?.parse().ok()
 }
 
 /// A unique empty directory under the target dir.
@@ -61,9 +75,15 @@ fn fault_job(np: usize, fault: &str, args: &[&str]) -> Outcome {
         .args(args);
     let tag = format!("MESHRUN_FAULT_JOB={}", shm.display());
     let (run, leftovers) = run_bounded_leftovers(&mut cmd, LIMIT, &tag, Duration::from_secs(5));
+    let ended = run
+        .ended
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    let after_fault = fault_epoch(&run.stderr).map(|f| ended - f);
     let left = entries(&shm);
     let _ = std::fs::remove_dir_all(&shm);
     Outcome {
+        after_fault,
         run,
         leftovers,
         shm: left,
@@ -104,6 +124,14 @@ fn frozen(rank: usize, phase: &str, args: &[&str]) {
         o.run.elapsed,
         o.run.all()
     );
+    let after = o
+        .after_fault
+        .unwrap_or_else(|| panic!("{fault}: the fault never struck:\n{}", o.run.all()));
+    assert!(
+        after < T as f64 + AFTER_DEADLINE,
+        "{fault}: ended {after:.1} s after the fault (deadline {T} s)\n{}",
+        o.run.all()
+    );
     let line = root_line(&o);
     assert!(
         line.contains(&format!("rank {rank} (")) && line.contains("stopped responding"),
@@ -118,7 +146,7 @@ fn frozen(rank: usize, phase: &str, args: &[&str]) {
     }
     clean(&o);
     eprintln!(
-        "fault {fault}: status 3 in {:.1} s: {line}",
+        "fault {fault}: status 3, {after:.1} s after the fault ({:.1} s in all): {line}",
         o.run.elapsed.as_secs_f64()
     );
 }
@@ -135,12 +163,19 @@ fn killed(rank: usize, phase: &str, args: &[&str]) {
         o.run.elapsed
     );
     let all = o.run.all();
+    let after = o
+        .after_fault
+        .unwrap_or_else(|| panic!("{fault}: the fault never struck:\n{all}"));
+    assert!(after < AFTER_KILL, "{fault}: ended {after:.1} s after the kill\n{all}");
     assert!(
         all.contains(&format!("process rank {rank} with PID")) || all.contains(&format!("rank {rank} (vm) closed")),
         "{fault}: the killed rank is not named:\n{all}"
     );
     clean(&o);
-    eprintln!("fault {fault}: status 137 in {:.1} s", o.run.elapsed.as_secs_f64());
+    eprintln!(
+        "fault {fault}: status 137, {after:.1} s after the kill ({:.1} s in all)",
+        o.run.elapsed.as_secs_f64()
+    );
 }
 
 const COLL: &[&str] = &[
