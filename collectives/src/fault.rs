@@ -4,7 +4,11 @@
 //! With `phase=NAME` a kill, stall or stop (SIGSTOP, a frozen process) happens when the rank
 //! enters that phase (see `ranks::postmortem::enter`): `bootstrap`, `endpoints`, `connect`,
 //! `pairwise` (a round), `retest`, a collective's name (`all_reduce`, ...) or `baseline`; e.g.
-//! `stop:rank=1:phase=all_reduce`. Unset in normal runs; a malformed value is an error.
+//! `stop:rank=1:phase=all_reduce`; `pause:rank=2:phase=pairwise:delay=300:for=1500` freezes the
+//! whole process 300 ms into the phase for 1.5 s and lets it go on (a slow pair, so a retest
+//! follows). Several faults are separated by commas, e.g.
+//! `pause:rank=2:phase=pairwise:delay=2000,stop:rank=1:phase=retest`. Unset in normal runs; a
+//! malformed value is an error.
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,6 +19,8 @@ pub enum FaultKind {
     Stall,
     /// SIGSTOP this rank itself: a frozen process, every thread stopped.
     Stop,
+    /// Freeze the process (SIGSTOP) `delay` ms into the phase for `for` ms, then go on.
+    Pause,
     /// Flip bits in data this rank sends.
     Corrupt,
     /// This rank's GPU fails a device call (as a GPU with an Xid error would).
@@ -32,6 +38,8 @@ pub struct Fault {
     /// With a phase: kill or stop this many milliseconds after entering it (from another
     /// thread), so the rank dies or freezes in the middle of the phase's traffic.
     pub delay_ms: Option<u64>,
+    /// How long a pause lasts, milliseconds.
+    pub for_ms: Option<u64>,
 }
 
 /// The variable read by [`Fault::from_env`].
@@ -44,15 +52,16 @@ impl Fault {
             Some("kill") => FaultKind::Kill,
             Some("stall") => FaultKind::Stall,
             Some("stop") => FaultKind::Stop,
+            Some("pause") => FaultKind::Pause,
             Some("corrupt") => FaultKind::Corrupt,
             Some("gpu") => FaultKind::Gpu,
             other => {
                 return Err(format!(
-                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall, stop, corrupt or gpu"
+                    "{FAULT_ENV}: unknown fault {other:?}; expected kill, stall, stop, pause, corrupt or gpu"
                 ))
             }
         };
-        let (mut rank, mut round, mut phase, mut delay_ms) = (None, None, None, None);
+        let (mut rank, mut round, mut phase, mut delay_ms, mut for_ms) = (None, None, None, None, None);
         for p in parts {
             let (k, v) = p
                 .split_once('=')
@@ -70,29 +79,39 @@ impl Fault {
                 "rank" => rank = Some(v),
                 "round" => round = Some(v),
                 "delay" => delay_ms = Some(v as u64),
+                "for" => for_ms = Some(v as u64),
                 _ => {
                     return Err(format!(
-                        "{FAULT_ENV}: unknown key `{k}`; expected rank, round, phase or delay"
+                        "{FAULT_ENV}: unknown key `{k}`; expected rank, round, phase, delay or for"
                     ))
                 }
             }
         }
         let rank = rank.ok_or_else(|| format!("{FAULT_ENV}: missing rank=N"))?;
+        if kind == FaultKind::Pause && (phase.is_none() || for_ms.is_none()) {
+            return Err(format!("{FAULT_ENV}: pause needs phase=NAME and for=MS"));
+        }
         Ok(Fault {
             kind,
             rank,
             round,
             phase,
             delay_ms,
+            for_ms,
         })
     }
 
-    /// The fault configured in the environment, if any.
-    pub fn from_env() -> Result<Option<Fault>, String> {
+    /// Every fault configured in the environment (comma-separated), in order.
+    pub fn list_from_env() -> Result<Vec<Fault>, String> {
         match std::env::var(FAULT_ENV) {
-            Ok(s) if !s.is_empty() => Fault::parse(&s).map(Some),
-            _ => Ok(None),
+            Ok(s) if !s.is_empty() => s.split(',').map(Fault::parse).collect(),
+            _ => Ok(Vec::new()),
         }
+    }
+
+    /// The first fault without a phase (the round, corruption and GPU faults), if any.
+    pub fn from_env() -> Result<Option<Fault>, String> {
+        Ok(Fault::list_from_env()?.into_iter().find(|f| f.phase.is_none()))
     }
 
     fn applies(&self, rank: usize, round: usize) -> bool {
@@ -113,11 +132,7 @@ impl Fault {
         let Some(f) = this.filter(|f| f.rank == rank) else {
             return;
         };
-        let Some(want) = f.phase else {
-            return;
-        };
-        let hit = phase == want || phase.strip_prefix(want).is_some_and(|rest| rest.starts_with(' '));
-        if !hit {
+        if !f.matches_phase(phase) {
             return;
         }
         match f.delay_ms {
@@ -130,6 +145,12 @@ impl Fault {
             }
             _ => f.strike(rank, phase),
         }
+    }
+
+    /// Whether this fault is for `phase`: its phase name is the phase or the phase's first word.
+    pub fn matches_phase(&self, phase: &str) -> bool {
+        self.phase
+            .is_some_and(|want| phase == want || phase.strip_prefix(want).is_some_and(|rest| rest.starts_with(' ')))
     }
 
     fn strike(self, rank: usize, at: &str) {
@@ -152,6 +173,19 @@ impl Fault {
                 eprintln!("meshrun: fault injection: rank {rank} stalls at {at}");
                 loop {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
+                }
+            }
+            FaultKind::Pause => {
+                let ms = self.for_ms.unwrap_or(0);
+                eprintln!("meshrun: fault injection: rank {rank} freezes for {ms} ms at {at}");
+                // Something outside this process must wake it: a shell that sleeps, then sends
+                // SIGCONT.
+                let pid = std::process::id();
+                let waker = std::process::Command::new("sh")
+                    .args(["-c", &format!("sleep {}; kill -CONT {pid}", ms as f64 / 1000.0)])
+                    .spawn();
+                if waker.is_ok() {
+                    let _ = raise(Signal::SIGSTOP);
                 }
             }
             FaultKind::Corrupt | FaultKind::Gpu => {}
@@ -183,11 +217,21 @@ mod tests {
                 round: Some(1),
                 phase: None,
                 delay_ms: None,
+                for_ms: None,
             }
         );
         let f = Fault::parse("stop:rank=1:phase=all_reduce").unwrap();
         assert_eq!((f.kind, f.rank, f.phase), (FaultKind::Stop, 1, Some("all_reduce")));
         assert!(Fault::parse("stop:rank=1:phase=").is_err());
+        assert!(
+            Fault::parse("pause:rank=1:phase=x").is_err(),
+            "a pause needs its length"
+        );
+        let p = Fault::parse("pause:rank=2:phase=pairwise:delay=300:for=1500").unwrap();
+        assert_eq!(
+            (p.kind, p.delay_ms, p.for_ms),
+            (FaultKind::Pause, Some(300), Some(1500))
+        );
         // Another rank, or a phase that only shares a prefix, does not trigger it (these return).
         Fault::at_phase(Some(f), 0, "all_reduce 8 B");
         Fault::at_phase(Some(f), 1, "all_reduce_x 8 B");

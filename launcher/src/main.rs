@@ -285,7 +285,12 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
 
 /// The test-only fault from MESHRUN_FAULT; a malformed value ends the process with status 2.
 pub(crate) fn fault_or_exit() -> Option<Fault> {
-    match Fault::from_env() {
+    faults_or_exit().into_iter().find(|f| f.phase.is_none())
+}
+
+/// Every test-only fault from MESHRUN_FAULT; a malformed value ends the process with status 2.
+pub(crate) fn faults_or_exit() -> Vec<Fault> {
+    match Fault::list_from_env() {
         Ok(f) => f,
         Err(e) => {
             eprintln!("meshrun: {e}");

@@ -86,20 +86,35 @@ fn fail(e: &RankFailure, status: Status) -> ! {
     }
 }
 
-/// With MESHRUN_FAULT set (tests only), a kill, stall or stop at the phase it names.
+/// With MESHRUN_FAULT set (tests only), a kill, stall, stop or pause at each phase it names.
 fn install_fault_hook() {
-    let Some(fault) = crate::fault_or_exit() else {
-        return;
-    };
-    if fault.phase.is_none() {
+    let faults: Vec<collectives::fault::Fault> = crate::faults_or_exit()
+        .into_iter()
+        .filter(|f| f.phase.is_some())
+        .collect();
+    if faults.is_empty() {
         return;
     }
     let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
         .iter()
         .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok());
     let Some(rank) = rank else { return };
+    // Each fault strikes at the first phase it matches, once.
+    let struck: std::sync::Mutex<Vec<bool>> = std::sync::Mutex::new(vec![false; faults.len()]);
     ranks::postmortem::set_phase_hook(Box::new(move |phase| {
-        collectives::fault::Fault::at_phase(Some(fault), rank, phase)
+        for (i, f) in faults.iter().enumerate() {
+            let first = {
+                let mut s = struck.lock().unwrap_or_else(|p| p.into_inner());
+                let hit = f.rank == rank && !s[i] && f.matches_phase(phase);
+                if hit {
+                    s[i] = true;
+                }
+                hit
+            };
+            if first {
+                collectives::fault::Fault::at_phase(Some(*f), rank, phase);
+            }
+        }
     }));
 }
 
