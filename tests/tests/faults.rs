@@ -587,3 +587,102 @@ fn an_output_directory_that_turns_read_only_fails_cleanly() {
         r.stdout
     );
 }
+
+#[test]
+fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::os::unix::process::CommandExt;
+    // Rank 1 freezes for 2 s as the mesh connects, so every rank's mesh port is open then; the
+    // strays (one half-open for longer than the 5 s deadline) must not stop the mesh.
+    let mut cmd = Command::new("mpirun");
+    mpi_env(&mut cmd)
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .env("MESHRUN_FAULT", "pause:rank=1:phase=connect:for=2000")
+        .args(["--bind-to", "none", "-np", "4", "-x", "MESHRUN_FAULT"])
+        .arg(meshrun_bin())
+        .args([
+            "all_reduce",
+            "-b",
+            "8",
+            "-e",
+            "64K",
+            "-n",
+            "5",
+            "-T",
+            "5",
+            "--transport",
+            "tcp",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0);
+    let tag = format!("MESHRUN_STRAY_CONNECT_JOB={}", std::process::id());
+    cmd.env("MESHRUN_STRAY_CONNECT_JOB", std::process::id().to_string());
+    let child = cmd.spawn().expect("mpirun");
+    let pgid = child.id() as i32;
+    // Four control ports and four mesh ports.
+    let mut ports = Vec::new();
+    for _ in 0..500 {
+        let pids = e2e::tagged_pids(&tag, "meshrun");
+        ports = listening_ports(&pids);
+        ports.retain(|p| !p.starts_with("0.0.0.0:") && !p.starts_with("[::]:") && !p.starts_with("*:"));
+        if ports.len() >= 8 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut held = Vec::new();
+    for port in &ports {
+        // Half-open first, so it is ahead of the real peers in the backlog.
+        if let Ok(s) = TcpStream::connect(port) {
+            held.push(s);
+        }
+        if let Ok(mut s) = TcpStream::connect(port) {
+            let _ = s.write_all(&[0x5a; 100]);
+        }
+        if let Ok(mut s) = TcpStream::connect(port) {
+            let mut f = b"MSHR".to_vec();
+            f.extend_from_slice(&2u32.to_le_bytes());
+            f.extend_from_slice(&[0xcd; 16]);
+            f.resize(64, 0);
+            let _ = s.write_all(&f);
+        }
+    }
+    let out = child.wait_with_output().expect("wait");
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    drop(held);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        ports.len() >= 8,
+        "the ranks' ports were not all found: {ports:?}\n{stderr}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    assert!(
+        stderr.contains("refused a connection from") && stderr.contains("no valid hello with this job's token"),
+        "the mesh ports refused the strays and said so: {stderr}"
+    );
+    // The half-open stray costs nothing: hellos are read from every pending connection at once,
+    // so the job ends soon after rank 1 wakes (reading them one at a time, rank 0 sat on the
+    // stray until its own deadline, 3 s more here).
+    let paused = stderr
+        .lines()
+        .find(|l| l.contains(" freezes for "))
+        .and_then(|l| l.split_once("(epoch ")?.1.split(')').next()?.parse::<f64>().ok())
+        .expect("the pause struck");
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64());
+    eprintln!(
+        "stray connections while connecting: the job ended {:.1} s after the 2 s pause began",
+        ended - paused
+    );
+    assert!(
+        ended - paused < 4.0,
+        "the job ended {:.1} s after the 2 s pause began: a stray held up the mesh (measured: 2.1 s \
+         when hellos are read at once, 5.1-5.3 s one at a time)",
+        ended - paused
+    );
+}

@@ -237,21 +237,18 @@ fn collect(c: &'static Control) {
         }
     }
     let outcomes: Vec<Outcome> = outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unknown)).collect();
-    let rank0_answered = matches!(outcomes.first(), Some(Outcome::Reported(_)));
-    if c.rank != 0 && rank0_answered {
-        // Rank 0 is alive and prints; stay until the launcher ends the job (bounded).
-        std::thread::sleep(super::FALLBACK);
-        crate::exit_now(EXIT_STALL);
-    }
     let pids: Vec<u32> = c.endpoints.iter().map(|e| e.pid).collect();
     let job = Job {
         hosts: &c.hosts,
         pids: &pids,
     };
-    let mut text = format!(
-        "root cause of the stall: {}",
-        root_cause(&job, c.rank, &outcomes, ANSWER)
-    );
+    let v = root_cause(&job, c.rank, &outcomes, ANSWER);
+    if !should_print(c.rank, &outcomes, &v) {
+        // The other collector says it; stay until the launcher ends the job (bounded).
+        std::thread::sleep(super::FALLBACK);
+        crate::exit_now(EXIT_STALL);
+    }
+    let mut text = format!("root cause of the stall: {}", v.line);
     if c.verbose {
         for (r, o) in outcomes.iter().enumerate() {
             text.push_str(&format!(
@@ -263,6 +260,18 @@ fn collect(c: &'static Control) {
     }
     say(&text);
     crate::exit_now(EXIT_STALL)
+}
+
+/// Whether this collector prints its verdict. Rank 0 does, and rank n-1 when rank 0 did not
+/// answer or is itself a root; neither prints a verdict naming itself alone, which is what a
+/// collector that was stopped and woken again (mpirun sends SIGCONT before it ends a job) would
+/// conclude from the others' stale alarms.
+pub(super) fn should_print(me: usize, outcomes: &[Outcome], v: &super::verdict::Verdict) -> bool {
+    if v.roots == [me] {
+        return false;
+    }
+    let rank0_answered = matches!(outcomes.first(), Some(Outcome::Reported(_)));
+    me == 0 || !rank0_answered || v.roots.contains(&0)
 }
 
 fn job_host(c: &Control, r: usize) -> &str {
@@ -284,5 +293,83 @@ fn describe(o: &Outcome) -> String {
         Outcome::Silent => "no answer (stopped or hung)".into(),
         Outcome::Unreachable => "unreachable".into(),
         Outcome::Unknown => "no control port".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::WaitState;
+
+    fn rep(rank: u32, state: WaitState, peer: Option<u32>) -> Outcome {
+        Outcome::Reported(StallReport {
+            rank,
+            pid: 100 + rank,
+            state,
+            peer,
+            waited_ms: 3000,
+            phase: "all_reduce 65536 B".into(),
+            detail: format!("rank {rank} (vm): MPI step `before warm-up` did not finish within 3s"),
+        })
+    }
+
+    fn decide(me: usize, o: &[Outcome]) -> (super::super::verdict::Verdict, bool) {
+        let hosts = vec!["vm".to_string(); o.len()];
+        let pids: Vec<u32> = (0..o.len() as u32).map(|r| 100 + r).collect();
+        let v = root_cause(
+            &Job {
+                hosts: &hosts,
+                pids: &pids,
+            },
+            me,
+            o,
+            ANSWER,
+        );
+        let p = should_print(me, o, &v);
+        (v, p)
+    }
+
+    #[test]
+    fn one_collector_prints_and_a_woken_one_does_not_blame_itself() {
+        use WaitState::{Busy, WaitingInMpi};
+        // Rank 1 frozen: rank 0 prints, rank 3 (rank 0 answered) stays quiet.
+        let o = [
+            rep(0, WaitingInMpi, None),
+            Outcome::Silent,
+            rep(2, WaitingInMpi, None),
+            rep(3, WaitingInMpi, None),
+        ];
+        assert_eq!(decide(0, &o).0.roots, vec![1]);
+        assert!(decide(0, &o).1);
+        assert!(!decide(3, &o).1);
+        // Rank 0 frozen: rank 3 prints.
+        let o = [
+            Outcome::Silent,
+            rep(1, WaitingInMpi, None),
+            rep(2, WaitingInMpi, None),
+            rep(3, WaitingInMpi, None),
+        ];
+        assert!(decide(3, &o).1);
+        // Rank 0 woken by mpirun's SIGCONT reads the others' stale alarms: it would name itself
+        // alone, and says nothing (rank 3 already did).
+        let o = [
+            rep(0, Busy, None),
+            rep(1, WaitingInMpi, None),
+            rep(2, WaitingInMpi, None),
+            rep(3, WaitingInMpi, None),
+        ];
+        let (v, p) = decide(0, &o);
+        assert_eq!(v.roots, vec![0]);
+        assert!(!p);
+        // The same picture seen by rank 3 (rank 0 alive but stuck): rank 3 prints it.
+        assert!(decide(3, &o).1);
+        // Two ranks waiting on each other: rank 0, one end of the link, still prints.
+        let o = [
+            rep(0, WaitState::WaitingOnPeer, Some(1)),
+            rep(1, WaitState::WaitingOnPeer, Some(0)),
+        ];
+        let (v, p) = decide(0, &o);
+        assert_eq!(v.roots, vec![0, 1]);
+        assert!(p);
     }
 }

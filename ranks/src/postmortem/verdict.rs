@@ -45,9 +45,21 @@ impl Job<'_> {
     }
 }
 
+/// What a collector concluded: the line, and the ranks it names as the root (empty when it
+/// names none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub line: String,
+    pub roots: Vec<usize>,
+}
+
+fn verdict(line: String, roots: Vec<usize>) -> Verdict {
+    Verdict { line, roots }
+}
+
 /// The one line naming the root cause, as collector `me` sees it. `answer` is how long a
 /// query waited for an answer.
-pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Duration) -> String {
+pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Duration) -> Verdict {
     let n = outcomes.len();
     let waits_on = |r: usize| -> Option<usize> {
         match &outcomes[r] {
@@ -84,8 +96,8 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
             ));
         }
         let mut line = parts.join("; ");
-        line.push_str(&waited_by(job, outcomes, &blamed, &waiters));
-        return line;
+        line.push_str(&waited_by(outcomes, &blamed, &waiters));
+        return verdict(line, blamed);
     }
 
     // 2. Ranks that cannot be reached: name whole hosts where every rank of a host is out.
@@ -113,12 +125,15 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
             .filter(|&r| waits_on(r).is_some_and(|p| unreachable.contains(&p)))
             .count();
         if other_hosts.len() >= 2 && whole.len() == other_hosts.len() {
-            return format!(
-                "host {my_host} (of rank {me}) reaches none of the other {} hosts: its network link is down \
+            return verdict(
+                format!(
+                    "host {my_host} (of rank {me}) reaches none of the other {} hosts: its network link is down \
                  (connections to the control ports of ranks {} timed out after {:.1} s)",
-                other_hosts.len(),
-                list(&unreachable),
-                answer.as_secs_f64()
+                    other_hosts.len(),
+                    list(&unreachable),
+                    answer.as_secs_f64()
+                ),
+                (0..n).filter(|&r| job.host(r) == my_host).collect(),
             );
         }
         let what = if whole.is_empty() {
@@ -135,10 +150,13 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
                 list(&ranks)
             )
         };
-        return format!(
-            "{what} (connecting to their control ports timed out after {:.1} s); {waiting} rank{} waited on them",
-            answer.as_secs_f64(),
-            if waiting == 1 { "" } else { "s" }
+        return verdict(
+            format!(
+                "{what} (connecting to their control ports timed out after {:.1} s); {waiting} rank{} waited on them",
+                answer.as_secs_f64(),
+                if waiting == 1 { "" } else { "s" }
+            ),
+            unreachable,
         );
     }
 
@@ -147,13 +165,13 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
     if let Some(&(a, b)) = edges.iter().find(|&&(a, b)| a < b && waits_on(b) == Some(a)) {
         let (ra, rb) = (report(outcomes, a), report(outcomes, b));
         let phase = ra.or(rb).map(|r| r.phase.as_str()).unwrap_or("");
-        return format!(
+        return verdict(format!(
             "the link between rank {a} ({}) and rank {b} ({}): both ranks are alive and answer, yet each waited on the other{}: data between them stopped{}",
             job.host(a),
             job.host(b),
             if phase.is_empty() { String::new() } else { format!(" in {phase}") },
             detail_of(ra)
-        );
+        ), vec![a, b]);
     }
     // A rank waited on by others that itself waits on nobody: alive but stuck.
     let mut stuck: Vec<usize> = edges
@@ -166,15 +184,18 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
     stuck.sort_by_key(|&p| std::cmp::Reverse(waiters(p).len()));
     if let Some(&p) = stuck.first() {
         let phase = report(outcomes, p).map(|r| r.phase.as_str()).unwrap_or("");
-        return format!(
-            "{} is alive and answers but made no progress{}, waiting on no peer{}",
-            job.name(p),
-            if phase.is_empty() {
-                String::new()
-            } else {
-                format!(" in {phase}")
-            },
-            waited_by(job, outcomes, &[p], &waiters)
+        return verdict(
+            format!(
+                "{} is alive and answers but made no progress{}, waiting on no peer{}",
+                job.name(p),
+                if phase.is_empty() {
+                    String::new()
+                } else {
+                    format!(" in {phase}")
+                },
+                waited_by(outcomes, &[p], &waiters)
+            ),
+            vec![p],
         );
     }
     // Ranks waiting in an MPI step while others, alive, never reached it.
@@ -184,18 +205,21 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
         .collect();
     if let (false, false, Some(step)) = (mpi.is_empty(), laggards.is_empty(), step) {
         let phase = report(outcomes, laggards[0]).map(|r| r.phase.as_str()).unwrap_or("");
-        return format!(
-            "{} {} alive and {} but never reached MPI step `{step}`{}; {} {} waited in it",
-            names(job, &laggards),
-            if laggards.len() == 1 { "is" } else { "are" },
-            if laggards.len() == 1 { "answers" } else { "answer" },
-            if phase.is_empty() {
-                String::new()
-            } else {
-                format!(" (still in {phase})")
-            },
-            if mpi.len() == 1 { "rank" } else { "ranks" },
-            list(&mpi)
+        return verdict(
+            format!(
+                "{} {} alive and {} but never reached MPI step `{step}`{}; {} {} waited in it",
+                names(job, &laggards),
+                if laggards.len() == 1 { "is" } else { "are" },
+                if laggards.len() == 1 { "answers" } else { "answer" },
+                if phase.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (still in {phase})")
+                },
+                if mpi.len() == 1 { "rank" } else { "ranks" },
+                list(&mpi)
+            ),
+            laggards,
         );
     }
     if let Some(&(start, _)) = edges.first() {
@@ -218,35 +242,47 @@ pub fn root_cause(job: &Job<'_>, me: usize, outcomes: &[Outcome], answer: Durati
             .map(|(a, b)| format!("{a}-{b} ({}-{})", job.host(*a), job.host(*b)))
             .collect();
         let path: Vec<String> = cycle.iter().chain(cycle.first()).map(|r| r.to_string()).collect();
-        return format!(
-            "ranks {} wait on each other in a cycle, all alive: a link on it stopped passing data{}{}",
-            path.join(" -> "),
-            if crossing.is_empty() {
-                String::new()
-            } else {
-                format!(" (links between hosts on it: {})", crossing.join(", "))
-            },
-            detail_of(report(outcomes, start))
+        return verdict(
+            format!(
+                "ranks {} wait on each other in a cycle, all alive: a link on it stopped passing data{}{}",
+                path.join(" -> "),
+                if crossing.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (links between hosts on it: {})", crossing.join(", "))
+                },
+                detail_of(report(outcomes, start))
+            ),
+            cycle,
         );
     }
     let in_mpi: Vec<usize> = (0..n)
         .filter(|&r| matches!(&outcomes[r], Outcome::Reported(rep) if rep.state == WaitState::WaitingInMpi))
         .collect();
     if let Some(&r) = in_mpi.first() {
-        return format!(
-            "every rank answered and none waits on a peer, but {} {} timed out in an MPI step{}",
-            if in_mpi.len() == 1 { "rank" } else { "ranks" },
-            list(&in_mpi),
-            detail_of(report(outcomes, r))
+        return verdict(
+            format!(
+                "every rank answered and none waits on a peer, but {} {} timed out in an MPI step{}",
+                if in_mpi.len() == 1 { "rank" } else { "ranks" },
+                list(&in_mpi),
+                detail_of(report(outcomes, r))
+            ),
+            Vec::new(),
         );
     }
     let unknown = of(&|o| *o == Outcome::Unknown);
     if unknown.is_empty() {
-        "every rank answered and none is waiting on a peer: no root cause could be named".to_string()
+        verdict(
+            "every rank answered and none is waiting on a peer: no root cause could be named".to_string(),
+            Vec::new(),
+        )
     } else {
-        format!(
-            "no root cause could be named: {} opened no control port, so nothing is known about them",
-            names(job, &unknown)
+        verdict(
+            format!(
+                "no root cause could be named: {} opened no control port, so nothing is known about them",
+                names(job, &unknown)
+            ),
+            Vec::new(),
         )
     }
 }
@@ -274,12 +310,11 @@ fn report(outcomes: &[Outcome], r: usize) -> Option<&StallReport> {
 }
 
 /// `; ranks 0, 2 waited on it (rank 2: ...)`, or that no rank waited on them.
-fn waited_by(job: &Job<'_>, outcomes: &[Outcome], blamed: &[usize], waiters: &dyn Fn(usize) -> Vec<usize>) -> String {
+fn waited_by(outcomes: &[Outcome], blamed: &[usize], waiters: &dyn Fn(usize) -> Vec<usize>) -> String {
     let mut w: Vec<usize> = blamed.iter().flat_map(|&b| waiters(b)).collect();
     w.sort_unstable();
     w.dedup();
     let it = if blamed.len() == 1 { "it" } else { "them" };
-    let _ = job;
     match w.first() {
         None => {
             let (mpi, step) = in_mpi_step(outcomes);
@@ -392,6 +427,10 @@ mod tests {
     }
 
     fn verdict(hosts: &[&str], me: usize, outcomes: &[Outcome]) -> String {
+        decide(hosts, me, outcomes).line
+    }
+
+    fn decide(hosts: &[&str], me: usize, outcomes: &[Outcome]) -> Verdict {
         let (h, p) = job(hosts);
         root_cause(&Job { hosts: &h, pids: &p }, me, outcomes, Duration::from_secs(1))
     }

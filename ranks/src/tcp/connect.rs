@@ -85,59 +85,121 @@ impl TcpListening {
     }
 
     /// Accept connections until every higher rank has sent a valid hello (and got ours back).
+    /// Hellos are read from every accepted socket at once, each bounded by [`HELLO_WAIT`]: a
+    /// stray connection that never speaks, or speaks garbage, is dropped on its own without
+    /// holding up the ranks behind it.
     fn accept_higher(&self, job: &Job<'_>, streams: &mut [Option<TcpStream>]) -> Result<(), TransportError> {
         let rank = job.rank;
         self.listener
             .set_nonblocking(true)
             .map_err(|e| job.io_err(rank, "listening".into(), e))?;
         let mut missing: Vec<usize> = (rank + 1..job.size).collect();
+        let mut pending: Vec<PendingHello> = Vec::new();
+        let refuse = |p: &PendingHello, why: &str| {
+            eprintln!(
+                "meshrun: rank {rank} ({}): refused a connection from {}: {why}",
+                job.hosts[rank], p.from
+            );
+        };
         while !missing.is_empty() {
-            match self.listener.accept() {
-                Ok((s, from)) => {
-                    let left = job.left();
-                    let _ = s.set_nonblocking(false);
-                    let _ = s.set_read_timeout(Some(left.min(Duration::from_secs(5))));
-                    let mut buf = [0u8; <Hello as Record>::LEN];
-                    let peer = match (&s)
-                        .read_exact(&mut buf)
-                        .ok()
-                        .and_then(|_| Hello::check(&buf, &job.token, job.size))
-                    {
-                        Some(p) if missing.contains(&p) => p,
+            // 1. Take every connection waiting in the backlog.
+            loop {
+                match self.listener.accept() {
+                    Ok((s, from)) => {
+                        let _ = s.set_nonblocking(true);
+                        pending.push(PendingHello {
+                            s,
+                            from,
+                            buf: [0u8; <Hello as Record>::LEN],
+                            have: 0,
+                            until: Instant::now() + job.left().min(HELLO_WAIT),
+                        });
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(job.io_err(rank, "accepting connections".into(), e)),
+                }
+            }
+            // 2. Read what each pending connection has sent; settle the complete ones.
+            let mut i = 0;
+            while i < pending.len() {
+                let p = &mut pending[i];
+                let outcome = match (&p.s).read(&mut p.buf[p.have..]) {
+                    Ok(0) => Some(Err("it closed before a hello")),
+                    Ok(n) => {
+                        p.have += n;
+                        (p.have == p.buf.len()).then_some(Ok(()))
+                    }
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {
+                        (Instant::now() >= p.until).then_some(Err("no hello within 5 s"))
+                    }
+                    Err(_) => Some(Err("it failed before a hello")),
+                };
+                let Some(outcome) = outcome else {
+                    i += 1;
+                    continue;
+                };
+                let p = pending.swap_remove(i);
+                let peer = match outcome {
+                    Ok(()) => match Hello::check(&p.buf, &job.token, job.size) {
+                        Some(peer) if missing.contains(&peer) => peer,
                         _ => {
-                            eprintln!(
-                                "meshrun: rank {rank} ({}): refused a connection from {from}: no valid hello with this job's token",
-                                job.hosts[rank]
-                            );
+                            refuse(&p, "no valid hello with this job's token");
                             continue;
                         }
-                    };
-                    s.set_nodelay(true)
-                        .map_err(|e| job.io_err(peer, "setting TCP_NODELAY".into(), e))?;
-                    let _ = s.set_write_timeout(Some(left));
-                    (&s).write_all(&job.hello())
-                        .map_err(|e| job.io_err(peer, "answering the hello".into(), e))?;
-                    missing.retain(|&m| m != peer);
-                    streams[peer] = Some(s);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = job.deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        let names: Vec<String> = missing.iter().map(|&m| format!("{m} ({})", job.hosts[m])).collect();
-                        return Err(job.timeout(
-                            missing[0],
-                            format!("no connection came from ranks {}", names.join(", ")),
-                        ));
+                    },
+                    Err(why) => {
+                        refuse(&p, why);
+                        continue;
                     }
-                    let mut fds = [PollFd::new(self.listener.as_fd(), PollFlags::POLLIN)];
-                    let _ = poll(&mut fds, poll_timeout(left));
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(job.io_err(rank, "accepting connections".into(), e)),
+                };
+                let s = p.s;
+                s.set_nonblocking(false)
+                    .map_err(|e| job.io_err(peer, "configuring the socket".into(), e))?;
+                s.set_nodelay(true)
+                    .map_err(|e| job.io_err(peer, "setting TCP_NODELAY".into(), e))?;
+                let _ = s.set_write_timeout(Some(job.left()));
+                (&s).write_all(&job.hello())
+                    .map_err(|e| job.io_err(peer, "answering the hello".into(), e))?;
+                missing.retain(|&m| m != peer);
+                streams[peer] = Some(s);
             }
+            if missing.is_empty() {
+                break;
+            }
+            // 3. Wait for a new connection or more bytes, until the nearest deadline.
+            let now = Instant::now();
+            let left = job.deadline.saturating_duration_since(now);
+            if left.is_zero() {
+                let names: Vec<String> = missing.iter().map(|&m| format!("{m} ({})", job.hosts[m])).collect();
+                return Err(job.timeout(
+                    missing[0],
+                    format!("no connection came from ranks {}", names.join(", ")),
+                ));
+            }
+            let wait = pending
+                .iter()
+                .map(|p| p.until.saturating_duration_since(now))
+                .fold(left, Duration::min);
+            let mut fds: Vec<PollFd<'_>> = std::iter::once(PollFd::new(self.listener.as_fd(), PollFlags::POLLIN))
+                .chain(pending.iter().map(|p| PollFd::new(p.s.as_fd(), PollFlags::POLLIN)))
+                .collect();
+            let _ = poll(&mut fds, poll_timeout(wait.max(Duration::from_millis(1))));
         }
         Ok(())
     }
+}
+
+/// How long an accepted connection may take to send its hello.
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// An accepted connection whose hello is still coming.
+struct PendingHello {
+    s: TcpStream,
+    from: SocketAddr,
+    buf: [u8; <Hello as Record>::LEN],
+    have: usize,
+    until: Instant,
 }
 
 /// What every step of connecting needs: who we are, the job, and the deadline.
