@@ -375,91 +375,6 @@ fn listening_ports(pids: &[i32]) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn stray_connections_do_not_disturb_a_run() {
-    use std::io::Write;
-    use std::net::TcpStream;
-    use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new("mpirun");
-    mpi_env(&mut cmd)
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .args(["--bind-to", "none", "-np", "3"])
-        .arg(meshrun_bin())
-        .args([
-            "all_reduce",
-            "-b",
-            "8",
-            "-e",
-            "4M",
-            "-n",
-            "60",
-            "-T",
-            "10",
-            "--transport",
-            "tcp",
-            "--verbose",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0);
-    let tag = format!("MESHRUN_STRAY_JOB={}", std::process::id());
-    cmd.env("MESHRUN_STRAY_JOB", std::process::id().to_string());
-    let child = cmd.spawn().expect("mpirun");
-    let pgid = child.id() as i32;
-    // Wait for the three ranks and their own ports (MPI's listen on the wildcard address).
-    let mut ports = Vec::new();
-    for _ in 0..300 {
-        let pids = e2e::tagged_pids(&tag, "meshrun");
-        ports = listening_ports(&pids);
-        ports.retain(|p| !p.starts_with("0.0.0.0:") && !p.starts_with("[::]:") && !p.starts_with("*:"));
-        if pids.len() == 3 && ports.len() >= 3 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(ports.len() >= 3, "the ranks' ports were not found: {ports:?}");
-    let mut half_open = Vec::new();
-    for port in &ports {
-        // Garbage.
-        if let Ok(mut s) = TcpStream::connect(port) {
-            let _ = s.write_all(&[0x5a; 3000]);
-        }
-        // A control frame of another job (right magic and version, wrong token).
-        if let Ok(mut s) = TcpStream::connect(port) {
-            let mut f = b"MSHC".to_vec();
-            f.extend_from_slice(&1u32.to_le_bytes());
-            f.extend_from_slice(&[0xab; 16]);
-            f.push(2);
-            f.resize(1200, 0);
-            let _ = s.write_all(&f);
-        }
-        // A hello of another job on a mesh port.
-        if let Ok(mut s) = TcpStream::connect(port) {
-            let mut f = b"MSHR".to_vec();
-            f.extend_from_slice(&2u32.to_le_bytes());
-            f.extend_from_slice(&[0xcd; 16]);
-            f.resize(64, 0);
-            let _ = s.write_all(&f);
-        }
-        // Half-open: connected, never speaks, held until the job ends.
-        if let Ok(s) = TcpStream::connect(port) {
-            half_open.push(s);
-        }
-    }
-    let out = child.wait_with_output().expect("wait");
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
-    // The strays reached the control ports, which said so (--verbose) and went on.
-    assert!(
-        stderr.contains("ignored a connection to its control port from"),
-        "{ports:?}\n{stderr}"
-    );
-    drop(half_open);
-}
-
 /// `mount ARGS`, panicking with the reason when it fails (the fault suite runs as root, as the
 /// namespace tests do).
 fn mount(args: &[&str]) {
@@ -473,7 +388,6 @@ fn mount(args: &[&str]) {
 
 #[test]
 fn an_output_directory_that_turns_read_only_fails_cleanly() {
-    use std::os::unix::process::CommandExt;
     let dir = scratch("readonly");
     mount(&[
         "-t",
@@ -484,28 +398,21 @@ fn an_output_directory_that_turns_read_only_fails_cleanly() {
         dir.to_str().unwrap_or_default(),
     ]);
     let out_file = dir.join("all_reduce.json");
-    let mut cmd = Command::new("mpirun");
-    mpi_env(&mut cmd)
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .args(["--bind-to", "none", "-np", "2"])
-        .arg(meshrun_bin())
-        .args([
-            "all_reduce",
-            "-b",
-            "1M",
-            "-e",
-            "1M",
-            "-n",
-            "300",
-            "--transport",
-            "tcp",
-            "-J",
-        ])
-        .arg(&out_file)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .process_group(0);
-    let mut child = cmd.spawn().expect("mpirun");
+    let out_arg = out_file.display().to_string();
+    let args = [
+        "all_reduce",
+        "-b",
+        "1M",
+        "-e",
+        "1M",
+        "-n",
+        "300",
+        "--transport",
+        "tcp",
+        "-J",
+        &out_arg,
+    ];
+    let (mut child, _) = spawn_job("MESHRUN_READONLY_JOB", 2, &[], &args);
     let pgid = child.id() as i32;
     // The ranks check the directory at start (writable then): once the table's header is out,
     // the run is under way; make the directory read-only then.
@@ -588,77 +495,143 @@ fn an_output_directory_that_turns_read_only_fails_cleanly() {
     );
 }
 
-#[test]
-fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
-    use std::io::Write;
-    use std::net::TcpStream;
+/// A job of `np` ranks of `meshrun ARGS` under mpirun, output piped, its processes tagged with
+/// `name`=this test process's pid so their ports can be found.
+fn spawn_job(name: &str, np: usize, env: &[(&str, &str)], args: &[&str]) -> (std::process::Child, String) {
     use std::os::unix::process::CommandExt;
-    // Rank 1 freezes for 2 s as the mesh connects, so every rank's mesh port is open then; the
-    // strays (one half-open for longer than the 5 s deadline) must not stop the mesh.
     let mut cmd = Command::new("mpirun");
     mpi_env(&mut cmd)
         .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .env("MESHRUN_FAULT", "pause:rank=1:phase=connect:for=2000")
-        .args(["--bind-to", "none", "-np", "4", "-x", "MESHRUN_FAULT"])
-        .arg(meshrun_bin())
-        .args([
-            "all_reduce",
-            "-b",
-            "8",
-            "-e",
-            "64K",
-            "-n",
-            "5",
-            "-T",
-            "5",
-            "--transport",
-            "tcp",
-        ])
+        .env(name, std::process::id().to_string())
+        .args(["--bind-to", "none", "-np", &np.to_string()]);
+    for (k, v) in env {
+        cmd.env(k, v).args(["-x", k]);
+    }
+    cmd.arg(meshrun_bin())
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
-    let tag = format!("MESHRUN_STRAY_CONNECT_JOB={}", std::process::id());
-    cmd.env("MESHRUN_STRAY_CONNECT_JOB", std::process::id().to_string());
     let child = cmd.spawn().expect("mpirun");
-    let pgid = child.id() as i32;
-    // Four control ports and four mesh ports.
-    let mut ports = Vec::new();
-    for _ in 0..500 {
-        let pids = e2e::tagged_pids(&tag, "meshrun");
-        ports = listening_ports(&pids);
+    (child, format!("{name}={}", std::process::id()))
+}
+
+/// The ports the ranks tagged `tag` listen on themselves (MPI's own listen on the wildcard
+/// address), polled until there are `want` of them or `limit` passes.
+fn rank_ports(tag: &str, want: usize, limit: Duration) -> Vec<String> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        let mut ports = listening_ports(&e2e::tagged_pids(tag, "meshrun"));
         ports.retain(|p| !p.starts_with("0.0.0.0:") && !p.starts_with("[::]:") && !p.starts_with("*:"));
-        if ports.len() >= 8 {
-            break;
+        if ports.len() >= want || std::time::Instant::now() > until {
+            return ports;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mut held = Vec::new();
-    for port in &ports {
-        // Half-open first, so it is ahead of the real peers in the backlog.
+}
+
+/// To each port: a half-open connection (first, so it is ahead of real peers in a backlog; held
+/// until the returned sockets are dropped), garbage, a control frame of another job (right magic
+/// and version, wrong token) and a hello of another job.
+fn send_strays(ports: &[String]) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    use std::net::TcpStream;
+    let mut half_open = Vec::new();
+    for port in ports {
         if let Ok(s) = TcpStream::connect(port) {
-            held.push(s);
+            half_open.push(s);
         }
-        if let Ok(mut s) = TcpStream::connect(port) {
-            let _ = s.write_all(&[0x5a; 100]);
-        }
-        if let Ok(mut s) = TcpStream::connect(port) {
-            let mut f = b"MSHR".to_vec();
-            f.extend_from_slice(&2u32.to_le_bytes());
-            f.extend_from_slice(&[0xcd; 16]);
-            f.resize(64, 0);
-            let _ = s.write_all(&f);
+        let mut control = b"MSHC".to_vec();
+        control.extend_from_slice(&1u32.to_le_bytes());
+        control.extend_from_slice(&[0xab; 16]);
+        control.push(2);
+        control.resize(1200, 0);
+        let mut hello = b"MSHR".to_vec();
+        hello.extend_from_slice(&2u32.to_le_bytes());
+        hello.extend_from_slice(&[0xcd; 16]);
+        hello.resize(64, 0);
+        for bytes in [vec![0x5a; 3000], control, hello] {
+            if let Ok(mut s) = TcpStream::connect(port) {
+                let _ = s.write_all(&bytes);
+            }
         }
     }
+    half_open
+}
+
+/// Wait for the job and kill whatever of its process group is left: (status, stdout, stderr).
+fn finish(child: std::process::Child) -> (Option<i32>, String, String) {
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     let out = child.wait_with_output().expect("wait");
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn stray_connections_do_not_disturb_a_run() {
+    let args = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "4M",
+        "-n",
+        "60",
+        "-T",
+        "10",
+        "--transport",
+        "tcp",
+        "--verbose",
+    ];
+    let (child, tag) = spawn_job("MESHRUN_STRAY_JOB", 3, &[], &args);
+    // The three control ports (and a mesh port, while it connects).
+    let ports = rank_ports(&tag, 3, Duration::from_secs(6));
+    let held = send_strays(&ports);
+    let (code, stdout, stderr) = finish(child);
     drop(held);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(ports.len() >= 3, "the ranks' ports were not found: {ports:?}\n{stderr}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+    // The strays reached the control ports, which said so (--verbose) and went on.
+    assert!(
+        stderr.contains("ignored a connection to its control port from"),
+        "{ports:?}\n{stderr}"
+    );
+}
+
+#[test]
+fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
+    // Rank 1 freezes for 2 s as the mesh connects, so every rank's mesh port is open then; the
+    // strays (one half-open for longer than the 5 s deadline) must not stop the mesh.
+    let args = [
+        "all_reduce",
+        "-b",
+        "8",
+        "-e",
+        "64K",
+        "-n",
+        "5",
+        "-T",
+        "5",
+        "--transport",
+        "tcp",
+    ];
+    let fault = [("MESHRUN_FAULT", "pause:rank=1:phase=connect:for=2000")];
+    let (child, tag) = spawn_job("MESHRUN_STRAY_CONNECT_JOB", 4, &fault, &args);
+    // Four control ports and four mesh ports.
+    let ports = rank_ports(&tag, 8, Duration::from_secs(6));
+    let held = send_strays(&ports);
+    let (code, stdout, stderr) = finish(child);
+    drop(held);
     assert!(
         ports.len() >= 8,
         "the ranks' ports were not all found: {ports:?}\n{stderr}"
     );
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
     assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
     assert!(
         stderr.contains("refused a connection from") && stderr.contains("no valid hello with this job's token"),
