@@ -231,18 +231,7 @@ fn frozen_rank_in_a_retest_is_named() {
 
 #[test]
 fn frozen_rank_in_each_collective_is_named() {
-    for (i, name) in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "sendrecv",
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, name) in collectives::coll::ALL.into_iter().enumerate() {
         frozen(i % 4, name, &coll_args(name));
     }
 }
@@ -324,18 +313,7 @@ fn killed_rank_in_each_phase_ends_the_job_at_once() {
         &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
     );
     killed_after(SLOW_PAIR, 1, "retest", RETESTED);
-    for (i, name) in [
-        "all_reduce",
-        "all_gather",
-        "reduce_scatter",
-        "broadcast",
-        "reduce",
-        "alltoall",
-        "sendrecv",
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, name) in collectives::coll::ALL.into_iter().enumerate() {
         killed((i + 1) % 4, name, &coll_args(name));
     }
     let mut args = coll_args("all_reduce");
