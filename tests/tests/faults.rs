@@ -19,8 +19,12 @@ const LIMIT: Duration = Duration::from_secs(90);
 /// A frozen rank: the job ends within the deadline plus this, from the moment of the fault (the
 /// post-mortem's 1 s window and 1 s of queries, mpirun's teardown, a loaded 2-core machine).
 const AFTER_DEADLINE: f64 = 6.0;
-/// A killed rank: mpirun ends the job within this of the kill.
-const AFTER_KILL: f64 = 2.5;
+/// A killed rank: mpirun ends the job within this of the kill (measured: 1.0 s quiet). The kill
+/// cases run with the per-wait deadline raised to [`KILL_T`], so a job that waited for a deadline
+/// instead of ending at once would take at least 30 s: the bound sits far from both outcomes,
+/// and no load on the machine moves one across it.
+const AFTER_KILL: f64 = 10.0;
+const KILL_T: &str = "30";
 
 struct Outcome {
     run: Run,
@@ -166,15 +170,25 @@ fn frozen(rank: usize, phase: &str, args: &[&str]) {
 /// and the rank is named (by mpirun, or by a peer that saw its connection close).
 fn killed(rank: usize, phase: &str, args: &[&str]) {
     let fault = format!("kill:rank={rank}:phase={phase}");
-    let o = fault_job(4, &fault, args);
+    let mut args = args.to_vec();
+    match args.iter().position(|a| *a == "-T") {
+        Some(i) => args[i + 1] = KILL_T,
+        None => args.extend_from_slice(&["-T", KILL_T]),
+    }
+    let o = fault_job(4, &fault, &args);
     let after = struck(&o, &fault);
     assert_eq!(o.run.code, Some(137), "{fault}: status\n{}", o.run.all());
     let all = o.run.all();
     assert!(after < AFTER_KILL, "{fault}: ended {after:.1} s after the kill\n{all}");
-    assert!(
-        all.contains(&format!("process rank {rank} with PID")) || all.contains(&format!("rank {rank} (vm) closed")),
-        "{fault}: the killed rank is not named:\n{all}"
-    );
+    let named =
+        all.contains(&format!("process rank {rank} with PID")) || all.contains(&format!("rank {rank} (vm) closed"));
+    // Before MPI_Init no rank of ours can know the dead one (no channel, no rank table), and
+    // Open MPI 4.1 names it only when it classes the death as a signal: some of the time
+    // (2 of 6 runs on a busy machine) it classes it as a non-zero exit and ends the job with its
+    // generic abort notice, still with status 137. That is mpirun's word, documented in README.
+    let mpirun_generic =
+        phase == "bootstrap" && all.contains("1 process returned") && all.contains("the job has been aborted");
+    assert!(named || mpirun_generic, "{fault}: the killed rank is not named:\n{all}");
     clean(&o);
     eprintln!(
         "fault {fault}: status 137, {after:.1} s after the kill ({:.1} s in all)",
@@ -594,17 +608,20 @@ fn stray_connections_do_not_disturb_a_run() {
 #[test]
 fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
     // Rank 1 freezes for 2 s as the mesh connects, so every rank's mesh port is open then; the
-    // strays (one half-open for longer than the 5 s deadline) must not stop the mesh.
+    // strays (one half-open, silent for longer than a hello may take) must not stop the mesh.
+    // The deadline is long (20 s) and the run after the mesh is one small size, so the two
+    // outcomes sit far apart whatever the load: hellos read at once end the job about 2 s after
+    // the pause began; a silent stray read first holds the mesh for the 5 s a hello may take.
     let args = [
         "all_reduce",
         "-b",
         "8",
         "-e",
-        "64K",
+        "8",
         "-n",
         "5",
         "-T",
-        "5",
+        "20",
         "--transport",
         "tcp",
     ];
@@ -641,9 +658,9 @@ fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
         ended - paused
     );
     assert!(
-        ended - paused < 4.0,
-        "the job ended {:.1} s after the 2 s pause began: a stray held up the mesh (measured: 2.1 s \
-         when hellos are read at once, 5.1-5.3 s one at a time)",
+        ended - paused < 5.0,
+        "the job ended {:.1} s after the 2 s pause began: a stray held up the mesh (hellos read at \
+         once: 2.1 s measured; one at a time, a silent stray costs its 5 s hello wait: 7 s or more)",
         ended - paused
     );
 }
