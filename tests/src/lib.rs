@@ -203,6 +203,19 @@ pub fn mpirun(np: usize, args: &[&str], extra_env: &[(&str, &str)], limit: Durat
 }
 
 /// `meshrun ARGS...` as a plain process.
+/// The command without the variables `meshrun launch` forwards to the ranks (every `MESHRUN_*`,
+/// NCCL's three, `NCCL_TESTS_MIN_BW`) that the caller's environment happens to hold, so a test
+/// of the exact mpirun command does not depend on who runs it.
+pub fn without_forwarded_env(cmd: &mut Command) -> &mut Command {
+    for (k, _) in std::env::vars_os() {
+        let name = k.to_string_lossy();
+        if name.starts_with("MESHRUN_") || name.starts_with("NCCL_") {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd
+}
+
 pub fn meshrun(args: &[&str], limit: Duration) -> Run {
     let mut cmd = Command::new(meshrun_bin());
     mpi_env(&mut cmd).args(args);

@@ -170,28 +170,28 @@ fn unknown_option_and_bad_values() {
 #[test]
 fn dry_run_prints_the_exact_command() {
     let f = tmpfile("mpich-style", "# two nodes\nnode-a:2\nnode-b:2\n");
-    let r = meshrun(
-        &[
-            "launch",
-            "--hostfile",
-            f.to_str().unwrap(),
-            "--mpi",
-            "openmpi",
-            "--no-resolve-check",
-            "--rsh-agent",
-            "/opt/my agent",
-            "-x",
-            "NCCL_DEBUG=INFO",
-            "--meshrun",
-            "/usr/bin/meshrun",
-            "--dry-run",
-            "--",
-            "mesh-check",
-            "--iters",
-            "5",
-        ],
-        LIMIT,
-    );
+    // The caller's own MESHRUN_* or NCCL_* variables would be forwarded too: not in this test.
+    let mut cmd = std::process::Command::new(meshrun_bin());
+    without_forwarded_env(mpi_env(&mut cmd)).args([
+        "launch",
+        "--hostfile",
+        f.to_str().unwrap(),
+        "--mpi",
+        "openmpi",
+        "--no-resolve-check",
+        "--rsh-agent",
+        "/opt/my agent",
+        "-x",
+        "NCCL_DEBUG=INFO",
+        "--meshrun",
+        "/usr/bin/meshrun",
+        "--dry-run",
+        "--",
+        "mesh-check",
+        "--iters",
+        "5",
+    ]);
+    let r = run_bounded(&mut cmd, LIMIT);
     r.expect_code(0);
     let root = if nix::unistd::geteuid().is_root() {
         "--allow-run-as-root "
