@@ -266,7 +266,11 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
     let err = c.dir.join("cut.err");
     let mut cmd = c.launch_command(
         &[],
-        &["pairwise", "-s", "1M", "-n", "3000", "-T", "6", "--transport", "tcp"],
+        // Rounds of a fixed duration (-D), not of a fixed count: every pair of a round ends
+        // together, so no rank waits at the round's end for a pair the load made slow (with
+        // -n 3000 of 1 MiB, a loaded machine kept one pair busy past the 6 s deadline of the
+        // ranks waiting for it, before the cut).
+        &["pairwise", "-s", "1M", "-D", "4", "-T", "6", "--transport", "tcp"],
     );
     cmd.stdout(std::fs::File::create(&out).expect("out"))
         .stderr(std::fs::File::create(&err).expect("err"))

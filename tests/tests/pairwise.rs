@@ -68,9 +68,15 @@ fn bandwidth_rows_matrix_and_files() {
             row[4].parse().unwrap(),
         );
         assert!(avg > 0.0 && peak >= avg, "{row:?}");
-        // MsgRate[Mpps] = BW / (8 * bytes) / 1e6, as perftest's columns relate.
-        let want = avg * 1e9 / 8.0 / 65536.0 / 1e6;
-        assert!((rate - want).abs() <= 0.01 * want + 1e-6, "{rate} vs {want}");
+        // MsgRate[Mpps] = BW / (8 * bytes) / 1e6, as perftest's columns relate; BW is printed
+        // to 0.01 Gb/s and the rate to 1e-6 Mpps, so the two agree within those roundings (a
+        // busy machine's 0.08 Gb/s is 0.0771 rounded: 4% apart, and still right).
+        let bw_of_rate = rate * 1e6 * 8.0 * 65536.0 / 1e9;
+        let rounding = 0.005 + 1e-6 * 1e6 * 8.0 * 65536.0 / 1e9;
+        assert!(
+            (bw_of_rate - avg).abs() <= rounding + 1e-9,
+            "MsgRate {rate} Mpps is {bw_of_rate} Gb/s, BW average {avg}"
+        );
     }
     assert!(r.stdout.contains("# PASS: no slow pairs"), "{}", r.stdout);
     // JSON has every figure and the verdict.
