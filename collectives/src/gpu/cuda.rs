@@ -792,6 +792,18 @@ mod tests {
     use super::*;
     use crate::reduce;
 
+    /// GPU 0, or a panic saying plainly why there is none.
+    fn gpu_for_test() -> CudaGpu {
+        match CudaGpu::open(None, 0, "this machine") {
+            Ok(g) => g,
+            Err(GpuError::NoDriver { .. }) => panic!(
+                "no GPU to test on: libcuda.so (the NVIDIA driver) cannot be loaded on this machine; \
+                 these tests run on a GPU machine (scripts/gpu-check.sh, the GPU bundle's check)"
+            ),
+            Err(e) => panic!("no GPU to test on: {e}"),
+        }
+    }
+
     /// Operands that exercise wrapping (integers) and rounding (16-bit floats), without NaN.
     fn operands(dt: DataType, n: usize, seed: u64) -> Vec<u8> {
         let mut v = vec![0u8; n * dt.size()];
@@ -857,44 +869,264 @@ mod tests {
         }
     }
 
+    /// Elements per case: more than two full grids (4,096 blocks of 512 threads, the launch's cap),
+    /// so every thread takes at least two grid strides and the tail is not a whole block.
+    const KERNEL_TEST_N: usize = 2 * kernels::MAX_BLOCKS as usize * kernels::BLOCK as usize + 12_345;
+
+    #[test]
+    fn the_kernel_test_strides_the_grid() {
+        let n = KERNEL_TEST_N;
+        assert_eq!(kernels::blocks(n), kernels::MAX_BLOCKS, "the grid is capped");
+        let grid = kernels::MAX_BLOCKS as usize * kernels::BLOCK as usize;
+        assert!(n > 2 * grid, "each thread strides at least twice");
+        assert_ne!(n % kernels::BLOCK as usize, 0, "a partial last block");
+    }
+
+    /// Element `i` of `bytes` as a value of `dt`, for reports.
+    fn element(dt: DataType, bytes: &[u8], i: usize) -> String {
+        let e = &bytes[i * dt.size()..(i + 1) * dt.size()];
+        crate::with_type!(dt, T => {
+            let v: T = bytemuck::pod_read_unaligned(e);
+            format!("{v:?}")
+        })
+    }
+
+    /// How one (type, op) case came out on the device.
+    enum Outcome {
+        Equal,
+        Wrong {
+            count: u64,
+            first: usize,
+            got: String,
+            want: String,
+        },
+        Failed(String),
+    }
+
+    /// Run `dst = a op b` (in place, as the ring does) and the avg divide on the device, and
+    /// compare with the CPU.
+    fn run_case(g: &mut dyn Gpu, dt: DataType, op: RedOp, a: &[u8], b: &[u8]) -> Outcome {
+        let mut want = vec![0u8; a.len()];
+        if let Err(e) =
+            reduce::reduce_from(dt, op, &mut want, a, b).and_then(|()| reduce::finalize(dt, op, &mut want, 3))
+        {
+            return Outcome::Failed(format!("CPU reference: {e}"));
+        }
+        let mut got = vec![0u8; a.len()];
+        let device = (|| -> Result<(), GpuError> {
+            let (da, db) = (g.alloc(a.len())?, g.alloc(b.len())?);
+            let r = (|| {
+                g.upload(At::new(da, 0), a)?;
+                g.upload(At::new(db, 0), b)?;
+                g.reduce(dt, op, At::new(da, 0), At::new(da, 0), At::new(db, 0), a.len())?;
+                g.finalize(dt, op, da, 0..a.len(), 3)?;
+                g.download(At::new(da, 0), &mut got)
+            })();
+            g.free(da);
+            g.free(db);
+            r
+        })();
+        if let Err(e) = device {
+            return Outcome::Failed(e.to_string());
+        }
+        let count = reduce::count_wrong(dt, &got, &want);
+        if count == 0 {
+            return Outcome::Equal;
+        }
+        let first = got
+            .chunks(dt.size())
+            .zip(want.chunks(dt.size()))
+            .position(|(x, y)| x != y)
+            .unwrap_or(0);
+        Outcome::Wrong {
+            count,
+            first,
+            got: element(dt, &got, first),
+            want: element(dt, &want, first),
+        }
+    }
+
+    /// A line of the report, written to stderr at once and not through the test harness's capture
+    /// (`std::io::stderr()` is not captured; `eprintln!` is), so each case shows as it finishes,
+    /// even if a later one hangs until a timeout kills the test.
+    fn say(line: &str) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+
+    /// Every case's line, the cases that went wrong, and the summary line.
+    struct Report {
+        table: Vec<String>,
+        failed: Vec<String>,
+        summary: String,
+    }
+
+    /// Run every (type, op) on `g` over `n` elements, each reported through `say` as it finishes.
+    fn kernel_report(g: &mut dyn Gpu, n: usize, say: &mut dyn FnMut(&str)) -> Report {
+        let (mut table, mut failed, mut equal) = (Vec::new(), Vec::new(), 0);
+        for dt in DataType::ALL {
+            let (a, b) = (operands(dt, n, 1), operands(dt, n, 2));
+            for op in RedOp::ALL {
+                let case = format!("{:>8} {:>4}", dt.name(), op.name());
+                let line = match run_case(g, dt, op, &a, &b) {
+                    Outcome::Equal => {
+                        equal += 1;
+                        format!("{case}: ok, {n} of {n} equal")
+                    }
+                    Outcome::Wrong {
+                        count,
+                        first,
+                        got,
+                        want,
+                    } => format!("{case}: WRONG {count} of {n}, first at {first}: got {got}, want {want}"),
+                    Outcome::Failed(e) => format!("{case}: FAILED: {e}"),
+                };
+                if !line.contains(": ok,") {
+                    failed.push(format!("{} {}", dt.name(), op.name()));
+                }
+                say(&line);
+                table.push(line);
+            }
+        }
+        let summary = format!(
+            "reduction kernels: {equal} of {} (type, op) cases equal the CPU bit for bit over {n} elements{}",
+            table.len(),
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!("; wrong or failed: {}", failed.join(", "))
+            }
+        );
+        say(&summary);
+        Report { table, failed, summary }
+    }
+
+    /// Every (type, op) on the device against the CPU, bit for bit, over enough elements that the
+    /// grid strides. Every case runs and is reported (mismatches, the first wrong index, the value
+    /// there and the one wanted) before the test fails, and the failure message holds the table.
     #[test]
     #[ignore = "needs an NVIDIA GPU and driver; scripts/gpu-check.sh runs it on a GPU machine"]
     fn device_kernels_equal_the_cpu_for_every_type_and_op() {
-        let mut g = CudaGpu::open(None, 0, "gpu-check").unwrap_or_else(|e| panic!("{e}"));
-        println!("GPU {}: {} [{}]", g.info.ordinal, g.info.name, g.info.pci_bus_id);
-        // An odd count (not a multiple of the block) and more than one block per thread.
-        let n = 1_234_567;
-        let mut checked = 0;
-        for dt in DataType::ALL {
-            for op in RedOp::ALL {
-                let (a, b) = (operands(dt, n, 1), operands(dt, n, 2));
-                let mut want = vec![0u8; a.len()];
-                reduce::reduce_from(dt, op, &mut want, &a, &b).unwrap();
-                reduce::finalize(dt, op, &mut want, 3).unwrap();
-                let (da, db) = (g.alloc(a.len()).unwrap(), g.alloc(b.len()).unwrap());
-                g.upload(At::new(da, 0), &a).unwrap();
-                g.upload(At::new(db, 0), &b).unwrap();
-                // In place, as the ring does: a = a op b.
-                g.reduce(dt, op, At::new(da, 0), At::new(da, 0), At::new(db, 0), a.len())
-                    .unwrap();
-                g.finalize(dt, op, da, 0..a.len(), 3).unwrap();
-                let mut got = vec![0u8; a.len()];
-                g.download(At::new(da, 0), &mut got).unwrap();
-                let wrong = reduce::count_wrong(dt, &got, &want);
-                assert_eq!(wrong, 0, "{} {}: {wrong} of {n} elements differ", dt.name(), op.name());
-                g.free(da);
-                g.free(db);
-                checked += 1;
-            }
+        let n = KERNEL_TEST_N;
+        let mut g = gpu_for_test();
+        say(&format!(
+            "reduction kernels on GPU {} {} [{}]: {n} elements per case, grid {} blocks x {} threads (strides {}x)",
+            g.info.ordinal,
+            g.info.name,
+            g.info.pci_bus_id,
+            kernels::blocks(n),
+            kernels::BLOCK,
+            n.div_ceil(kernels::MAX_BLOCKS as usize * kernels::BLOCK as usize)
+        ));
+        let r = kernel_report(&mut g, n, &mut |l| say(l));
+        assert_eq!(r.table.len(), 50);
+        assert!(r.failed.is_empty(), "{}\n{}", r.summary, r.table.join("\n"));
+    }
+
+    /// A GPU that gets case 7's result wrong (one element) and fails case 12's kernel: every
+    /// other case still runs, and both are reported as they are.
+    struct Faulty {
+        inner: super::super::standin::HostStandIn,
+        downloads: usize,
+        reduces: usize,
+    }
+
+    impl Gpu for Faulty {
+        fn info(&self) -> &GpuInfo {
+            self.inner.info()
         }
-        assert_eq!(checked, 50);
-        println!("reduction kernels: 10 types x 5 ops x {n} elements equal the CPU bit for bit");
+        fn alloc(&mut self, len: usize) -> Result<BufId, GpuError> {
+            self.inner.alloc(len)
+        }
+        fn free(&mut self, buf: BufId) {
+            self.inner.free(buf)
+        }
+        fn host_staging(&mut self, len: usize) -> Result<Box<dyn Staging>, GpuError> {
+            self.inner.host_staging(len)
+        }
+        fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError> {
+            self.inner.upload(dst, src)
+        }
+        fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError> {
+            self.inner.download(src, dst)?;
+            self.downloads += 1;
+            if self.downloads == 8 {
+                dst[5] ^= 0x40;
+            }
+            Ok(())
+        }
+        fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError> {
+            self.inner.copy(dst, src, len)
+        }
+        fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::NicMemory>, GpuError> {
+            self.inner.nic_memory(buf)
+        }
+        fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+            self.reduces += 1;
+            if self.reduces == 13 {
+                // (Built by hand: a DriverError asks libcuda for its words.)
+                return Err(GpuError::Call {
+                    ordinal: 0,
+                    name: self.inner.info().name.clone(),
+                    call: "cuLaunchKernel (reduce)",
+                    error: "CUDA_ERROR_LAUNCH_FAILED".into(),
+                    hint: String::new(),
+                });
+            }
+            self.inner.reduce(dt, op, dst, a, b, bytes)
+        }
+        fn finalize(&mut self, dt: DataType, op: RedOp, buf: BufId, r: Range<usize>, n: usize) -> Result<(), GpuError> {
+            self.inner.finalize(dt, op, buf, r, n)
+        }
+        fn rdma_writes_landed(&mut self) {
+            self.inner.rdma_writes_landed()
+        }
+    }
+
+    /// The report itself, on the host stand-in (no GPU needed): all 50 cases equal; then a GPU
+    /// with one wrong element and one failed launch has both reported, and the other 48 still run.
+    #[test]
+    fn the_kernel_report_runs_and_tells_every_case() {
+        let n = 3 * kernels::BLOCK as usize + 7;
+        let mut g = super::super::standin::HostStandIn::new(0);
+        let mut said = Vec::new();
+        let r = kernel_report(&mut g, n, &mut |l| said.push(l.to_string()));
+        assert_eq!((r.table.len(), r.failed.len()), (50, 0), "{}", r.summary);
+        assert_eq!(said.len(), 51);
+        assert!(r
+            .summary
+            .starts_with("reduction kernels: 50 of 50 (type, op) cases equal"));
+        let mut g = Faulty {
+            inner: super::super::standin::HostStandIn::new(0),
+            downloads: 0,
+            reduces: 0,
+        };
+        let r = kernel_report(&mut g, n, &mut |_| {});
+        assert_eq!(r.table.len(), 50);
+        assert_eq!(r.failed, ["uint8 min", "int32 min"], "{}", r.table.join("\n"));
+        // Case 7 (uint8 min): element 5 flipped by 0x40.
+        let wrong = &r.table[7];
+        assert!(
+            wrong.contains("   uint8  min: WRONG 1 of 1543, first at 5: got "),
+            "{wrong}"
+        );
+        assert!(
+            r.table[12].contains("int32  min: FAILED: GPU 0 (host stand-in"),
+            "{}",
+            r.table[12]
+        );
+        assert!(
+            r.table[12].contains("cuLaunchKernel (reduce) failed"),
+            "{}",
+            r.table[12]
+        );
+        assert!(r.summary.contains("48 of 50") && r.summary.ends_with("wrong or failed: uint8 min, int32 min"));
     }
 
     #[test]
     #[ignore = "needs an NVIDIA GPU and driver; scripts/gpu-check.sh runs it on a GPU machine"]
     fn device_errors_name_the_gpu_and_the_bounds() {
-        let mut g = CudaGpu::open(None, 0, "gpu-check").unwrap_or_else(|e| panic!("{e}"));
+        let mut g = gpu_for_test();
         let b = g.alloc(64).unwrap();
         let e = g.upload(At::new(b, 60), &[0u8; 8]).unwrap_err().to_string();
         assert!(e.contains("upload past the end") && e.contains("60..68"), "{e}");
