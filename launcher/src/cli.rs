@@ -27,7 +27,8 @@ pub enum Command {
     /// (rank) Check every rank reaches every other: verified payload both ways and round-trip times
     #[command(name = "mesh-check")]
     MeshCheck(MeshCheckArgs),
-    /// RDMA devices, ports and GIDs of this host (like show_gids), and the choice meshrun would make
+    /// RDMA devices, ports and GIDs of this host (like show_gids), what each GPU says of GPUDirect
+    /// RDMA (--gpu: only that), and the choice meshrun would make
     Devices(DevicesArgs),
     /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
     Pairwise(PairwiseArgs),
@@ -416,6 +417,15 @@ pub struct DeviceArgs {
 pub struct DevicesArgs {
     #[command(flatten)]
     pub dev: DeviceArgs,
+    /// Only the GPUs: probe each for GPUDirect RDMA without a NIC (device attributes, a real
+    /// buffer's GPUDirect capability and dma-buf export, whether RDMA writes need a flush), one
+    /// line per GPU. Exit 0: every GPU can do GPUDirect RDMA; 1: one cannot (its line says why);
+    /// 2: no NVIDIA driver or no GPU; 4: a probe call failed
+    #[arg(long)]
+    pub gpu: bool,
+    /// With --gpu: the probe results as JSON on stdout instead of lines
+    #[arg(long, requires = "gpu")]
+    pub json: bool,
 }
 
 #[cfg(test)]

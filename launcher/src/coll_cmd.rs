@@ -184,7 +184,7 @@ fn open_gpu(
     if req.staging {
         return Ok((g, DataPath::Staged));
     }
-    let probe = g.alloc(2 << 20).map_err(|e| e.to_string())?;
+    let probe = g.alloc(gpu::PROBE_BYTES).map_err(|e| e.to_string())?;
     let registered = g.nic_memory(probe).map_err(|e| e.to_string()).and_then(|mem| {
         t.require_rdma(
             "cannot move GPU memory without a copy: GPUDirect RDMA needs --transport verbs; or add --gpu-staging",

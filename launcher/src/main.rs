@@ -328,11 +328,52 @@ fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
     })
 }
 
+/// The GPUDirect probe of every GPU here (no NIC needed), as lines (or JSON), and its status:
+/// 0 every GPU can do GPUDirect RDMA, 1 one cannot, 2 no driver or no GPU, 4 a probe call failed.
+fn gpu_probe(json: bool) -> (Vec<String>, i32) {
+    use collectives::gpu::{self, GpuError};
+    let host = nix::unistd::gethostname()
+        .map(|h| h.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "this host".into());
+    match gpu::probe_all(&host) {
+        Ok(probes) => {
+            let code = if probes.iter().all(|p| p.usable()) {
+                Status::Ok
+            } else {
+                Status::FoundProblem
+            };
+            let lines = if json {
+                vec![serde_json::to_string_pretty(&probes).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))]
+            } else {
+                probes.iter().map(|p| p.line()).collect()
+            };
+            (lines, code.code())
+        }
+        Err(GpuError::NoDriver { .. }) => (
+            vec!["# CUDA: libcuda.so not found here: no GPU to probe for GPUDirect RDMA (GPU buffers, -g and --use-cuda, need the NVIDIA driver)".into()],
+            Status::Usage.code(),
+        ),
+        Err(e @ GpuError::Selection { .. }) => (vec![format!("# CUDA: {e}")], Status::Usage.code()),
+        Err(e) => (vec![format!("# CUDA: {e}")], Status::LocalFault.code()),
+    }
+}
+
 fn devices_cmd(a: cli::DevicesArgs) -> i32 {
     use ranks::devices;
+    if a.gpu {
+        let (lines, code) = gpu_probe(a.json);
+        for l in lines {
+            println!("{l}");
+        }
+        return code;
+    }
     let devs = match devices::discover(&a.dev.sysfs_root) {
         Ok(d) => d,
         Err(e) => {
+            // The GPUs' side needs no NIC: say what it is even so.
+            for l in gpu_probe(false).0 {
+                println!("{l}");
+            }
             eprintln!("meshrun devices: {e}");
             return Status::Usage.code();
         }
@@ -369,6 +410,10 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
         if let Some(w) = g.warning() {
             println!("# warning: {w}");
         }
+    }
+    // What CUDA says of GPUDirect RDMA on each GPU (or that there is no driver).
+    for l in gpu_probe(false).0 {
+        println!("{l}");
     }
     match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
         Ok(c) => {

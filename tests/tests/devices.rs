@@ -85,3 +85,108 @@ fn gpu_node_reports_gpu_nic_affinity() {
     // The BMC VGA device (vendor 0x1a03) is not an NVIDIA GPU.
     assert!(!r.stdout.contains("0000:03:00.0"), "{}", r.stdout);
 }
+
+fn libcuda_installed() -> bool {
+    std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
+        .unwrap_or(false)
+}
+
+/// `meshrun devices` with `env` set.
+fn devices_with(args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = std::process::Command::new(meshrun_bin());
+    mpi_env(&mut cmd).arg("devices").args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    run_bounded(&mut cmd, LIMIT)
+}
+
+/// `devices --gpu`, the GPUDirect probe the GPU bundle's check calls, on the host stand-in: one
+/// line per GPU with the verdict first, then the device attributes, the probe buffer's
+/// capability and its dma-buf export at the host page's alignment; the exit status says whether
+/// every GPU can do GPUDirect RDMA; `--json` carries the same facts.
+#[test]
+fn gpu_probe_lines_and_status() {
+    let standin = ("MESHRUN_GPU_STANDIN", "host");
+    let r = devices_with(&["--gpu"], &[standin]);
+    r.expect_code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 8, "{}", r.stdout);
+    for (i, l) in lines.iter().enumerate() {
+        assert!(
+            l.starts_with(&format!("# CUDA GPU {i} host stand-in for a GPU"))
+                && l.contains("]: GPUDirect RDMA usable; "),
+            "{l}"
+        );
+        assert!(l.contains(" buffer_capable=yes "), "{l}");
+        assert!(l.contains(" dmabuf_export=ok(2097152 B at 4096-B alignment) "), "{l}");
+        assert!(
+            l.ends_with(" flush_options=host writes_ordering=none(0) flush=before-reads"),
+            "{l}"
+        );
+    }
+    // A device that orders RDMA writes for its kernels needs no flush.
+    let r = devices_with(&["--gpu"], &[standin, ("MESHRUN_GPU_STANDIN_RDMA_ORDERING", "100")]);
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains("writes_ordering=owner(100) flush=not-needed"),
+        "{}",
+        r.stdout
+    );
+    // One that neither orders nor flushes them: found, said, exit 1.
+    let r = devices_with(&["--gpu"], &[standin, ("MESHRUN_GPU_STANDIN_FLUSH_OPTIONS", "0")]);
+    r.expect_code(1);
+    assert!(
+        r.stdout.contains(
+            "GPUDirect RDMA NOT usable: RDMA writes are not ordered for this GPU's kernels and it cannot flush them"
+        ),
+        "{}",
+        r.stdout
+    );
+    let r = devices_with(&["--gpu", "--json"], &[standin]);
+    r.expect_code(0);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    let all = v.as_array().expect("an array, one per GPU");
+    assert_eq!(all.len(), 8);
+    assert_eq!(all[3]["gpu"]["ordinal"], 3);
+    assert_eq!(all[3]["dmabuf_export"]["Ok"], 2097152);
+    assert_eq!(all[3]["flush"], "Flush");
+    let r = devices_with(&["--json"], &[standin]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("--gpu"), "{}", r.stderr);
+}
+
+/// Without the NVIDIA driver the probe says so in one line and exits 2; the RDMA listing carries
+/// the same line before its choice, and a machine with neither still gets both reasons.
+#[test]
+fn gpu_probe_without_a_driver() {
+    if libcuda_installed() {
+        eprintln!("skipped: libcuda is installed here, so the no-driver line cannot show");
+        return;
+    }
+    let r = devices_with(&["--gpu"], &[]);
+    r.expect_code(2);
+    assert_eq!(
+        r.stdout.trim_end(),
+        "# CUDA: libcuda.so not found here: no GPU to probe for GPUDirect RDMA (GPU buffers, -g and --use-cuda, need the NVIDIA driver)"
+    );
+    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce")], LIMIT);
+    r.expect_code(0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(
+        lines[lines.len() - 2].starts_with("# CUDA: libcuda.so not found here"),
+        "{}",
+        r.stdout
+    );
+    let r = meshrun(&["devices", "--sysfs-root", &fixture("no-rdma")], LIMIT);
+    r.expect_code(2);
+    assert!(
+        r.stdout.starts_with("# CUDA: libcuda.so not found here"),
+        "{}",
+        r.stdout
+    );
+    assert!(r.stderr.contains("no RDMA support loaded"), "{}", r.stderr);
+}

@@ -132,6 +132,55 @@ fn staged_data_movers_and_reduce_root() {
     three_mib(&["all_gather", "broadcast", "alltoall", "sendrecv"]);
 }
 
+/// Pinned staging is allocated once per run, at the largest size of the sweep, before anything is
+/// uploaded: not per size, type, op or placement. The stand-in's journal of its calls says so
+/// (`MESHRUN_GPU_STANDIN_LOG=1`: one summary line per rank as it ends), over a sweep of three
+/// sizes, every type and every op, and for a data mover at 3 ranks.
+#[test]
+fn staging_is_pinned_once_per_run_at_the_largest_size() {
+    for (n, name, largest) in [(2, "all_reduce", 6144), (3, "alltoall", 6144)] {
+        let r = mpirun(
+            n,
+            &[
+                name,
+                "-g",
+                "--gpu-staging",
+                "-b",
+                "96",
+                "-e",
+                "6144",
+                "-f",
+                "8",
+                "-d",
+                "all",
+                "-o",
+                "all",
+                "-n",
+                "1",
+                "-w",
+                "0",
+            ],
+            &[STANDIN, ("MESHRUN_GPU_STANDIN_LOG", "1")],
+            LIMIT,
+        );
+        r.expect_code(0);
+        let journals: Vec<&str> = r
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("meshrun stand-in GPU "))
+            .collect();
+        assert_eq!(journals.len(), n, "{}", r.all());
+        for j in journals {
+            assert!(
+                j.contains(&format!(": host_staging=2 staging_bytes={largest},{largest} ")),
+                "{name}: {j}"
+            );
+            assert!(j.ends_with(" rules=kept"), "{name}: {j}");
+            assert!(!j.contains(" upload=0 "), "{name}: {j}");
+        }
+    }
+}
+
 #[test]
 fn corrupted_element_on_the_gpu_path_fails_the_run() {
     let r = mpirun(

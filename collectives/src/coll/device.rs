@@ -52,20 +52,47 @@ impl Xfer {
     }
 }
 
+/// Pinned host buffers for the staged path, one to send from and one to receive into: allocated
+/// once per run (a sweep of sizes, types and ops) at the largest size any case needs, not per
+/// size: pinning is slow (the kernel locks every page) and a run would otherwise pin and unpin
+/// its largest size twice per case.
+pub struct HostStaging {
+    send: Box<dyn Staging>,
+    recv: Box<dyn Staging>,
+}
+
+impl HostStaging {
+    /// Two staging buffers of `bytes` each.
+    pub fn new(gpu: &mut dyn Gpu, bytes: usize) -> Result<HostStaging, GpuError> {
+        Ok(HostStaging {
+            send: gpu.host_staging(bytes)?,
+            recv: gpu.host_staging(bytes)?,
+        })
+    }
+
+    /// Bytes each buffer holds.
+    pub fn len(&self) -> usize {
+        self.send.bytes().len().min(self.recv.bytes().len())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
 /// How device data crosses the network in one run.
-enum Path {
-    Staged {
-        host_send: Box<dyn Staging>,
-        host_recv: Box<dyn Staging>,
-    },
+enum Path<'g> {
+    Staged(&'g mut HostStaging),
     /// Each device buffer's region, registered with the transport.
-    Direct { regions: Vec<(BufId, RegionId)> },
+    Direct {
+        regions: Vec<(BufId, RegionId)>,
+    },
 }
 
 /// A GPU and the transfer memory of one placement, allocated once and reused by every run.
 pub struct DeviceRun<'g> {
     pub gpu: &'g mut dyn Gpu,
-    path: Path,
+    path: Path<'g>,
     /// Device scratch: a received slice lands here before it is reduced.
     pub dev_scratch: BufId,
     /// Device work buffer for algorithms that need a whole-size temporary (allocated on first use).
@@ -73,23 +100,30 @@ pub struct DeviceRun<'g> {
 }
 
 impl<'g> DeviceRun<'g> {
-    /// Transfer memory for runs on `bufs`, whose buffers are at most `bytes` long: pinned host
-    /// buffers (staged), or registrations of `bufs` and the scratch (direct).
+    /// Transfer memory for runs on `bufs`, whose buffers are at most `bytes` long: the run's
+    /// pinned host buffers `staging` (staged: required, at least `bytes` long), or registrations
+    /// of `bufs` and the scratch (direct).
     pub fn new(
         gpu: &'g mut dyn Gpu,
         t: &mut dyn Transport,
         path: DataPath,
         bytes: usize,
         bufs: DevBufs,
+        staging: Option<&'g mut HostStaging>,
     ) -> Result<DeviceRun<'g>, CollError> {
-        let dev_scratch = gpu.alloc(bytes.min(super::ring::SLICE))?;
-        let path = match path {
-            DataPath::Staged => Path::Staged {
-                host_send: gpu.host_staging(bytes)?,
-                host_recv: gpu.host_staging(bytes)?,
-            },
-            DataPath::Direct(_) => Path::Direct { regions: Vec::new() },
+        let path = match (path, staging) {
+            (DataPath::Staged, Some(s)) if s.len() >= bytes => Path::Staged(s),
+            (DataPath::Staged, s) => {
+                return Err(CollError::Gpu(GpuError::OutOfBounds {
+                    buf: 0,
+                    what: "the run's host staging is smaller than this case (allocate it at the largest size)",
+                    range: 0..bytes,
+                    len: s.map_or(0, |s| s.len()),
+                }))
+            }
+            (DataPath::Direct(_), _) => Path::Direct { regions: Vec::new() },
         };
+        let dev_scratch = gpu.alloc(bytes.min(super::ring::SLICE))?;
         let mut run = DeviceRun {
             gpu,
             path,
@@ -175,7 +209,11 @@ impl<'g> DeviceRun<'g> {
     /// before this returns (matched with the peers' transfers as [`Transport::exchange`] matches).
     pub fn transfer(&mut self, t: &mut dyn Transport, xs: &[Xfer], deadline: Instant) -> Result<(), CollError> {
         match &mut self.path {
-            Path::Staged { host_send, host_recv } => {
+            Path::Staged(staging) => {
+                let HostStaging {
+                    send: host_send,
+                    recv: host_recv,
+                } = &mut **staging;
                 // Sends packed one after another in the send staging buffer, receives likewise.
                 let mut off = 0;
                 for x in xs {
@@ -233,6 +271,11 @@ impl<'g> DeviceRun<'g> {
                 }
                 t.require_rdma("has no zero-copy operations between registered regions")?
                     .exchange_direct(&mut ops, deadline)?;
+                // The receives were RDMA writes into device memory: the GPU makes them visible
+                // before it next reads (a flush, where the device needs one).
+                if xs.iter().any(|x| matches!(x, Xfer::Recv { .. })) {
+                    self.gpu.rdma_writes_landed();
+                }
                 Ok(())
             }
         }
@@ -290,4 +333,209 @@ pub fn ring_all_gather(
         dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dtype::{DataType, RedOp};
+    use crate::gpu::standin::{check_journal, Call, HostStandIn, Journal};
+    use crate::gpu::RdmaFlush;
+    use ranks::{
+        ForeignPath, NicMemory, OneSidedResult, OneSidedRole, Rdma, TransportError, TransportKind, WindowMemory,
+    };
+
+    /// Rank 0 of `n` with RDMA: zero-copy batches "complete" at once (the stand-in's memory is not
+    /// written), each noted in the stand-in's journal, so the order of network and device calls
+    /// shows; two-sided operations are an error (the direct path must not use them).
+    struct FakeRdma {
+        n: usize,
+        journal: Journal,
+        regions: usize,
+    }
+
+    impl Transport for FakeRdma {
+        fn kind(&self) -> TransportKind {
+            TransportKind::Verbs
+        }
+        fn rank(&self) -> usize {
+            0
+        }
+        fn size(&self) -> usize {
+            self.n
+        }
+        fn host_of(&self, _: usize) -> &str {
+            "fake"
+        }
+        fn exchange_with(
+            &mut self,
+            _: &mut [Op<'_>],
+            _: Instant,
+            _: Option<&mut dyn FnMut()>,
+        ) -> Result<(), TransportError> {
+            Err(TransportError::Setup("a two-sided operation on the direct path".into()))
+        }
+        fn rdma(&mut self) -> Option<&mut dyn Rdma> {
+            Some(self)
+        }
+    }
+
+    impl Rdma for FakeRdma {
+        fn one_sided(
+            &mut self,
+            _: usize,
+            _: usize,
+            _: OneSidedRole,
+            _: Instant,
+        ) -> Result<OneSidedResult, TransportError> {
+            Err(TransportError::Setup("not in this test".into()))
+        }
+        fn use_window_memory(&mut self, _: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
+            Err(TransportError::Setup("not in this test".into()))
+        }
+        fn register_region(&mut self, _: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {
+            self.regions += 1;
+            Ok((self.regions, ForeignPath::HostStandIn))
+        }
+        fn release_region(&mut self, _: RegionId) {}
+        fn exchange_direct(&mut self, ops: &mut [DirectOp], _: Instant) -> Result<(), TransportError> {
+            let recv = ops.iter().any(|o| matches!(o.kind, ranks::DirectKind::Recv(_)));
+            self.journal.lock().unwrap().push(Call::Note(if recv {
+                "exchange with receives"
+            } else {
+                "exchange, sends only"
+            }));
+            Ok(())
+        }
+        fn use_send_opcode(&mut self, _: bool) {}
+    }
+
+    fn ctx(nranks: usize) -> Ctx {
+        Ctx {
+            dtype: DataType::Float,
+            op: RedOp::Sum,
+            root: 0,
+            rank: 0,
+            nranks,
+            counts: super::super::Counts {
+                send: 0,
+                recv: 0,
+                param: 0,
+                send_inplace_offset: 0,
+                recv_inplace_offset: 0,
+            },
+            step_timeout: std::time::Duration::from_secs(5),
+        }
+    }
+
+    /// A ring reduce-scatter over GPUDirect RDMA on a stand-in GPU whose device reports these
+    /// attributes; the journal of its calls from the first transfer on.
+    fn ring_over_rdma(flush_options: i32, ordering: i32) -> (Vec<Call>, RdmaFlush) {
+        let mut g = HostStandIn::with_attributes(0, flush_options, ordering);
+        let journal = g.journal();
+        let mut t = FakeRdma {
+            n: 3,
+            journal: journal.clone(),
+            regions: 0,
+        };
+        let buf = g.alloc(3000).unwrap();
+        let rule = g.flush_rule();
+        let mut dr = DeviceRun::new(
+            &mut g,
+            &mut t,
+            DataPath::Direct(ForeignPath::HostStandIn),
+            3000,
+            DevBufs::InPlace { buf },
+            None,
+        )
+        .unwrap();
+        let start = journal.lock().unwrap().len();
+        ring_reduce_scatter(&mut t, &ctx(3), &mut dr, None, buf, &|c| c * 1000..(c + 1) * 1000).unwrap();
+        // The check's download of the result reads device memory too.
+        let mut out = vec![0u8; 1000];
+        dr.gpu.download(At::new(buf, 0), &mut out).unwrap();
+        dr.release(&mut t);
+        let calls = journal.lock().unwrap()[start..].to_vec();
+        (calls, rule)
+    }
+
+    /// Where the device needs it, every slice an RDMA write placed is flushed before the reduce
+    /// kernel reads it: exchange, landed, flush, reduce, for each of the ring's two steps.
+    #[test]
+    fn rdma_writes_are_flushed_before_the_kernel_reads_them() {
+        let (calls, rule) = ring_over_rdma(crate::gpu::FLUSH_OPTION_HOST, 0);
+        assert_eq!(rule, RdmaFlush::Flush);
+        let step = [
+            Call::Note("exchange with receives"),
+            Call::RdmaLanded,
+            Call::Flush,
+            Call::Reduce(1000),
+        ];
+        let want: Vec<Call> = step
+            .iter()
+            .chain(&step)
+            .cloned()
+            .chain([Call::Download(1000)])
+            .collect();
+        assert_eq!(calls[..want.len()], want[..], "{calls:?}");
+        check_journal(&calls, rule, 1).unwrap();
+    }
+
+    /// A device that orders RDMA writes for its own kernels (OWNER or ALL_DEVICES) is never flushed.
+    #[test]
+    fn no_flush_where_the_device_orders_rdma_writes() {
+        for ordering in [crate::gpu::ORDERING_OWNER, crate::gpu::ORDERING_ALL_DEVICES] {
+            let (calls, rule) = ring_over_rdma(crate::gpu::FLUSH_OPTION_HOST, ordering);
+            assert_eq!(rule, RdmaFlush::NotNeeded);
+            assert!(calls.contains(&Call::RdmaLanded), "{calls:?}");
+            assert!(!calls.contains(&Call::Flush), "{calls:?}");
+            assert_eq!(calls.iter().filter(|c| matches!(c, Call::Reduce(_))).count(), 2);
+            check_journal(&calls, rule, 1).unwrap();
+        }
+    }
+
+    /// The staged path takes the run's staging and allocates none of its own; staging smaller
+    /// than the case is refused (the run must allocate it at its largest size).
+    #[test]
+    fn staged_runs_share_the_run_staging() {
+        let mut g = HostStandIn::new(0);
+        let journal = g.journal();
+        let mut t = FakeRdma {
+            n: 2,
+            journal: journal.clone(),
+            regions: 0,
+        };
+        let mut staging = HostStaging::new(&mut g, 4096).unwrap();
+        for bytes in [64, 1024, 4096] {
+            let buf = g.alloc(bytes).unwrap();
+            let dr = DeviceRun::new(
+                &mut g,
+                &mut t,
+                DataPath::Staged,
+                bytes,
+                DevBufs::InPlace { buf },
+                Some(&mut staging),
+            )
+            .unwrap();
+            dr.release(&mut t);
+            g.free(buf);
+        }
+        let e = DeviceRun::new(
+            &mut g,
+            &mut t,
+            DataPath::Staged,
+            8192,
+            DevBufs::InPlace { buf: 0 },
+            Some(&mut staging),
+        )
+        .err()
+        .expect("staging too small");
+        assert!(e.to_string().contains("host staging is smaller than this case"), "{e}");
+        assert!(DeviceRun::new(&mut g, &mut t, DataPath::Staged, 8, DevBufs::InPlace { buf: 0 }, None).is_err());
+        let calls = journal.lock().unwrap().clone();
+        let staging_calls: Vec<&Call> = calls.iter().filter(|c| matches!(c, Call::HostStaging(_))).collect();
+        assert_eq!(staging_calls, [&Call::HostStaging(4096), &Call::HostStaging(4096)]);
+        assert_eq!(t.regions, 0, "nothing registered on the staged path");
+        check_journal(&calls, g.flush_rule(), 1).unwrap();
+    }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use ranks::{Transport, World};
 use serde::Serialize;
 
-use super::device::{DevBufs, DeviceRun};
+use super::device::{DevBufs, DeviceRun, HostStaging};
 use super::per_iter::PerIter;
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
@@ -361,6 +361,7 @@ impl Run<'_> {
         in_place: bool,
         gpu: &mut dyn Gpu,
         path: DataPath,
+        staging: Option<&mut HostStaging>,
     ) -> Result<Placement, CollError> {
         let (c, elt) = (ctx.counts, ctx.elt());
         let (send_h, recv_h) = self.buffers(ctx, in_place)?;
@@ -374,7 +375,7 @@ impl Run<'_> {
                 recv: gpu.alloc(recv_h.len())?,
             }
         };
-        let result = match DeviceRun::new(&mut *gpu, t, path, c.send.max(c.recv) * elt, dev) {
+        let result = match DeviceRun::new(&mut *gpu, t, path, c.send.max(c.recv) * elt, dev, staging) {
             Ok(mut dr) => {
                 let r = self.placement_gpu_on(t, ctx, in_place, &mut dr, dev, &send_h, &recv_h);
                 dr.release(t);
@@ -483,12 +484,25 @@ pub fn run(
         baseline: cfg.baseline.map(|_| (Vec::new(), Vec::new())),
         ..Sweep::default()
     };
-    for (dtype, op, size, ctx) in cases(world, t, coll, cfg) {
+    let cases = cases(world, t, coll, cfg);
+    // Staged GPU runs: pinned host staging once, at the largest size of any case.
+    let mut staging = match gpu.as_mut() {
+        Some((g, DataPath::Staged)) => {
+            let largest = cases
+                .iter()
+                .map(|(_, _, _, ctx)| ctx.counts.send.max(ctx.counts.recv) * ctx.elt())
+                .max()
+                .unwrap_or(0);
+            Some(HostStaging::new(&mut **g, largest)?)
+        }
+        _ => None,
+    };
+    for (dtype, op, size, ctx) in cases {
         ranks::postmortem::enter(&format!("{} {size} B", coll.description().name));
         let (out, inp) = match gpu.as_mut() {
             Some((g, path)) => (
-                run.placement_gpu(t, &ctx, false, &mut **g, *path)?,
-                run.placement_gpu(t, &ctx, true, &mut **g, *path)?,
+                run.placement_gpu(t, &ctx, false, &mut **g, *path, staging.as_mut())?,
+                run.placement_gpu(t, &ctx, true, &mut **g, *path, staging.as_mut())?,
             ),
             None => (
                 run.placement(t, &ctx, Impl::Mesh, false)?,

@@ -5,7 +5,16 @@
 //! - [`standin::HostStandIn`]: the same interface over host memory and the CPU kernels, chosen only
 //!   by the test-only `MESHRUN_GPU_STANDIN=host`, so the staging data flow (separate device buffers,
 //!   uploads, downloads, reductions between device buffers) is tested on machines without a GPU.
-//!   It names itself in every report line, so it can never pass for a GPU.
+//!   It names itself in every report line, so it can never pass for a GPU. It models each call
+//!   the CUDA path makes (device allocations, pinned staging, the GPUDirect probe, the flush of
+//!   RDMA writes) in a journal, so tests here check the order and count of those calls.
+//!
+//! Memory, as GPUDirect RDMA needs it: device buffers come from plain `cuMemAlloc` (not the
+//! stream-ordered pool, whose memory GPUDirect RDMA and dma-buf export do not support), placed on
+//! host-page boundaries (what `cuMemGetHandleForAddressRange` asks of a dma-buf range); host
+//! staging is pinned without write-combining (the CPU reads it: TCP `writev`, the copy into the
+//! verbs send region) and allocated once per run at the largest size; RDMA writes into device
+//! memory are flushed before the device reads them where it says that is needed ([`RdmaFlush`]).
 
 pub mod cuda;
 pub mod kernels;
@@ -92,6 +101,190 @@ pub enum GpuError {
     },
 }
 
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST`: bit of `..._GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS`
+/// saying `cuFlushGPUDirectRDMAWrites` works on the device.
+pub const FLUSH_OPTION_HOST: i32 = 1;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_MEMOPS`: the stream memory-op form of the flush.
+pub const FLUSH_OPTION_MEMOPS: i32 = 2;
+/// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER`: the device itself consumes RDMA writes consistently.
+pub const ORDERING_OWNER: i32 = 100;
+/// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_ALL_DEVICES`: every device in the system does.
+pub const ORDERING_ALL_DEVICES: i32 = 200;
+
+/// What a device needs before its kernels read memory that an RDMA write (from a NIC) placed
+/// there, from `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING` and `..._FLUSH_WRITES_OPTIONS`.
+/// The CUDA docs: `cuFlushGPUDirectRDMAWrites(target, scope)` blocks until RDMA writes to the
+/// target context are visible to `scope`; where the scope equals or lies within the ordering the
+/// device reports (smaller values, smaller scopes), it is a no-op and may be left out. meshrun's
+/// kernels run in the context that owns the memory, so the scope is `TO_OWNER` (100): a flush is
+/// needed when the ordering is below `OWNER`, and possible when the options have the `HOST` bit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RdmaFlush {
+    /// Ordering `OWNER` or `ALL_DEVICES`: the device's kernels see completed RDMA writes.
+    NotNeeded,
+    /// Ordering below `OWNER`, host flush supported: `cuFlushGPUDirectRDMAWrites` before reading.
+    Flush,
+    /// Ordering below `OWNER` and no host flush: a kernel may read stale data after an RDMA write.
+    Unavailable,
+}
+
+impl RdmaFlush {
+    /// The rule for the two attributes (an attribute the driver could not report counts as 0).
+    pub fn from_attributes(flush_options: i32, writes_ordering: i32) -> RdmaFlush {
+        if writes_ordering >= ORDERING_OWNER {
+            RdmaFlush::NotNeeded
+        } else if flush_options & FLUSH_OPTION_HOST != 0 {
+            RdmaFlush::Flush
+        } else {
+            RdmaFlush::Unavailable
+        }
+    }
+}
+
+/// The host page size: dma-buf ranges (`cuMemGetHandleForAddressRange`) must start and end on it.
+pub fn host_page_size() -> usize {
+    match nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE) {
+        Ok(Some(p)) if p > 0 => p as usize,
+        _ => crate::buffers::PAGE,
+    }
+}
+
+/// `x` rounded up to a multiple of `to` (a power of two or any non-zero value).
+pub fn round_up(x: usize, to: usize) -> usize {
+    x.div_ceil(to) * to
+}
+
+/// Bytes of every probe buffer: one 2 MiB GPU page, a whole number of host pages everywhere.
+pub const PROBE_BYTES: usize = 2 << 20;
+
+/// What one GPU says about GPUDirect RDMA, found without a NIC: its device attributes, and what
+/// the driver says of a real buffer (whether it is GPUDirect-capable, whether it exports as a
+/// dma-buf). `meshrun devices` prints one [`GpuDirectProbe::line`] per GPU.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct GpuDirectProbe {
+    pub gpu: GpuInfo,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` (the nv-p2p path nvidia-peermem uses).
+    pub rdma_supported: Result<bool, String>,
+    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
+    pub dmabuf_supported: Result<bool, String>,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS` (bits [`FLUSH_OPTION_HOST`], ...).
+    pub flush_options: Result<i32, String>,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING` (0, [`ORDERING_OWNER`], ...).
+    pub writes_ordering: Result<i32, String>,
+    /// `CU_POINTER_ATTRIBUTE_IS_GPU_DIRECT_RDMA_CAPABLE` of a buffer allocated as meshrun
+    /// allocates them (`cuMemAlloc`).
+    pub buffer_capable: Result<bool, String>,
+    /// The same of a buffer from the stream-ordered pool (`cuMemAllocAsync`), where the device has
+    /// pools: what cudarc's `alloc_zeros` would have used.
+    pub pool_buffer_capable: Option<Result<bool, String>>,
+    /// A dma-buf export (`cuMemGetHandleForAddressRange`, `DMA_BUF_FD`) of [`PROBE_BYTES`] of a
+    /// real buffer at a host-page-aligned address: the bytes exported.
+    pub dmabuf_export: Result<usize, String>,
+    /// The host page size the export was aligned to.
+    pub page_size: usize,
+    /// What reading RDMA-written memory needs, from the two attributes.
+    pub flush: RdmaFlush,
+}
+
+impl GpuDirectProbe {
+    /// Why a NIC cannot use this GPU's buffers for GPUDirect RDMA, if it cannot: the buffer is
+    /// not GPUDirect-capable, neither dma-buf export nor the nv-p2p path (nvidia-peermem) is
+    /// there, or the device's kernels may not see what RDMA writes placed and it cannot flush.
+    pub fn unusable(&self) -> Option<&'static str> {
+        if self.buffer_capable != Ok(true) {
+            Some("a cuMemAlloc buffer is not GPUDirect-capable")
+        } else if self.dmabuf_export.is_err() && self.rdma_supported != Ok(true) {
+            Some("no dma-buf export and no GPUDirect RDMA (nv-p2p) support")
+        } else if self.flush == RdmaFlush::Unavailable {
+            Some("RDMA writes are not ordered for this GPU's kernels and it cannot flush them")
+        } else {
+            None
+        }
+    }
+
+    pub fn usable(&self) -> bool {
+        self.unusable().is_none()
+    }
+
+    /// One line, the verdict first, then `key=value` facts:
+    /// `# CUDA GPU 0 NVIDIA H200 [0000:1b:00.0]: GPUDirect RDMA usable; rdma_supported=yes ...`.
+    pub fn line(&self) -> String {
+        fn yes(r: &Result<bool, String>) -> String {
+            match r {
+                Ok(true) => "yes".into(),
+                Ok(false) => "no".into(),
+                Err(e) => format!("unknown({e})"),
+            }
+        }
+        let pool = match &self.pool_buffer_capable {
+            Some(r) => format!(" pool_buffer_capable={}", yes(r)),
+            None => String::new(),
+        };
+        let export = match &self.dmabuf_export {
+            Ok(n) => format!("ok({n} B at {}-B alignment)", self.page_size),
+            Err(e) => format!("failed({e})"),
+        };
+        let opts = match &self.flush_options {
+            Ok(o) => {
+                let mut v = Vec::new();
+                if o & FLUSH_OPTION_HOST != 0 {
+                    v.push("host");
+                }
+                if o & FLUSH_OPTION_MEMOPS != 0 {
+                    v.push("memops");
+                }
+                if v.is_empty() {
+                    "none".to_string()
+                } else {
+                    v.join("+")
+                }
+            }
+            Err(e) => format!("unknown({e})"),
+        };
+        let order = match &self.writes_ordering {
+            Ok(o) if *o >= ORDERING_ALL_DEVICES => format!("all-devices({o})"),
+            Ok(o) if *o >= ORDERING_OWNER => format!("owner({o})"),
+            Ok(o) => format!("none({o})"),
+            Err(e) => format!("unknown({e})"),
+        };
+        let verdict = match self.unusable() {
+            None => "GPUDirect RDMA usable".to_string(),
+            Some(why) => format!("GPUDirect RDMA NOT usable: {why}"),
+        };
+        let flush = match self.flush {
+            RdmaFlush::NotNeeded => "not-needed",
+            RdmaFlush::Flush => "before-reads",
+            RdmaFlush::Unavailable => "unavailable",
+        };
+        format!(
+            "# CUDA GPU {} {} [{}]: {verdict}; rdma_supported={} buffer_capable={}{pool} dmabuf_supported={} \
+             dmabuf_export={export} flush_options={opts} writes_ordering={order} flush={flush}",
+            self.gpu.ordinal,
+            self.gpu.name,
+            self.gpu.pci_bus_id,
+            yes(&self.rdma_supported),
+            yes(&self.buffer_capable),
+            yes(&self.dmabuf_supported),
+        )
+    }
+}
+
+/// Probe every visible GPU for GPUDirect RDMA (no NIC needed): the host stand-in's modelled GPUs
+/// under `MESHRUN_GPU_STANDIN=host` (tests), else the real ones through CUDA.
+pub fn probe_all(host: &str) -> Result<Vec<GpuDirectProbe>, GpuError> {
+    match std::env::var("MESHRUN_GPU_STANDIN").as_deref() {
+        Ok("host") => Ok((0..standin::VISIBLE)
+            .map(|o| standin::HostStandIn::from_env(o).probe())
+            .collect()),
+        Ok(other) => Err(GpuError::Selection {
+            host: host.to_string(),
+            local_rank: 0,
+            why: format!("MESHRUN_GPU_STANDIN={other:?} is not known; the only stand-in is \"host\" (tests only)"),
+        }),
+        Err(_) => cuda::probe_all(host),
+    }
+}
+
 /// Device memory and the operations the staged collectives need. Every call completes before it
 /// returns (copies are synchronous with respect to the host), so host staging buffers can be
 /// reused at once.
@@ -100,7 +293,8 @@ pub trait Gpu {
     /// A zeroed device buffer of `len` bytes.
     fn alloc(&mut self, len: usize) -> Result<BufId, GpuError>;
     fn free(&mut self, buf: BufId);
-    /// A host buffer for staging: pinned (page-locked) memory where the device has it.
+    /// A host buffer for staging: pinned (page-locked) memory where the device has it, not
+    /// write-combined (the CPU reads it). Runs allocate theirs once, at the largest size.
     fn host_staging(&mut self, len: usize) -> Result<Box<dyn Staging>, GpuError>;
     /// Copy `src` into the device at `dst`.
     fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError>;
@@ -122,6 +316,11 @@ pub trait Gpu {
         range: Range<usize>,
         nranks: usize,
     ) -> Result<(), GpuError>;
+    /// RDMA writes into this GPU's memory have completed (the transport has seen their
+    /// completions). Before the next operation that reads device memory (a kernel, a copy, a
+    /// download) they are made visible to it, by `cuFlushGPUDirectRDMAWrites` where the device
+    /// needs that ([`RdmaFlush::Flush`]); elsewhere this costs nothing.
+    fn rdma_writes_landed(&mut self);
     /// How long one call may wait for the device before it is an error (default: a minute).
     fn set_call_limit(&mut self, limit: std::time::Duration) {
         let _ = limit;
@@ -243,7 +442,7 @@ pub fn open(ids: Option<&[usize]>, local_rank: usize, host: &str) -> Result<Box<
     match std::env::var("MESHRUN_GPU_STANDIN").as_deref() {
         Ok("host") => {
             let ordinal = pick_ordinal(ids, local_rank, standin::VISIBLE, host)?;
-            Ok(Box::new(standin::HostStandIn::new(ordinal)))
+            Ok(Box::new(standin::HostStandIn::from_env(ordinal)))
         }
         Ok(other) => Err(GpuError::Selection {
             host: host.to_string(),
@@ -301,6 +500,99 @@ mod tests {
         assert!(e.contains("sees no GPU"), "{e}");
         assert!(parse_ids("0,x").unwrap_err().contains("\"x\" is not a GPU ordinal"));
         assert_eq!(parse_ids("0, 1").unwrap(), vec![0, 1]);
+    }
+
+    /// The flush rule of the CUDA docs: a no-op (left out) where the writes ordering covers the
+    /// owner's scope; else a host flush where the options have it; else none possible.
+    #[test]
+    fn flush_rule_from_the_two_attributes() {
+        use RdmaFlush::*;
+        for (opts, order, want) in [
+            (1, 0, Flush),
+            (3, 0, Flush),
+            (2, 0, Unavailable),
+            (0, 0, Unavailable),
+            (0, ORDERING_OWNER, NotNeeded),
+            (1, ORDERING_OWNER, NotNeeded),
+            (1, ORDERING_ALL_DEVICES, NotNeeded),
+            (1, 50, Flush),
+        ] {
+            assert_eq!(
+                RdmaFlush::from_attributes(opts, order),
+                want,
+                "options {opts}, ordering {order}"
+            );
+        }
+    }
+
+    fn probe() -> GpuDirectProbe {
+        GpuDirectProbe {
+            gpu: GpuInfo {
+                ordinal: 1,
+                name: "NVIDIA H200".into(),
+                pci_bus_id: "0000:1b:00.0".into(),
+                stand_in: false,
+            },
+            rdma_supported: Ok(true),
+            dmabuf_supported: Ok(true),
+            flush_options: Ok(FLUSH_OPTION_HOST),
+            writes_ordering: Ok(ORDERING_OWNER),
+            buffer_capable: Ok(true),
+            pool_buffer_capable: Some(Ok(false)),
+            dmabuf_export: Ok(PROBE_BYTES),
+            page_size: 4096,
+            flush: RdmaFlush::NotNeeded,
+        }
+    }
+
+    #[test]
+    fn probe_lines_say_the_verdict_and_the_facts() {
+        let p = probe();
+        assert_eq!(
+            p.line(),
+            "# CUDA GPU 1 NVIDIA H200 [0000:1b:00.0]: GPUDirect RDMA usable; rdma_supported=yes buffer_capable=yes \
+             pool_buffer_capable=no dmabuf_supported=yes dmabuf_export=ok(2097152 B at 4096-B alignment) \
+             flush_options=host writes_ordering=owner(100) flush=not-needed"
+        );
+        // dma-buf export failing leaves nvidia-peermem's path.
+        let q = GpuDirectProbe {
+            dmabuf_export: Err("cuMemGetHandleForAddressRange(DMA_BUF_FD) failed: CUDA_ERROR_NOT_SUPPORTED".into()),
+            ..probe()
+        };
+        assert!(q.usable());
+        assert!(
+            q.line().contains("dmabuf_export=failed(cuMemGetHandleForAddressRange"),
+            "{}",
+            q.line()
+        );
+        let q = GpuDirectProbe {
+            buffer_capable: Err("cuPointerGetAttribute(IS_GPU_DIRECT_RDMA_CAPABLE): CUDA_ERROR_INVALID_VALUE".into()),
+            ..probe()
+        };
+        assert_eq!(q.unusable(), Some("a cuMemAlloc buffer is not GPUDirect-capable"));
+        assert!(
+            q.line().contains("buffer_capable=unknown(cuPointerGetAttribute"),
+            "{}",
+            q.line()
+        );
+        let q = GpuDirectProbe {
+            dmabuf_export: Err("x".into()),
+            rdma_supported: Ok(false),
+            ..probe()
+        };
+        assert_eq!(
+            q.unusable(),
+            Some("no dma-buf export and no GPUDirect RDMA (nv-p2p) support")
+        );
+    }
+
+    #[test]
+    fn pages() {
+        let p = host_page_size();
+        assert!(p >= 4096 && p.is_power_of_two(), "{p}");
+        assert_eq!(round_up(1, 4096), 4096);
+        assert_eq!(round_up(4096, 4096), 4096);
+        assert_eq!(round_up(PROBE_BYTES, p), PROBE_BYTES);
     }
 
     #[test]

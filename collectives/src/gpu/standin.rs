@@ -1,11 +1,22 @@
 //! The host stand-in for a GPU (tests only, `MESHRUN_GPU_STANDIN=host`): device buffers are
 //! separate host buffers reached only through upload/download, and reductions run the CPU
 //! kernels between them, so the staged algorithms' data flow is exercised for real without a GPU.
+//!
+//! It also models the calls the CUDA path makes for GPUDirect RDMA, in a [`Journal`]: device
+//! allocations (`cuMemAlloc`), pinned staging (`cuMemHostAlloc`), the probe (a buffer's pointer
+//! attribute, a dma-buf export that, like the driver, refuses a range off the host page size), and
+//! the flush of RDMA writes (`cuFlushGPUDirectRDMAWrites`), which it does where its modelled device
+//! attributes say a device would need it: by default ordering none (0) and the host flush
+//! supported, so every test that lands RDMA writes also goes through the flush;
+//! `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS` set the two
+//! attributes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
+//! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG=1`, and then print a summary of it
+//! on stderr when dropped, for the end-to-end tests (and the Soft-RoCE VM's GPUDirect runs).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::{At, BufId, Gpu, GpuError, GpuInfo, Staging};
+use super::{At, BufId, Gpu, GpuDirectProbe, GpuError, GpuInfo, RdmaFlush, Staging};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
 use crate::reduce;
@@ -20,13 +31,160 @@ fn lock(b: &Shared) -> MutexGuard<'_, HostBuffer> {
     b.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// One modelled device call, in the order the stand-in saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `cuMemAlloc` + zeroing, bytes asked for.
+    Alloc(usize),
+    /// `cuMemFree`.
+    Free,
+    /// `cuMemHostAlloc` of pinned staging, bytes.
+    HostStaging(usize),
+    Upload(usize),
+    Download(usize),
+    Copy(usize),
+    /// A reduction kernel reading and writing this many bytes.
+    Reduce(usize),
+    /// The divide kernel of avg.
+    Finalize(usize),
+    /// The transport said RDMA writes into device memory completed.
+    RdmaLanded,
+    /// `cuFlushGPUDirectRDMAWrites`.
+    Flush,
+    /// `cuDeviceGetAttribute` of the four GPUDirect attributes.
+    DeviceAttributes,
+    /// `cuPointerGetAttribute(IS_GPU_DIRECT_RDMA_CAPABLE)`.
+    PointerAttribute,
+    /// `cuMemGetHandleForAddressRange(DMA_BUF_FD)` of this many bytes.
+    DmaBufExport(usize),
+    /// Something outside the GPU (a test's transport) noted in order.
+    Note(&'static str),
+}
+
+impl Call {
+    /// Whether the call reads device memory (and so must see RDMA writes that landed before it).
+    pub fn reads_device(&self) -> bool {
+        matches!(
+            self,
+            Call::Download(_) | Call::Copy(_) | Call::Reduce(_) | Call::Finalize(_)
+        )
+    }
+}
+
+/// The calls a stand-in made, shared so a test can read them while the stand-in is in use.
+pub type Journal = Arc<Mutex<Vec<Call>>>;
+
+/// Whether `calls` keep the rules the CUDA path must keep: staging is allocated at most once per
+/// run, before the first upload (`runs` runs), and, where the device needs flushing, a flush
+/// comes between RDMA writes landing and the next read of device memory (and none where it does
+/// not). An error says which rule and at which call.
+pub fn check_journal(calls: &[Call], flush: RdmaFlush, runs: usize) -> Result<(), String> {
+    let staging: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(c, Call::HostStaging(_)))
+        .map(|(i, _)| i)
+        .collect();
+    if staging.len() > 2 * runs {
+        return Err(format!(
+            "{} staging allocations for {runs} run(s): staging is allocated once per run (send and receive)",
+            staging.len()
+        ));
+    }
+    if let (Some(&last), Some(first_upload)) = (staging.last(), calls.iter().position(|c| matches!(c, Call::Upload(_))))
+    {
+        if runs == 1 && last > first_upload {
+            return Err(format!(
+                "staging allocated at call {last}, after the first upload (call {first_upload})"
+            ));
+        }
+    }
+    let mut pending: Option<usize> = None;
+    for (i, c) in calls.iter().enumerate() {
+        match c {
+            Call::RdmaLanded => pending = pending.or(Some(i)),
+            Call::Flush => {
+                if flush != RdmaFlush::Flush {
+                    return Err(format!("call {i}: a flush on a device that does not need one"));
+                }
+                if pending.take().is_none() {
+                    return Err(format!("call {i}: a flush with no RDMA writes to flush"));
+                }
+            }
+            c if c.reads_device() => {
+                if let (Some(at), RdmaFlush::Flush) = (pending, flush) {
+                    return Err(format!(
+                        "call {i} ({c:?}) reads device memory that RDMA writes landed in at call {at} without a flush"
+                    ));
+                }
+                pending = None;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// A short summary of a journal, for `MESHRUN_GPU_STANDIN_LOG=1`.
+pub fn summary(calls: &[Call], flush: RdmaFlush) -> String {
+    let count = |f: &dyn Fn(&Call) -> bool| calls.iter().filter(|c| f(c)).count();
+    let staging: Vec<String> = calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::HostStaging(n) => Some(n.to_string()),
+            _ => None,
+        })
+        .collect();
+    format!(
+        "host_staging={} staging_bytes={} alloc={} free={} upload={} download={} copy={} reduce={} finalize={} \
+         rdma_landed={} flush={} probe_exports={} rules={}",
+        staging.len(),
+        if staging.is_empty() {
+            "-".into()
+        } else {
+            staging.join(",")
+        },
+        count(&|c| matches!(c, Call::Alloc(_))),
+        count(&|c| matches!(c, Call::Free)),
+        count(&|c| matches!(c, Call::Upload(_))),
+        count(&|c| matches!(c, Call::Download(_))),
+        count(&|c| matches!(c, Call::Copy(_))),
+        count(&|c| matches!(c, Call::Reduce(_))),
+        count(&|c| matches!(c, Call::Finalize(_))),
+        count(&|c| matches!(c, Call::RdmaLanded)),
+        count(&|c| matches!(c, Call::Flush)),
+        count(&|c| matches!(c, Call::DmaBufExport(_))),
+        match check_journal(calls, flush, 1) {
+            Ok(()) => "kept".to_string(),
+            Err(e) => format!("BROKEN: {e}"),
+        }
+    )
+}
+
 pub struct HostStandIn {
     info: GpuInfo,
     bufs: Vec<Option<Shared>>,
+    journal: Journal,
+    /// Modelled `..._GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS` and `..._WRITES_ORDERING`.
+    flush_options: i32,
+    writes_ordering: i32,
+    /// RDMA writes landed and not yet flushed.
+    landed: bool,
+    /// Print the journal's summary when dropped (and keep the journal at all: without it, a long
+    /// run's journal would only grow).
+    log: bool,
+    record: bool,
 }
 
 impl HostStandIn {
+    /// A stand-in GPU whose modelled device needs RDMA writes flushed (ordering none, host flush
+    /// supported).
     pub fn new(ordinal: usize) -> HostStandIn {
+        HostStandIn::with_attributes(ordinal, super::FLUSH_OPTION_HOST, 0)
+    }
+
+    /// A stand-in whose modelled device reports these two GPUDirect attributes.
+    pub fn with_attributes(ordinal: usize, flush_options: i32, writes_ordering: i32) -> HostStandIn {
         HostStandIn {
             info: GpuInfo {
                 ordinal,
@@ -35,7 +193,94 @@ impl HostStandIn {
                 stand_in: true,
             },
             bufs: Vec::new(),
+            journal: Journal::default(),
+            flush_options,
+            writes_ordering,
+            landed: false,
+            log: false,
+            record: true,
         }
+    }
+
+    /// As [`HostStandIn::new`], with `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS`,
+    /// `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_LOG` from the environment.
+    pub fn from_env(ordinal: usize) -> HostStandIn {
+        let num = |k: &str, default: i32| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+        let mut g = HostStandIn::with_attributes(
+            ordinal,
+            num("MESHRUN_GPU_STANDIN_FLUSH_OPTIONS", super::FLUSH_OPTION_HOST),
+            num("MESHRUN_GPU_STANDIN_RDMA_ORDERING", 0),
+        );
+        g.log = std::env::var("MESHRUN_GPU_STANDIN_LOG").as_deref() == Ok("1");
+        g.record = g.log;
+        g
+    }
+
+    /// The calls made so far (shared: it keeps filling while the stand-in is used).
+    pub fn journal(&self) -> Journal {
+        self.journal.clone()
+    }
+
+    /// What reading RDMA-written memory needs on the modelled device.
+    pub fn flush_rule(&self) -> RdmaFlush {
+        RdmaFlush::from_attributes(self.flush_options, self.writes_ordering)
+    }
+
+    fn note(&self, c: Call) {
+        if self.record {
+            self.journal.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+        }
+    }
+
+    /// Before a call that reads device memory: flush landed RDMA writes where the device needs it.
+    fn settle(&mut self) {
+        if std::mem::take(&mut self.landed) && self.flush_rule() == RdmaFlush::Flush {
+            self.note(Call::Flush);
+        }
+    }
+
+    /// The GPUDirect probe, modelled: the device attributes, then a probe buffer (allocated as
+    /// the CUDA path allocates it), its pointer attribute and a dma-buf export of it, then free.
+    pub fn probe(&mut self) -> GpuDirectProbe {
+        let page = super::host_page_size();
+        self.note(Call::DeviceAttributes);
+        let export = match self.alloc(super::PROBE_BYTES) {
+            Ok(b) => {
+                self.note(Call::PointerAttribute);
+                let r = self.export(b, super::PROBE_BYTES, page);
+                self.free(b);
+                r
+            }
+            Err(e) => Err(e.to_string()),
+        };
+        GpuDirectProbe {
+            gpu: self.info.clone(),
+            rdma_supported: Ok(true),
+            dmabuf_supported: Ok(true),
+            flush_options: Ok(self.flush_options),
+            writes_ordering: Ok(self.writes_ordering),
+            buffer_capable: Ok(true),
+            pool_buffer_capable: None,
+            dmabuf_export: export,
+            page_size: page,
+            flush: self.flush_rule(),
+        }
+    }
+
+    /// A modelled dma-buf export of `size` bytes of `buf`: refused, as the driver refuses it, when
+    /// the start or the size is off the host page size.
+    fn export(&mut self, buf: BufId, size: usize, page: usize) -> Result<usize, String> {
+        self.note(Call::DmaBufExport(size));
+        let (b, _) = self
+            .range(At::new(buf, 0), size, "dma-buf export past the end")
+            .map_err(|e| e.to_string())?;
+        let addr = lock(&b).as_slice().as_ptr() as usize;
+        if !addr.is_multiple_of(page) || !size.is_multiple_of(page) {
+            return Err(format!(
+                "CUDA_ERROR_INVALID_VALUE (stand-in: address {addr:#x} or size {size} not a multiple of the {page}-byte host page)"
+            ));
+        }
+        Ok(size)
     }
 
     /// The buffer of `at` and the byte range `len` bytes from it, checked.
@@ -92,28 +337,38 @@ impl Gpu for HostStandIn {
         &self.info
     }
     fn alloc(&mut self, len: usize) -> Result<BufId, GpuError> {
+        self.note(Call::Alloc(len));
+        // Page-aligned host memory, as device buffers are placed on host-page boundaries.
         self.bufs.push(Some(Arc::new(Mutex::new(HostBuffer::new(len)))));
         Ok(self.bufs.len() - 1)
     }
     fn free(&mut self, buf: BufId) {
         if let Some(b) = self.bufs.get_mut(buf) {
-            *b = None;
+            if b.take().is_some() {
+                self.note(Call::Free);
+            }
         }
     }
     fn host_staging(&mut self, len: usize) -> Result<Box<dyn Staging>, GpuError> {
+        self.note(Call::HostStaging(len));
         Ok(Box::new(HostBuffer::new(len)))
     }
     fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError> {
         let (b, r) = self.range(dst, src.len(), "upload past the end")?;
+        self.note(Call::Upload(src.len()));
         lock(&b).as_mut_slice()[r].copy_from_slice(src);
         Ok(())
     }
     fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError> {
+        self.settle();
         let (b, r) = self.range(src, dst.len(), "download past the end")?;
+        self.note(Call::Download(dst.len()));
         dst.copy_from_slice(&lock(&b).as_slice()[r]);
         Ok(())
     }
     fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError> {
+        self.settle();
+        self.note(Call::Copy(len));
         let (d, dr) = self.range(dst, len, "copy destination past the end")?;
         let (s, sr) = self.range(src, len, "copy source past the end")?;
         let v = lock(&s).as_slice()[sr].to_vec();
@@ -121,6 +376,8 @@ impl Gpu for HostStandIn {
         Ok(())
     }
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        self.settle();
+        self.note(Call::Reduce(bytes));
         // Operands are copied out first, so any aliasing between dst, a and b is fine.
         let (ab, ar) = self.range(a, bytes, "reduce operand past the end")?;
         let av = lock(&ab).as_slice()[ar].to_vec();
@@ -138,6 +395,12 @@ impl Gpu for HostStandIn {
         range: Range<usize>,
         nranks: usize,
     ) -> Result<(), GpuError> {
+        // As on a GPU: only avg launches a kernel, and only over a non-empty range.
+        if op != RedOp::Avg || range.is_empty() {
+            return Ok(());
+        }
+        self.settle();
+        self.note(Call::Finalize(range.len()));
         let (d, r) = self.range(At::new(buf, range.start), range.len(), "finalize past the end")?;
         let r = reduce::finalize(dt, op, &mut lock(&d).as_mut_slice()[r], nranks);
         r.map_err(|e| self.failed("finalize", e))
@@ -145,6 +408,23 @@ impl Gpu for HostStandIn {
     fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::NicMemory>, GpuError> {
         let (b, _) = self.range(At::new(buf, 0), 0, "registering a freed buffer")?;
         Ok(Box::new(StandInNicMemory(b)))
+    }
+    fn rdma_writes_landed(&mut self) {
+        self.note(Call::RdmaLanded);
+        self.landed = true;
+    }
+}
+
+impl Drop for HostStandIn {
+    fn drop(&mut self) {
+        if self.log {
+            let calls = self.journal.lock().unwrap_or_else(|p| p.into_inner());
+            eprintln!(
+                "meshrun stand-in GPU {}: {}",
+                self.info.ordinal,
+                summary(&calls, self.flush_rule())
+            );
+        }
     }
 }
 
@@ -183,5 +463,129 @@ mod tests {
         g.free(b);
         assert!(g.download(At::new(b, 0), &mut out[..1]).is_err());
         assert!(g.nic_memory(b).is_err(), "a freed buffer cannot be registered");
+    }
+
+    /// The probe makes the calls the CUDA probe makes, in its order, on a buffer placed as device
+    /// buffers are, and reports what the modelled device says.
+    #[test]
+    fn probe_models_the_cuda_calls() {
+        let mut g = HostStandIn::new(3);
+        let p = g.probe();
+        let calls = g.journal().lock().unwrap().clone();
+        assert_eq!(
+            calls,
+            [
+                Call::DeviceAttributes,
+                Call::Alloc(super::super::PROBE_BYTES),
+                Call::PointerAttribute,
+                Call::DmaBufExport(super::super::PROBE_BYTES),
+                Call::Free
+            ]
+        );
+        assert_eq!(p.dmabuf_export, Ok(super::super::PROBE_BYTES));
+        assert_eq!(p.flush, RdmaFlush::Flush);
+        assert!(p.usable());
+        let l = p.line();
+        assert!(
+            l.starts_with("# CUDA GPU 3 host stand-in for a GPU") && l.contains("GPUDirect RDMA usable;"),
+            "{l}"
+        );
+        assert!(
+            l.contains("flush_options=host writes_ordering=none(0) flush=before-reads"),
+            "{l}"
+        );
+        // The export refuses what the driver refuses: a range off the host page size.
+        let b = g.alloc(3 * 4096).unwrap();
+        let e = g.export(b, 4096 + 256, 4096).unwrap_err();
+        assert!(e.contains("CUDA_ERROR_INVALID_VALUE") && e.contains("4352"), "{e}");
+        assert_eq!(g.export(b, 2 * 4096, 4096), Ok(2 * 4096));
+        // A device that orders RDMA writes needs no flush; one that neither orders nor flushes
+        // cannot take GPUDirect writes safely.
+        let p = HostStandIn::with_attributes(0, 3, 100).probe();
+        assert_eq!(p.flush, RdmaFlush::NotNeeded);
+        assert!(p
+            .line()
+            .contains("flush_options=host+memops writes_ordering=owner(100) flush=not-needed"));
+        let p = HostStandIn::with_attributes(0, 0, 0).probe();
+        assert!(!p.usable());
+        assert!(
+            p.line()
+                .contains("GPUDirect RDMA NOT usable: RDMA writes are not ordered"),
+            "{}",
+            p.line()
+        );
+    }
+
+    /// Flushes happen only between RDMA writes landing and the next read of device memory, and
+    /// only where the device needs them.
+    #[test]
+    fn flush_only_when_needed_and_before_reads() {
+        let run = |g: &mut HostStandIn| {
+            let a = g.alloc(8).unwrap();
+            g.upload(At::new(a, 0), &[1u8; 8]).unwrap();
+            g.rdma_writes_landed();
+            g.rdma_writes_landed();
+            g.reduce(
+                DataType::Uint8,
+                RedOp::Sum,
+                At::new(a, 0),
+                At::new(a, 0),
+                At::new(a, 0),
+                8,
+            )
+            .unwrap();
+            // Nothing landed since: the next read needs no flush.
+            g.finalize(DataType::Uint8, RedOp::Avg, a, 0..8, 2).unwrap();
+            g.rdma_writes_landed();
+            let mut out = [0u8; 8];
+            g.download(At::new(a, 0), &mut out).unwrap();
+            g.journal().lock().unwrap().clone()
+        };
+        let mut g = HostStandIn::new(0);
+        let calls = run(&mut g);
+        assert_eq!(calls.iter().filter(|c| **c == Call::Flush).count(), 2, "{calls:?}");
+        check_journal(&calls, RdmaFlush::Flush, 1).unwrap();
+        let mut g = HostStandIn::with_attributes(0, 1, 200);
+        let calls = run(&mut g);
+        assert!(!calls.contains(&Call::Flush), "{calls:?}");
+        check_journal(&calls, RdmaFlush::NotNeeded, 1).unwrap();
+    }
+
+    /// The journal rules catch what they are for.
+    #[test]
+    fn journal_rules_catch_broken_orders() {
+        use Call::*;
+        let f = RdmaFlush::Flush;
+        let e = check_journal(&[Alloc(8), RdmaLanded, Reduce(8)], f, 1).unwrap_err();
+        assert!(e.contains("without a flush"), "{e}");
+        let e = check_journal(&[RdmaLanded, Flush], RdmaFlush::NotNeeded, 1).unwrap_err();
+        assert!(e.contains("does not need one"), "{e}");
+        let e = check_journal(&[Flush], f, 1).unwrap_err();
+        assert!(e.contains("no RDMA writes"), "{e}");
+        let e = check_journal(&[HostStaging(8), HostStaging(8), Upload(8), HostStaging(8)], f, 1).unwrap_err();
+        assert!(e.contains("3 staging allocations for 1 run"), "{e}");
+        let e = check_journal(&[HostStaging(8), Upload(8), HostStaging(8)], f, 1).unwrap_err();
+        assert!(e.contains("after the first upload"), "{e}");
+        check_journal(
+            &[HostStaging(8), HostStaging(8), Upload(8), RdmaLanded, Flush, Copy(8)],
+            f,
+            1,
+        )
+        .unwrap();
+        let s = summary(
+            &[
+                HostStaging(64),
+                HostStaging(64),
+                Upload(8),
+                RdmaLanded,
+                Flush,
+                Reduce(8),
+            ],
+            f,
+        );
+        assert!(
+            s.starts_with("host_staging=2 staging_bytes=64,64 ") && s.ends_with("flush=1 probe_exports=0 rules=kept"),
+            "{s}"
+        );
     }
 }
