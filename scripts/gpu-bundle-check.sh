@@ -16,7 +16,8 @@
 #   at small sizes; the small sweep of each collective; large sizes for all_reduce and
 #   all_gather (FULL=1: for every collective, and more iterations); PyTorch's copy bandwidth.
 # - Evidence under $OUT (default: DIR/check-out-DATE): check.log (every step's whole output,
-#   appended), json/STEP.json (meshrun's -J file of every collective run), summary.json (every
+#   appended), collectives.json (meshrun's -J document of every collective run, keyed by step:
+#   one file, as only 8 files come back from the GPU machine), summary.json (every
 #   step: name, result pass/fail/timeout/skipped, seconds, limit, exit status, command, reason,
 #   rewritten after each step so a killed check still leaves one). Stdout is short: one line per
 #   step, a failure's telling lines, and the summary line last:
@@ -34,10 +35,13 @@ FULL=${FULL:-0}
 if [ "$FULL" = 1 ]; then BUDGET=${BUDGET:-570}; else BUDGET=${BUDGET:-345}; fi
 [[ $BUDGET =~ ^[0-9]+$ ]] || { echo "gpu-check: BUDGET=$BUDGET is not a number of seconds"; exit 2; }
 OUT=${OUT:-$B/check-out-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT/json" || { echo "gpu-check: cannot create $OUT"; exit 2; }
+mkdir -p "$OUT" || { echo "gpu-check: cannot create $OUT"; exit 2; }
 OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/check.log
 SUM=$OUT/summary.json
+# Each run's -J file goes here first, then into $OUT/collectives.json.
+SCR=$(mktemp -d "${TMPDIR:-/tmp}/meshrun-check.XXXXXX") || { echo "gpu-check: no temporary folder"; exit 2; }
+trap 'rm -rf "$SCR"' EXIT
 TOKEN=meshrun-check-$$-$RANDOM
 
 now_ms() {
@@ -161,7 +165,7 @@ excerpt() {
   [ "$2" = fail ] && lines=$(tail -c +$((from + 1)) "$LOG" |
     grep -E 'meshrun: |panicked|error|Error|ERROR|FAILED|wrong|Wrong|mismatch|not found|cannot|timed out|[Mm]ode|glibc|CUDA' |
     grep -v -E '^(--|==|FAIL:|NOGPU:|OK:) |^# +(size|\(B\))|^#  Rank' | awk '!seen[$0]++' | tail -n "$max")
-  [ -n "$lines" ] || lines=$(tail -c +$((from + 1)) "$LOG" | grep -v -E '^ *$|^\(ended |^-- ' | tail -n 3)
+  [ -n "$lines" ] || lines=$(tail -c +$((from + 1)) "$LOG" | grep -v -E '^ *$|^\(ended |^-- |^# ' | tail -n 3)
   [ -n "$lines" ] || return 0
   if [ "$TAIL_LEFT" -le 0 ]; then
     echo "        | (more in check.log)"
@@ -214,6 +218,22 @@ note_coll() {
     }'
 }
 
+# collectives.json: {"STEP": that run's -J document, ...}, rewritten as each run ends.
+merge_json() {
+  local id f sep=""
+  {
+    echo "{"
+    for id in "${S_ID[@]}"; do
+      f=$SCR/$id.json
+      [ -s "$f" ] || continue
+      printf '%s"%s": ' "$sep" "$id"
+      cat "$f"
+      sep=","
+    done
+    echo "}"
+  } >"$OUT/collectives.json.tmp" && mv -f "$OUT/collectives.json.tmp" "$OUT/collectives.json"
+}
+
 # run_step ID FLAGS LIMIT NAME -- CMD...
 #   FLAGS (comma-separated): bare (without env.sh: the machine's own libraries), pre (exit 3 is
 #   "no GPU here"; a failure stops the check after the preconditions), stop (a failure stops the
@@ -226,8 +246,6 @@ run_step() {
   local i=${#S_ID[@]} cmd
   cmd=$(printf '%q ' "$@")
   S_ID+=("$id") S_NAME+=("$name") S_LIMIT+=("$limit") S_CMD+=("${cmd% }") S_MS+=("") S_RC+=("") S_JSON+=("") S_NOGPU+=(0)
-  local json=""
-  [[ $flags == *,coll,* ]] && json=json/$id.json
   skip() {
     S_RESULT+=(skipped) S_REASON+=("$1")
     printf '%-7s %-20s %7s  %s\n' skipped "$id" "-" "$1"
@@ -322,7 +340,10 @@ run_step() {
     # shellcheck disable=SC2086
     planned=$(sweep $planned | tr '\n' ' ')
     [ "$nogpu" = 1 ] || reason="$(note_coll "$from" "${planned% }")${reason:+; $reason}"
-    if [ -s "$OUT/$json" ]; then S_JSON[i]=$json; fi
+    if [ -s "$SCR/$id.json" ]; then
+      S_JSON[i]="collectives.json#/$id"
+      merge_json
+    fi
   fi
   if [[ $flags == *,version,* ]] && [ "$result" = pass ]; then
     reason=$(tail -c +$((from + 1)) "$LOG" | grep -E '^(meshrun [0-9]|MPI library:|CUDA:)' | cut -c 1-90 | paste -s -d ';' - | sed 's/;/; /g')
@@ -396,18 +417,18 @@ run_step bundle stop,version 20 "the bundle loads: meshrun --version (libmpi, li
 run_step nvidia-smi bare,gpu 45 "nvidia-smi: GPUs, driver, compute mode, topology" -- bash "$B/pre.sh" nvidia-smi
 run_step meshrun-devices devices 30 "meshrun devices: RDMA devices, GPUs and GPUDirect as meshrun sees them" -- "$M" devices
 run_step host-mpi coll 60 "Open MPI from the bundle: 2 ranks, host memory, all_reduce $(lbl "${HOST_SW[@]}"), verified" -- \
-  "${MPIRUN[@]}" "$M" all_reduce --transport tcp --tcp-if lo "${HOST_SW[@]}" -n 5 -w 1 -T 20 -J "$OUT/json/host-mpi.json"
+  "${MPIRUN[@]}" "$M" all_reduce --transport tcp --tcp-if lo "${HOST_SW[@]}" -n 5 -w 1 -T 20 -J "$SCR/host-mpi.json"
 run_step kernels gpu,kern 120 "CUDA kernel tests: the PTX reductions against the CPU, every type and op (output shown)" -- \
   "$B/bin/collectives-tests" gpu::cuda --ignored --nocapture --test-threads=1
 run_step types-ops gpu,coll 120 "all_reduce -g, every type and op, $(lbl "${TYPES_SW[@]}"), 2 ranks on GPU 0, verified" -- \
-  "${MPIRUN[@]}" "$M" all_reduce "${GPU[@]}" "${TYPES_SW[@]}" -d all -o all -n 2 -w 1 -J "$OUT/json/types-ops.json"
+  "${MPIRUN[@]}" "$M" all_reduce "${GPU[@]}" "${TYPES_SW[@]}" -d all -o all -n 2 -w 1 -J "$SCR/types-ops.json"
 for c in "${COLLS[@]}"; do
   run_step "small-$c" gpu,coll 60 "$c -g --gpu-staging, 2 ranks on GPU 0 over TCP, $(lbl "${SMALL_SW[@]}"), verified" -- \
-    "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${SMALL_SW[@]}" "${SMALL_IT[@]}" -J "$OUT/json/small-$c.json"
+    "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${SMALL_SW[@]}" "${SMALL_IT[@]}" -J "$SCR/small-$c.json"
 done
 for c in "${LARGE_COLLS[@]}"; do
   run_step "large-$c" gpu,coll 120 "$c -g --gpu-staging, 2 ranks on GPU 0 over TCP, $(lbl "${LARGE_SW[@]}"), verified" -- \
-    "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${LARGE_SW[@]}" "${LARGE_IT[@]}" -J "$OUT/json/large-$c.json"
+    "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${LARGE_SW[@]}" "${LARGE_IT[@]}" -J "$SCR/large-$c.json"
 done
 # shellcheck disable=SC2016
 run_step torch-copy bare,gpu,opt 60 "reference: device-to-device copy bandwidth with PyTorch (1 GiB, 20 copies)" -- \
@@ -438,12 +459,13 @@ print(f"OK: {torch.cuda.get_device_name(0)}: 1 GiB device-to-device copy {ms:.3f
 write_summary true
 total=$(($(now_ms) - T0))
 read -r c_pass c_fail c_to c_skip c_nogpu <<<"${COUNTS[*]}"
-njson=$(find "$OUT/json" -name '*.json' -type f | wc -l)
+njson=0
+for ((i = 0; i < ${#S_ID[@]}; i++)); do [ -n "${S_JSON[i]}" ] && njson=$((njson + 1)); done
 line="gpu-check: $c_pass passed, $c_fail failed, $c_to timed out, $c_skip skipped in $(fmt_s "$total") s of $BUDGET s"
 [ "$c_nogpu" -gt 0 ] && line="$line; $c_nogpu failed for want of a GPU"
 [ -n "$STOP" ] && line="$line; stopped: $STOP (${STOP_WHY:0:400})"
 [ "$DEADLINE_HIT" = 1 ] && line="$line; the deadline cut the check short"
-line="$line; evidence: $OUT (check.log, summary.json, $njson JSON)"
+line="$line; evidence: $OUT (check.log, summary.json, collectives.json: $njson runs)"
 echo "$line" >>"$LOG"
 echo "$line"
 # Skips that only say "nothing to run here" (no PyTorch) do not fail the check; others do.
