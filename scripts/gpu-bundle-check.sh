@@ -351,6 +351,12 @@ run_step() {
   if [[ $flags == *,version,* ]] && [ "$result" = pass ]; then
     reason=$(tail -c +$((from + 1)) "$LOG" | grep -E '^(meshrun [0-9]|MPI library:|CUDA:)' | cut -c 1-90 | paste -s -d ';' - | sed 's/;/; /g')
   fi
+  if [[ $flags == *,gdr,* ]] && [ "$nogpu" = 0 ]; then
+    # The verdict of each GPU's probe line is the evidence, whatever the exit (1: a GPU cannot).
+    local gl
+    gl=$(tail -c +$((from + 1)) "$LOG" | grep -m 2 '^# CUDA' | sed 's/^# //' | tr '\n' ' ' | cut -c 1-200)
+    [ -n "$gl" ] && reason="${gl% }${rc:+ (exit $rc)}"
+  fi
   if [[ $flags == *,devices,* ]]; then
     local gd
     gd=$(tail -c +$((from + 1)) "$LOG" | grep -i -m 2 -E 'gpudirect|dma-buf|dmabuf|peermem' | tr '\n' ' ' | cut -c 1-160)
@@ -419,6 +425,9 @@ end_preconditions
 run_step bundle stop,version 20 "the bundle loads: meshrun --version (libmpi, libcuda)" -- "$M" --version
 run_step nvidia-smi bare,gpu 45 "nvidia-smi: GPUs, driver, compute mode, topology" -- bash "$B/pre.sh" nvidia-smi
 run_step meshrun-devices devices 30 "meshrun devices: RDMA devices, GPUs and GPUDirect as meshrun sees them" -- "$M" devices
+# shellcheck disable=SC2016
+run_step gpudirect gpu,gdr 45 "GPUDirect RDMA probe, no NIC needed: attributes, cuMemAlloc vs pool buffer, dma-buf export, flush rule" -- \
+  bash -c '"$1" devices --gpu; rc=$?; "$1" devices --gpu --json >"$2.tmp" 2>/dev/null && mv -f "$2.tmp" "$2" || rm -f "$2.tmp"; exit $rc' gdr "$M" "$OUT/gpudirect.json"
 run_step host-mpi coll 60 "Open MPI from the bundle: 2 ranks, host memory, all_reduce $(lbl "${HOST_SW[@]}"), verified" -- \
   "${MPIRUN[@]}" "$M" all_reduce --transport tcp --tcp-if lo "${HOST_SW[@]}" -n 5 -w 1 -T 20 -J "$SCR/host-mpi.json"
 run_step kernels gpu,kern 120 "CUDA kernel tests: the PTX reductions against the CPU, every type and op (output shown)" -- \
