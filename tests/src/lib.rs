@@ -216,6 +216,15 @@ pub fn without_forwarded_env(cmd: &mut Command) -> &mut Command {
     cmd
 }
 
+/// Whether the NVIDIA driver's libcuda is on this machine (the linker cache says so).
+pub fn libcuda_installed() -> bool {
+    Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
+        .unwrap_or(false)
+}
+
 pub fn meshrun(args: &[&str], limit: Duration) -> Run {
     let mut cmd = Command::new(meshrun_bin());
     mpi_env(&mut cmd).args(args);

@@ -86,14 +86,6 @@ fn gpu_node_reports_gpu_nic_affinity() {
     assert!(!r.stdout.contains("0000:03:00.0"), "{}", r.stdout);
 }
 
-fn libcuda_installed() -> bool {
-    std::process::Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
-        .unwrap_or(false)
-}
-
 /// `meshrun devices` with `env` set.
 fn devices_with(args: &[&str], env: &[(&str, &str)]) -> Run {
     let mut cmd = std::process::Command::new(meshrun_bin());

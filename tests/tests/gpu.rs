@@ -226,14 +226,6 @@ fn a_failed_gpu_call_is_a_local_fault_not_a_dead_peer() {
     assert!(!r.stderr.contains("did that rank die"), "{}", r.all());
 }
 
-fn libcuda_installed() -> bool {
-    std::process::Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
-        .unwrap_or(false)
-}
-
 /// Without the NVIDIA driver, -g is a clear error on every rank (exit 2), not a panic or a hang.
 /// On a machine with the driver the same command must either run or fail with a named CUDA call.
 #[test]

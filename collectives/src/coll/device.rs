@@ -338,7 +338,6 @@ pub fn ring_all_gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dtype::{DataType, RedOp};
     use crate::gpu::standin::{check_journal, Call, HostStandIn, Journal};
     use crate::gpu::RdmaFlush;
     use ranks::{
@@ -411,21 +410,7 @@ mod tests {
     }
 
     fn ctx(nranks: usize) -> Ctx {
-        Ctx {
-            dtype: DataType::Float,
-            op: RedOp::Sum,
-            root: 0,
-            rank: 0,
-            nranks,
-            counts: super::super::Counts {
-                send: 0,
-                recv: 0,
-                param: 0,
-                send_inplace_offset: 0,
-                recv_inplace_offset: 0,
-            },
-            step_timeout: std::time::Duration::from_secs(5),
-        }
+        Ctx::for_test(0, nranks, std::time::Duration::from_secs(5))
     }
 
     /// A ring reduce-scatter over GPUDirect RDMA on a stand-in GPU whose device reports these

@@ -58,6 +58,26 @@ impl Ctx {
     pub fn elt(&self) -> usize {
         self.dtype.size()
     }
+
+    /// A float-sum context for unit tests of the algorithms: root 0, no counts.
+    #[cfg(test)]
+    pub(crate) fn for_test(rank: usize, nranks: usize, step_timeout: Duration) -> Ctx {
+        Ctx {
+            dtype: DataType::Float,
+            op: RedOp::Sum,
+            root: 0,
+            rank,
+            nranks,
+            counts: Counts {
+                send: 0,
+                recv: 0,
+                param: 0,
+                send_inplace_offset: 0,
+                recv_inplace_offset: 0,
+            },
+            step_timeout,
+        }
+    }
 }
 
 /// The buffers of one run: separate (out of place) or one (in place, send data at

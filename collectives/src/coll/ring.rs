@@ -267,21 +267,7 @@ mod tests {
     }
 
     fn ctx(rank: usize, nranks: usize) -> Ctx {
-        Ctx {
-            dtype: crate::dtype::DataType::Float,
-            op: crate::dtype::RedOp::Sum,
-            root: 0,
-            rank,
-            nranks,
-            counts: super::super::Counts {
-                send: 0,
-                recv: 0,
-                param: 0,
-                send_inplace_offset: 0,
-                recv_inplace_offset: 0,
-            },
-            step_timeout: std::time::Duration::from_secs(1),
-        }
+        Ctx::for_test(rank, nranks, std::time::Duration::from_secs(1))
     }
 
     #[test]
