@@ -134,11 +134,15 @@ fn staged_data_movers_and_reduce_root() {
 
 /// Pinned staging is allocated once per run, at the largest size of the sweep, before anything is
 /// uploaded: not per size, type, op or placement. The stand-in's journal of its calls says so
-/// (`MESHRUN_GPU_STANDIN_LOG=1`: one summary line per rank as it ends), over a sweep of three
+/// (`MESHRUN_GPU_STANDIN_LOG=DIR`: one summary file per rank as it ends, so the count does not
+/// depend on how mpirun interleaves several ranks' stderr), over a sweep of three
 /// sizes, every type and every op, and for a data mover at 3 ranks.
 #[test]
 fn staging_is_pinned_once_per_run_at_the_largest_size() {
     for (n, name, largest) in [(2, "all_reduce", 6144), (3, "alltoall", 6144)] {
+        let dir = std::env::temp_dir().join(format!("meshrun-standin-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a journal directory in the temp dir");
         let r = mpirun(
             n,
             &[
@@ -160,17 +164,27 @@ fn staging_is_pinned_once_per_run_at_the_largest_size() {
                 "-w",
                 "0",
             ],
-            &[STANDIN, ("MESHRUN_GPU_STANDIN_LOG", "1")],
+            &[
+                STANDIN,
+                ("MESHRUN_GPU_STANDIN_LOG", dir.to_str().expect("a UTF-8 temp dir")),
+            ],
             LIMIT,
         );
         r.expect_code(0);
-        let journals: Vec<&str> = r
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("meshrun stand-in GPU "))
-            .collect();
-        assert_eq!(journals.len(), n, "{}", r.all());
-        for j in journals {
+        let mut journals = Vec::new();
+        for e in std::fs::read_dir(&dir).expect("the journal directory") {
+            let p = e.expect("a journal entry").path();
+            assert!(
+                p.extension().is_some_and(|x| x == "log"),
+                "{name}: a stray file {}",
+                p.display()
+            );
+            journals.push(std::fs::read_to_string(&p).expect("a journal file"));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(journals.len(), n, "{name}: {journals:?}\n{}", r.all());
+        for j in journals.iter().map(|j| j.trim_end()) {
+            assert!(j.starts_with("meshrun stand-in GPU "), "{name}: {j}");
             assert!(
                 j.contains(&format!(": host_staging=2 staging_bytes={largest},{largest} ")),
                 "{name}: {j}"

@@ -10,8 +10,9 @@
 //! supported, so every test that lands RDMA writes also goes through the flush;
 //! `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS` set the two
 //! attributes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
-//! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG=1`, and then print a summary of it
-//! on stderr when dropped, for the end-to-end tests (and the Soft-RoCE VM's GPUDirect runs).
+//! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG` set, and then write a summary of it
+//! when dropped, for the end-to-end tests: `1` prints it on stderr, an absolute directory gets
+//! one file per process.
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -170,10 +171,58 @@ pub struct HostStandIn {
     writes_ordering: i32,
     /// RDMA writes landed and not yet flushed.
     landed: bool,
-    /// Print the journal's summary when dropped (and keep the journal at all: without it, a long
-    /// run's journal would only grow).
-    log: bool,
+    /// Where to write the journal's summary when dropped (and keep the journal at all: without
+    /// it, a long run's journal would only grow).
+    log: Option<JournalSink>,
     record: bool,
+}
+
+/// Where a stand-in's journal summary goes (`MESHRUN_GPU_STANDIN_LOG`): `1` for stderr, in one
+/// write so that ranks sharing mpirun's stderr do not split each other's lines; an absolute
+/// directory for a file of its own per process (`standin-PID.log`, written whole and renamed into
+/// place), which a test reads without depending on how mpirun forwards several ranks' output.
+#[derive(Debug, Clone)]
+enum JournalSink {
+    Stderr,
+    Dir(std::path::PathBuf),
+}
+
+impl JournalSink {
+    fn from_env(v: std::ffi::OsString) -> Option<JournalSink> {
+        let p = std::path::PathBuf::from(&v);
+        if v == "1" {
+            Some(JournalSink::Stderr)
+        } else if p.is_absolute() {
+            Some(JournalSink::Dir(p))
+        } else {
+            None
+        }
+    }
+
+    fn write(&self, line: &str) {
+        use std::io::Write;
+        match self {
+            JournalSink::Stderr => {
+                let _ = std::io::stderr().lock().write_all(line.as_bytes());
+            }
+            JournalSink::Dir(d) => {
+                let pid = std::process::id();
+                let (tmp, done) = (
+                    d.join(format!(".standin-{pid}.tmp")),
+                    d.join(format!("standin-{pid}.log")),
+                );
+                if let Err(e) = std::fs::write(&tmp, line).and_then(|()| std::fs::rename(&tmp, &done)) {
+                    let _ = std::io::stderr().lock().write_all(
+                        format!(
+                            "meshrun stand-in: cannot write its journal to {}: {e}\n{line}",
+                            done.display()
+                        )
+                        .as_bytes(),
+                    );
+                }
+            }
+        }
+    }
 }
 
 impl HostStandIn {
@@ -197,7 +246,7 @@ impl HostStandIn {
             flush_options,
             writes_ordering,
             landed: false,
-            log: false,
+            log: None,
             record: true,
         }
     }
@@ -211,8 +260,8 @@ impl HostStandIn {
             num("MESHRUN_GPU_STANDIN_FLUSH_OPTIONS", super::FLUSH_OPTION_HOST),
             num("MESHRUN_GPU_STANDIN_RDMA_ORDERING", 0),
         );
-        g.log = std::env::var("MESHRUN_GPU_STANDIN_LOG").as_deref() == Ok("1");
-        g.record = g.log;
+        g.log = std::env::var_os("MESHRUN_GPU_STANDIN_LOG").and_then(JournalSink::from_env);
+        g.record = g.log.is_some();
         g
     }
 
@@ -417,13 +466,14 @@ impl Gpu for HostStandIn {
 
 impl Drop for HostStandIn {
     fn drop(&mut self) {
-        if self.log {
+        if let Some(sink) = &self.log {
             let calls = self.journal.lock().unwrap_or_else(|p| p.into_inner());
-            eprintln!(
-                "meshrun stand-in GPU {}: {}",
+            let line = format!(
+                "meshrun stand-in GPU {}: {}\n",
                 self.info.ordinal,
                 summary(&calls, self.flush_rule())
             );
+            sink.write(&line);
         }
     }
 }
