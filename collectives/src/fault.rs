@@ -162,22 +162,22 @@ impl Fault {
         let at = format!("{at} (epoch {epoch:.3})");
         match self.kind {
             FaultKind::Kill => {
-                eprintln!("meshrun: fault injection: rank {rank} kills itself at {at}");
+                ranks::eline!("meshrun: fault injection: rank {rank} kills itself at {at}");
                 let _ = raise(Signal::SIGKILL);
             }
             FaultKind::Stop => {
-                eprintln!("meshrun: fault injection: rank {rank} stops itself (SIGSTOP) at {at}");
+                ranks::eline!("meshrun: fault injection: rank {rank} stops itself (SIGSTOP) at {at}");
                 let _ = raise(Signal::SIGSTOP);
             }
             FaultKind::Stall => {
-                eprintln!("meshrun: fault injection: rank {rank} stalls at {at}");
+                ranks::eline!("meshrun: fault injection: rank {rank} stalls at {at}");
                 loop {
                     std::thread::sleep(std::time::Duration::from_secs(3600));
                 }
             }
             FaultKind::Pause => {
                 let ms = self.for_ms.unwrap_or(0);
-                eprintln!("meshrun: fault injection: rank {rank} freezes for {ms} ms at {at}");
+                ranks::eline!("meshrun: fault injection: rank {rank} freezes for {ms} ms at {at}");
                 // Something outside this process must wake it: a shell that sleeps, then sends
                 // SIGCONT.
                 let pid = std::process::id();

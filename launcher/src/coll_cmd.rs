@@ -286,20 +286,20 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
 
 pub fn run(name: &str, a: CollArgs) -> i32 {
     let Some(coll) = coll::by_name(name) else {
-        eprintln!("meshrun: unknown collective {name}");
+        ranks::eline!("meshrun: unknown collective {name}");
         return Status::Usage.code();
     };
     let cfg = match config(&a) {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("meshrun {name}: {e}");
+            ranks::eline!("meshrun {name}: {e}");
             return Status::Usage.code();
         }
     };
     let gpu_req = match gpu_request(&a) {
         Ok(g) => g,
         Err(e) => {
-            eprintln!("meshrun {name}: {e}");
+            ranks::eline!("meshrun {name}: {e}");
             return Status::Usage.code();
         }
     };
@@ -362,7 +362,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         if root {
             if let Some(p) = &a.json {
                 if let Err(e) = output::write_atomic(p, &Json.render(&run), a.force) {
-                    eprintln!("meshrun: {e}");
+                    ranks::eline!("meshrun: {e}");
                     code = Status::Usage.code();
                 }
             }

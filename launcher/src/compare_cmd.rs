@@ -13,14 +13,14 @@ pub fn run(a: &CompareArgs) -> i32 {
         let text = match std::fs::read(f) {
             Ok(b) => String::from_utf8_lossy(&b).into_owned(),
             Err(e) => {
-                eprintln!("meshrun compare: {path}: {e}");
+                ranks::eline!("meshrun compare: {path}: {e}");
                 return Status::Usage.code();
             }
         };
         match compare::parse(&path, &text) {
             Ok(parsed) => inputs.push(table::Input { path, parsed }),
             Err(e) => {
-                eprintln!("meshrun compare: {e}");
+                ranks::eline!("meshrun compare: {e}");
                 return Status::Usage.code();
             }
         }

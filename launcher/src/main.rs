@@ -25,14 +25,14 @@ use rank::run_rank;
 fn main() -> ExitCode {
     let (mut cli, matches) = parse_cli();
     if let Err(e) = nic_choices(&mut cli.command, &matches).and_then(|()| busbw_bar(&mut cli.command, &matches)) {
-        eprintln!("meshrun: {e}");
+        ranks::eline!("meshrun: {e}");
         return ExitCode::from(Status::Usage.code().clamp(0, 255) as u8);
     }
     let code = match cli.command {
         Command::Launch(a) => match launch_cmd(a) {
             Ok(code) => code,
             Err(e) => {
-                eprintln!("meshrun launch: {e}");
+                ranks::eline!("meshrun launch: {e}");
                 Status::Usage.code()
             }
         },
@@ -130,7 +130,7 @@ fn manpage() -> i32 {
     );
     use std::io::Write;
     if !ok || std::io::stdout().write_all(&out).is_err() {
-        eprintln!("meshrun manpage: could not write the page");
+        ranks::eline!("meshrun manpage: could not write the page");
         return Status::Usage.code();
     }
     0
@@ -216,7 +216,7 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
                 if !a.dry_run {
                     return Err(e);
                 }
-                eprintln!("meshrun launch: warning (--dry-run): {e}; the command may still work on the cluster");
+                ranks::eline!("meshrun launch: warning (--dry-run): {e}; the command may still work on the cluster");
             }
         }
     }
@@ -293,7 +293,7 @@ pub(crate) fn faults_or_exit() -> Vec<Fault> {
     match Fault::list_from_env() {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("meshrun: {e}");
+            ranks::eline!("meshrun: {e}");
             std::process::exit(Status::Usage.code());
         }
     }
@@ -374,7 +374,7 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
             for l in gpu_probe(false).0 {
                 println!("{l}");
             }
-            eprintln!("meshrun devices: {e}");
+            ranks::eline!("meshrun devices: {e}");
             return Status::Usage.code();
         }
     };
@@ -421,7 +421,7 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
             0
         }
         Err(e) => {
-            eprintln!("meshrun devices: {e}");
+            ranks::eline!("meshrun devices: {e}");
             Status::Usage.code()
         }
     }

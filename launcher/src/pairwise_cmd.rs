@@ -169,7 +169,7 @@ fn read_topology(path: &std::path::Path, hosts: &[String]) -> Result<Topology, S
         .collect();
     missing.dedup();
     if !missing.is_empty() {
-        eprintln!(
+        ranks::eline!(
             "meshrun: warning: --topology {} places no switch above {}",
             path.display(),
             missing.join(", ")
@@ -293,7 +293,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                     .render(&o)
                     .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
                 if let Err(e) = written {
-                    eprintln!("meshrun: {e}");
+                    ranks::eline!("meshrun: {e}");
                     files_ok = false;
                 }
             }

@@ -26,7 +26,7 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     let world = match World::init(timeouts.mpi) {
         Ok(w) => w,
         Err(e) => {
-            eprintln!("meshrun: {e}");
+            ranks::eline!("meshrun: {e}");
             return Status::Usage.code();
         }
     };
@@ -44,7 +44,7 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
         Ok(m) => m,
         Err(Failed::Transport(e, status)) => fail(&RankFailure::Transport(e), status),
         Err(Failed::Other(msg, status)) => {
-            eprintln!("meshrun: {msg}");
+            ranks::eline!("meshrun: {msg}");
             leave_now(status.code());
         }
     };
@@ -52,7 +52,7 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
         Ok(code) => code,
         Err(RankFailure::Usage(m)) => {
             if world.rank() == 0 {
-                eprintln!("meshrun: {m}");
+                ranks::eline!("meshrun: {m}");
             }
             Status::Usage.code()
         }
@@ -80,7 +80,7 @@ fn fail(e: &RankFailure, status: Status) -> ! {
             postmortem::fail(WaitState::PeerClosed, Some(*peer), Duration::ZERO, &t.to_string(), true)
         }
         other => {
-            eprintln!("meshrun: {other}");
+            ranks::eline!("meshrun: {other}");
             leave_now(status.code());
         }
     }
@@ -172,8 +172,7 @@ pub fn peak_rss() -> Option<u64> {
 
 /// Print `meshrun: MSG` on stderr in one write, so lines of ranks sharing a terminal do not interleave.
 pub fn say(msg: &str) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(format!("meshrun: {msg}\n").as_bytes());
+    ranks::stderr_line(&format!("meshrun: {msg}"));
 }
 
 /// A warning when this rank's GPU (`bus_id` as CUDA reports it) and its RDMA NIC sit on different
@@ -247,7 +246,7 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
                         VerbsMeshError::Setup { msg, .. } => msg.clone(),
                         other => other.to_string(),
                     };
-                    eprintln!("meshrun: RDMA verbs not used ({why}); using TCP");
+                    ranks::eline!("meshrun: RDMA verbs not used ({why}); using TCP");
                 }
                 tcp()
             }

@@ -52,6 +52,26 @@ impl Default for Timeouts {
     }
 }
 
+/// Write `line` and a newline on stderr in one `write(2)`, so the lines of ranks that share
+/// mpirun's stderr (or a terminal) never split each other: `eprintln!` writes each formatted
+/// piece on its own (stderr is unbuffered), and a line of one rank could then hold pieces of
+/// another's.
+pub fn stderr_line(line: &str) {
+    use std::io::Write;
+    let mut whole = String::with_capacity(line.len() + 1);
+    whole.push_str(line);
+    whole.push('\n');
+    let _ = std::io::stderr().lock().write_all(whole.as_bytes());
+}
+
+/// `eprintln!` as one write: the formatted line goes out whole ([`stderr_line`]).
+#[macro_export]
+macro_rules! eline {
+    ($($arg:tt)*) => {
+        $crate::stderr_line(&format!($($arg)*))
+    };
+}
+
 /// Leave the process at once, without MPI_Finalize or atexit handlers (after a peer failure).
 pub fn exit_now(code: i32) -> ! {
     sys::exit_now(code)

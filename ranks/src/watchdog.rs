@@ -37,7 +37,7 @@ fn watchdog() -> &'static Watchdog {
         std::thread::Builder::new()
             .name("meshrun-watchdog".into())
             .spawn(move || run(w))
-            .map_err(|e| eprintln!("meshrun: cannot start the watchdog thread: {e}"))
+            .map_err(|e| crate::eline!("meshrun: cannot start the watchdog thread: {e}"))
             .ok();
         w
     })
@@ -56,8 +56,7 @@ fn run(w: &'static Watchdog) {
             if let Some(hook) = ON_EXPIRY.get() {
                 hook(&message);
             }
-            let _ = writeln!(std::io::stderr(), "meshrun: {message}");
-            let _ = std::io::stderr().flush();
+            crate::stderr_line(&format!("meshrun: {message}"));
             let _ = std::io::stdout().flush();
             crate::sys::exit_now(EXIT_TIMEOUT);
         }

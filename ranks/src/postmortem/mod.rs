@@ -112,9 +112,7 @@ fn current_report() -> StallReport {
 }
 
 fn say(msg: &str) {
-    use std::io::Write;
-    let _ = std::io::stderr().write_all(format!("meshrun: {msg}\n").as_bytes());
-    let _ = std::io::stderr().flush();
+    crate::stderr_line(&format!("meshrun: {msg}"));
 }
 
 /// This rank's deadline expired (or a peer closed): raise the alarm, let the collectors name the

@@ -96,9 +96,10 @@ impl TcpListening {
         let mut missing: Vec<usize> = (rank + 1..job.size).collect();
         let mut pending: Vec<PendingHello> = Vec::new();
         let refuse = |p: &PendingHello, why: &str| {
-            eprintln!(
+            crate::eline!(
                 "meshrun: rank {rank} ({}): refused a connection from {}: {why}",
-                job.hosts[rank], p.from
+                job.hosts[rank],
+                p.from
             );
         };
         while !missing.is_empty() {
