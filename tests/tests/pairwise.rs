@@ -45,7 +45,7 @@ fn bandwidth_rows_matrix_and_files() {
             "-n",
             "100",
             "--threshold",
-            "0.2",
+            VERDICT_NOT_THE_SUBJECT,
             "--json",
             json.to_str().unwrap(),
             "--csv",
@@ -131,7 +131,7 @@ fn bandwidth_rows_matrix_and_files() {
             "-n",
             "10",
             "--threshold",
-            "0.2",
+            VERDICT_NOT_THE_SUBJECT,
             "--heatmap",
             svg.to_str().unwrap(),
         ],
@@ -154,7 +154,12 @@ fn latency_sweep_bidirectional_and_duration() {
     assert!(v[0] <= v[2] && v[2] <= v[1] && v[0] <= v[3] && v[5] <= v[6], "{v:?}");
     assert!(r.stdout.contains("t_typical[usec]"));
 
-    let r = mpirun(2, &["pairwise", "-a", "-n", "20", "--threshold", "0.01"], &[], LIMIT);
+    let r = mpirun(
+        2,
+        &["pairwise", "-a", "-n", "20", "--threshold", VERDICT_NOT_THE_SUBJECT],
+        &[],
+        LIMIT,
+    );
     r.expect_code(0);
     let sizes: Vec<u64> = perftest_rows(&r.stdout)
         .iter()
@@ -165,7 +170,16 @@ fn latency_sweep_bidirectional_and_duration() {
 
     let r = mpirun(
         2,
-        &["pairwise", "-b", "-s", "256K", "-n", "50", "--threshold", "0.1"],
+        &[
+            "pairwise",
+            "-b",
+            "-s",
+            "256K",
+            "-n",
+            "50",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+        ],
         &[],
         LIMIT,
     );
@@ -175,7 +189,15 @@ fn latency_sweep_bidirectional_and_duration() {
 
     let r = mpirun(
         2,
-        &["pairwise", "-D", "0.3", "-s", "64K", "--threshold", "0.1"],
+        &[
+            "pairwise",
+            "-D",
+            "0.3",
+            "-s",
+            "64K",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+        ],
         &[],
         LIMIT,
     );
@@ -192,7 +214,15 @@ fn latency_sweep_bidirectional_and_duration() {
 fn pair_selection() {
     let r = mpirun(
         4,
-        &["pairwise", "--pair", "1,3", "-n", "50", "--threshold", "0.1"],
+        &[
+            "pairwise",
+            "--pair",
+            "1,3",
+            "-n",
+            "50",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+        ],
         &[],
         LIMIT,
     );
@@ -212,7 +242,15 @@ fn pair_selection() {
 fn quick_ring_pattern() {
     let r = mpirun(
         5,
-        &["pairwise", "--pairs", "ring", "-n", "50", "--threshold", "0.01"],
+        &[
+            "pairwise",
+            "--pairs",
+            "ring",
+            "-n",
+            "50",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+        ],
         &[],
         LIMIT,
     );
@@ -263,7 +301,7 @@ fn a_gpu_far_from_every_nic_is_named_before_any_traffic() {
             "-n",
             "20",
             "--threshold",
-            "0.01",
+            VERDICT_NOT_THE_SUBJECT,
         ],
         &[],
         LIMIT,

@@ -64,7 +64,7 @@ const KINDS: &[Kind] = &[
             "-n",
             "20",
             "--threshold",
-            "0.01",
+            e2e::VERDICT_NOT_THE_SUBJECT,
             "--transport",
             "tcp",
         ],
