@@ -435,7 +435,9 @@ fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, w
     })
 }
 
-/// Retest `pairs` alone, one at a time, at the matrix size; rank 0 gets the results.
+/// Retest `pairs` alone, one at a time, at the matrix size, [`verdict::RETEST_PASSES`] times
+/// over (the whole list, then again), so each pair's passes are apart in time; rank 0 gets the
+/// results.
 fn retest(
     world: &World,
     t: &mut dyn Transport,
@@ -444,13 +446,15 @@ fn retest(
 ) -> Result<Option<Vec<Measurement>>, PairwiseError> {
     let me = t.rank();
     let mut mine = Vec::new();
-    for &(a, b) in pairs {
-        ranks::postmortem::enter(&format!("retest {a}-{b}"));
-        if me == a || me == b {
-            let peer = if me == a { b } else { a };
-            mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
+    for _ in 0..verdict::RETEST_PASSES {
+        for &(a, b) in pairs {
+            ranks::postmortem::enter(&format!("retest {a}-{b}"));
+            if me == a || me == b {
+                let peer = if me == a { b } else { a };
+                mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
+            }
+            world.barrier("end of a retest");
         }
-        world.barrier("end of a retest");
     }
     Ok(gather_measurements(world, &mine, "gathering retest results")?)
 }
@@ -477,7 +481,7 @@ pub fn run(
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
     let retest_start = std::time::Instant::now();
-    let mut retest_count = plan.pairs().len();
+    let mut retest_count = plan.pairs().len() * verdict::RETEST_PASSES;
     let mut retests = retest(world, t, cfg, &plan.pairs())?;
     let mut retest_s = retest_start.elapsed().as_secs_f64();
 
@@ -509,7 +513,7 @@ pub fn run(
         let again = std::time::Instant::now();
         let more_retests = retest(world, t, cfg, &new)?;
         retest_s += again.elapsed().as_secs_f64();
-        retest_count += new.len();
+        retest_count += new.len() * verdict::RETEST_PASSES;
         if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
             re.extend(extra);
         }
