@@ -185,7 +185,7 @@ fn killed(rank: usize, phase: &str, args: &[&str]) {
     // Before MPI_Init no rank of ours can know the dead one (no channel, no rank table), and
     // Open MPI 4.1 names it only when it classes the death as a signal: some of the time
     // (2 of 6 runs on a busy machine) it classes it as a non-zero exit and ends the job with its
-    // generic abort notice, still with status 137. That is mpirun's word, documented in README.
+    // generic abort notice, still with status 137. That is mpirun's word, documented in docs/usage.md.
     let mpirun_generic =
         phase == "bootstrap" && all.contains("1 process returned") && all.contains("the job has been aborted");
     assert!(named || mpirun_generic, "{fault}: the killed rank is not named:\n{all}");

@@ -140,7 +140,7 @@ fn a_failing_step_fails_the_job_and_says_why() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// README and the sbatch file say srun needs `--mpi=pmix` for Debian's Open MPI: its PMI-2 plugin
+/// docs/deployment.md and the sbatch file say srun needs `--mpi=pmix` for Debian's Open MPI: its PMI-2 plugin
 /// cannot start these ranks (Open MPI was built against PMIx only). Keep that claim true.
 #[test]
 fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
