@@ -22,6 +22,18 @@ pub fn sweep_sizes() -> Vec<usize> {
     (1..=23).map(|p| 1usize << p).collect()
 }
 
+/// Bytes a bandwidth test moves before timing, by default: enough for TCP's window to open and
+/// the queues to fill, a small part of any timed run.
+const WARMUP_BYTES: usize = 8 << 20;
+
+/// The default warm-up of a bandwidth test at `size` (the largest of the run): [`WARMUP_BYTES`]
+/// in messages, at least 8 and at most one window (`tx_depth`), so 128 messages at 64 KiB as
+/// before, and 8 at 1 MiB instead of 128 (twice the bytes of a 60-message run).
+fn default_bw_warmup(size: usize, tx_depth: u64) -> u64 {
+    let n = WARMUP_BYTES.div_ceil(size.max(1)) as u64;
+    n.clamp(8.min(tx_depth), tx_depth.max(1))
+}
+
 fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, String> {
     // One-sided write and read need the transport's RDMA extension.
     let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
@@ -64,7 +76,7 @@ fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, 
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
     }
-    let sizes = if a.all_sizes {
+    let sizes: Vec<usize> = if a.all_sizes {
         sweep_sizes()
     } else {
         vec![a.size.unwrap_or(if test == TestKind::Lat { 2 } else { 65536 }) as usize]
@@ -81,13 +93,17 @@ fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, 
         (_, _, true) => Selection::IntraNode,
         _ => Selection::All,
     };
+    let warmup = a.warmup.unwrap_or(match test {
+        TestKind::Lat => 10,
+        TestKind::Bw => default_bw_warmup(sizes.iter().copied().max().unwrap_or(0), a.tx_depth),
+    });
     Ok(PairwiseConfig {
         test,
         op,
         sizes,
         amount,
         window: a.tx_depth as usize,
-        warmup: a.warmup.unwrap_or(if test == TestKind::Lat { 10 } else { a.tx_depth }),
+        warmup,
         bidirectional: a.bidirectional,
         selection,
         pattern: a.pairs,
@@ -308,4 +324,20 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         let shared = world.broadcast_vec(&[code], "sharing the exit status");
         Ok(i32::from(shared.first().copied().unwrap_or(0)))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_warmup_moves_8_mib_within_one_window() {
+        assert_eq!(default_bw_warmup(65536, 128), 128, "the default size: as before");
+        assert_eq!(default_bw_warmup(1 << 20, 128), 8);
+        assert_eq!(default_bw_warmup(256 << 10, 128), 32);
+        assert_eq!(default_bw_warmup(8 << 20, 128), 8, "never fewer than 8");
+        assert_eq!(default_bw_warmup(4096, 128), 128, "never more than the window");
+        assert_eq!(default_bw_warmup(4096, 4), 4);
+        assert_eq!(default_bw_warmup(1 << 20, 1), 1);
+    }
 }
