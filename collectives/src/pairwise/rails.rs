@@ -53,7 +53,7 @@ impl Groups {
     fn new(hosts: &[String]) -> Groups {
         Groups {
             // The local ranks as the World numbers them.
-            local: ranks::world::placement(hosts).2,
+            local: hostfiles::placement(hosts).2,
             hosts: hosts.to_vec(),
         }
     }
