@@ -4,7 +4,7 @@
 
 #![allow(dead_code)] // each fuzz target uses one of these
 
-use collectives::units;
+use analysis::units;
 use ranks::wire::{
     self, ClearToSend, ConnectRecord, ControlEndpoint, ControlFrame, Hello, Record, StallReport, WindowKey,
 };
@@ -46,23 +46,23 @@ pub fn flags(data: &[u8]) {
     if let Ok((a, b)) = units::parse_pair(s) {
         assert_ne!(a, b);
     }
-    let _ = collectives::schedule::Pattern::parse(s);
-    let _ = collectives::dtype::DataType::parse(s);
-    let _ = collectives::dtype::RedOp::parse(s);
+    let _ = analysis::schedule::Pattern::parse(s);
+    let _ = analysis::dtype::DataType::parse(s);
+    let _ = analysis::dtype::RedOp::parse(s);
     let _ = collectives::fault::Fault::parse(s);
 }
 
 /// `--topology` files (host to leaf switch): any text gives a topology or an error.
 pub fn topology(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = collectives::pairwise::topology::Topology::parse(text, "fuzz");
+    let _ = analysis::pairwise::topology::Topology::parse(text, "fuzz");
 }
 
 /// Files `meshrun compare` reads (nccl-tests text and -J JSON, perftest text, meshrun's text and
 /// JSON): any text gives series or a one-line format error.
 pub fn compare(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = collectives::compare::parse("fuzz.txt", text);
+    let _ = analysis::compare::parse("fuzz.txt", text);
 }
 
 fn again<T: Record + PartialEq + std::fmt::Debug>(data: &[u8]) {
@@ -91,6 +91,6 @@ pub fn wire(data: &[u8]) {
     let _ = ConnectRecord::from_bytes(data);
     let _ = Hello::check(data, &[0; 16], 4);
     let _ = ControlFrame::check(data, &[0; 16]);
-    let _ = serde_json::from_slice::<Vec<collectives::pairwise::Measurement>>(data);
-    let _ = serde_json::from_slice::<Vec<collectives::mesh_check::PeerCheck>>(data);
+    let _ = serde_json::from_slice::<Vec<analysis::pairwise::Measurement>>(data);
+    let _ = serde_json::from_slice::<Vec<analysis::mesh_check::PeerCheck>>(data);
 }

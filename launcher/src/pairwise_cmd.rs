@@ -3,12 +3,12 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use analysis::pairwise::rails::{self, Fabric};
+use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
+use analysis::pairwise::topology::Topology;
+use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, Selection, TestKind};
 use collectives::output;
-use collectives::pairwise::measure::Amount;
-use collectives::pairwise::rails::Fabric;
-use collectives::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
-use collectives::pairwise::topology::Topology;
-use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
+use collectives::pairwise;
 use collectives::progress::Progress;
 
 use ranks::TransportKind;
@@ -234,7 +234,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 return Ok(Status::Usage.code());
             }
         }
-        let rounds = pairwise::rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
+        let rounds = rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(
                 "no pairs to test: {} rank(s) on {} host(s) with this selection",
@@ -244,7 +244,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         }
         let gathered = crate::rank::config_findings(world, t, &a.rank)?;
         if matches!(cfg.selection, Selection::Rails { .. }) {
-            for w in collectives::pairwise::rails::shared_nics(world.hosts(), &gathered.nics) {
+            for w in rails::shared_nics(world.hosts(), &gathered.nics) {
                 crate::rank::say(&format!("warning: {w}"));
             }
         }

@@ -2,16 +2,16 @@
 //! `tests/data/golden/` byte for byte. The inputs are outcomes of real runs (saved once) and a
 //! collective sweep built here, so a change to how reports are produced (a refactor) is proven to
 //! leave what users parse untouched. A deliberate format change re-blesses the files with
-//! `MESHRUN_BLESS=1 cargo test -p collectives --test golden` and shows the diff in review.
+//! `MESHRUN_BLESS=1 cargo test -p analysis --test golden` and shows the diff in review.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use collectives::coll::harness::{CollConfig, Placement, Row, Step, TimeAverage};
-use collectives::coll::report::{self, DeviceInfo, Exporter};
-use collectives::dtype::{DataType, RedOp};
-use collectives::pairwise::report::{csv, heatmap, json, text};
-use collectives::pairwise::{verdict, Measurement, PairwiseConfig, PairwiseOutcome};
+use analysis::coll::report::{self, DeviceInfo, Exporter};
+use analysis::coll::{CollConfig, Placement, Row, Step, TimeAverage};
+use analysis::dtype::{DataType, RedOp};
+use analysis::pairwise::report::{csv, heatmap, json, text};
+use analysis::pairwise::{verdict, Measurement, PairwiseConfig, PairwiseOutcome};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden")

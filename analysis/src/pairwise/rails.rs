@@ -264,7 +264,8 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pairwise::measure::{Amount, BwResult};
+    use crate::pairwise::formulas::BwResult;
+    use crate::pairwise::Amount;
     use crate::pairwise::{OpName, Pattern, TestKind};
     use std::time::Duration;
 
