@@ -7,6 +7,7 @@
 pub mod coll;
 pub mod compare;
 pub mod dtype;
+pub mod export;
 pub mod findings;
 pub mod mesh_check;
 pub mod pairwise;

@@ -7,9 +7,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use analysis::coll::report::{self, DeviceInfo, Exporter};
+use analysis::coll::report::{self, DeviceInfo};
 use analysis::coll::{CollConfig, Placement, Row, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
+use analysis::export::Exporter;
 use analysis::pairwise::report::{csv, heatmap, json, text};
 use analysis::pairwise::{verdict, Measurement, PairwiseConfig, PairwiseOutcome};
 
@@ -322,7 +323,7 @@ fn collective_reports_match_their_golden_files() {
         baseline,
         start_time: "2026-11-30 17:00:00",
     };
-    let text = report::Text.render(&run(None));
+    let text = report::Text.render(&run(None)).expect("text");
     let meshrun_part = s.len()
         - (report::table_header(false).len()
             + base.iter().map(|r| report::row_line(r).len()).sum::<usize>()
@@ -334,13 +335,13 @@ fn collective_reports_match_their_golden_files() {
         rows: &base,
         notes: &notes,
     }));
-    let text = String::from_utf8(report::Text.render(&with_baseline)).unwrap();
+    let text = String::from_utf8(report::Text.render(&with_baseline).expect("text")).unwrap();
     assert!(text.starts_with(&s[..meshrun_part]));
     assert!(text[meshrun_part..].starts_with(
         "# Baseline: the MPI library's own all_reduce (Open MPI v4.1.4) in the same harness, out-of-place only, each size run right after meshrun's\n#\n"
     ));
     assert!(text.ends_with(&format!("# {}\n{}", notes[0], report::footer(&base, None))));
-    let json = report::Json.render(&with_baseline);
+    let json = report::Json.render(&with_baseline).expect("json");
     let direct = report::json_report(
         &cfg,
         "all_reduce",

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
-use analysis::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Exporter, Json};
+use analysis::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Json};
 use analysis::coll::{self as results, Baseline, BusbwBar, CollConfig, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
+use analysis::export::Exporter;
 use collectives::coll::{self, harness};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
@@ -361,7 +362,11 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         };
         if root {
             if let Some(p) = &a.json {
-                if let Err(e) = output::write_atomic(p, &Json.render(&run), a.force) {
+                let written = Json
+                    .render(&run)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| output::write_atomic(p, &bytes, a.force).map_err(|e| e.to_string()));
+                if let Err(e) = written {
                     ranks::eline!("meshrun: {e}");
                     code = Status::Usage.code();
                 }

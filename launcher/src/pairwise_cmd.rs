@@ -3,10 +3,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use analysis::export::Exporter;
 use analysis::pairwise::rails::{self, Fabric};
-use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
+use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text};
 use analysis::pairwise::topology::Topology;
-use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, Selection, TestKind};
+use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
 use collectives::pairwise;
 use collectives::progress::Progress;
@@ -141,7 +142,7 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs
 }
 
 /// An output file and the exporter of its format.
-type OutputFile = (PathBuf, Box<dyn Exporter>);
+type OutputFile = (PathBuf, Box<dyn Exporter<PairwiseOutcome>>);
 
 /// The output files asked for, each with the exporter of its format.
 fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
@@ -291,6 +292,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             for (p, exporter) in outputs(&a).unwrap_or_default() {
                 let written = exporter
                     .render(&o)
+                    .map_err(|e| e.to_string())
                     .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
                 if let Err(e) = written {
                     ranks::eline!("meshrun: {e}");

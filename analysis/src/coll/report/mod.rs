@@ -42,11 +42,6 @@ pub struct BaselineRun<'a> {
     pub notes: &'a [String],
 }
 
-/// One output format of a collective run (each in its own file here).
-pub trait Exporter {
-    fn render(&self, run: &CollRun<'_>) -> Vec<u8>;
-}
-
 /// nccl-tests' time column.
 pub fn fmt_time(us: f64) -> String {
     if us >= 10000.0 {
