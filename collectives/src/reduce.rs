@@ -175,10 +175,12 @@ fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
     by_op!(T, op, zip2(acc, src))
 }
 
-/// Run `$body` with `$T` bound to the Rust type of `$dt`.
+/// Run `$body` with `$T` bound to the Rust type of `$dt` (`half::f16` and `half::bf16` for the
+/// 16-bit floats). With `halves => $other`, half and bfloat16 run `$other` instead: for code that
+/// has no 16-bit float form, as MPI's own collectives.
 #[macro_export]
 macro_rules! with_type {
-    ($dt:expr, $T:ident => $body:expr) => {
+    (@switch $dt:expr, $T:ident => $body:expr, $half:expr, $bf16:expr) => {
         match $dt {
             $crate::dtype::DataType::Int8 => {
                 type $T = i8;
@@ -204,10 +206,6 @@ macro_rules! with_type {
                 type $T = u64;
                 $body
             }
-            $crate::dtype::DataType::Half => {
-                type $T = half::f16;
-                $body
-            }
             $crate::dtype::DataType::Float => {
                 type $T = f32;
                 $body
@@ -216,11 +214,26 @@ macro_rules! with_type {
                 type $T = f64;
                 $body
             }
-            $crate::dtype::DataType::Bfloat16 => {
+            $crate::dtype::DataType::Half => $half,
+            $crate::dtype::DataType::Bfloat16 => $bf16,
+        }
+    };
+    ($dt:expr, $T:ident => $body:expr, halves => $other:expr) => {
+        $crate::with_type!(@switch $dt, $T => $body, $other, $other)
+    };
+    ($dt:expr, $T:ident => $body:expr) => {
+        $crate::with_type!(
+            @switch $dt,
+            $T => $body,
+            {
+                type $T = half::f16;
+                $body
+            },
+            {
                 type $T = half::bf16;
                 $body
             }
-        }
+        )
     };
 }
 
