@@ -181,39 +181,15 @@ fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
 #[macro_export]
 macro_rules! with_type {
     (@switch $dt:expr, $T:ident => $body:expr, $half:expr, $bf16:expr) => {
+        $crate::with_type!(@arms $dt, $T => $body, $half, $bf16;
+            Int8 i8, Uint8 u8, Int32 i32, Uint32 u32, Int64 i64, Uint64 u64, Float f32, Double f64)
+    };
+    (@arms $dt:expr, $T:ident => $body:expr, $half:expr, $bf16:expr; $($name:ident $rust:ty),*) => {
         match $dt {
-            $crate::dtype::DataType::Int8 => {
-                type $T = i8;
+            $($crate::dtype::DataType::$name => {
+                type $T = $rust;
                 $body
-            }
-            $crate::dtype::DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::dtype::DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::dtype::DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::dtype::DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::dtype::DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            $crate::dtype::DataType::Float => {
-                type $T = f32;
-                $body
-            }
-            $crate::dtype::DataType::Double => {
-                type $T = f64;
-                $body
-            }
+            })*
             $crate::dtype::DataType::Half => $half,
             $crate::dtype::DataType::Bfloat16 => $bf16,
         }
