@@ -1,13 +1,11 @@
 //! What each fuzz target checks, shared by the libFuzzer targets (`fuzz_targets/`) and by the
 //! replay test of the corpora and regressions in the main workspace (`tests/tests/fuzz_corpus.rs`),
-//! so every input ever kept runs in every `cargo test`.
+//! so every input ever kept runs in every `cargo test`. These need only `hostfiles` and
+//! `analysis` (no MPI, no rdma-core); what ranks decode from each other is in `rank_checks.rs`.
 
 #![allow(dead_code)] // each fuzz target uses one of these
 
-use collectives::units;
-use ranks::wire::{
-    self, ClearToSend, ConnectRecord, ControlEndpoint, ControlFrame, Hello, Record, StallReport, WindowKey,
-};
+use analysis::units;
 
 /// Host files in every format (Open MPI, MPICH, Slurm hostlists, the MPIJob file) and hostlist
 /// expressions: any text gives hosts or an error, never a panic.
@@ -21,7 +19,7 @@ pub fn hostfile(data: &[u8]) {
 }
 
 /// The values flags and variables take: sizes, seconds, fractions, bars, rank pairs, pair
-/// patterns, data types and ops, and the test-only fault spec.
+/// patterns, data types and ops (the test-only fault spec: `rank_checks::fault_spec`).
 pub fn flags(data: &[u8]) {
     let Ok(s) = std::str::from_utf8(data) else { return };
     if let Ok(n) = units::parse_size(s) {
@@ -46,51 +44,20 @@ pub fn flags(data: &[u8]) {
     if let Ok((a, b)) = units::parse_pair(s) {
         assert_ne!(a, b);
     }
-    let _ = collectives::schedule::Pattern::parse(s);
-    let _ = collectives::dtype::DataType::parse(s);
-    let _ = collectives::dtype::RedOp::parse(s);
-    let _ = collectives::fault::Fault::parse(s);
+    let _ = analysis::schedule::Pattern::parse(s);
+    let _ = analysis::dtype::DataType::parse(s);
+    let _ = analysis::dtype::RedOp::parse(s);
 }
 
 /// `--topology` files (host to leaf switch): any text gives a topology or an error.
 pub fn topology(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = collectives::pairwise::topology::Topology::parse(text, "fuzz");
+    let _ = analysis::pairwise::topology::Topology::parse(text, "fuzz");
 }
 
 /// Files `meshrun compare` reads (nccl-tests text and -J JSON, perftest text, meshrun's text and
 /// JSON): any text gives series or a one-line format error.
 pub fn compare(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let _ = collectives::compare::parse("fuzz.txt", text);
-}
-
-fn again<T: Record + PartialEq + std::fmt::Debug>(data: &[u8]) {
-    if let Some(v) = T::from_bytes(data) {
-        let b = v.to_bytes();
-        assert_eq!(b.len(), T::LEN);
-        assert_eq!(T::from_bytes(&b).as_ref(), Some(&v));
-    }
-    let _ = wire::decode_all::<T>(data, "fuzz");
-}
-
-/// Every decoder of bytes another rank sends: the fixed records of `ranks::wire` (TCP hello and
-/// endpoints, verbs endpoints and connect records, window keys, clear-to-sends, the post-mortem's
-/// control frames), gathered arrays of them, and the JSON records gathered at rank 0. A record
-/// that decodes encodes back to bytes that decode to the same value.
-pub fn wire(data: &[u8]) {
-    again::<Hello>(data);
-    again::<std::net::SocketAddr>(data);
-    again::<ranks::verbs::Endpoint>(data);
-    again::<WindowKey>(data);
-    again::<ClearToSend>(data);
-    again::<StallReport>(data);
-    again::<ControlFrame>(data);
-    again::<ControlEndpoint>(data);
-    again::<u64>(data);
-    let _ = ConnectRecord::from_bytes(data);
-    let _ = Hello::check(data, &[0; 16], 4);
-    let _ = ControlFrame::check(data, &[0; 16]);
-    let _ = serde_json::from_slice::<Vec<collectives::pairwise::Measurement>>(data);
-    let _ = serde_json::from_slice::<Vec<collectives::mesh_check::PeerCheck>>(data);
+    let _ = analysis::compare::parse("fuzz.txt", text);
 }

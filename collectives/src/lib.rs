@@ -1,21 +1,19 @@
-//! What runs over the meshrun mesh: the mesh check, the pairwise schedule and tests, the
-//! collectives, and the reports they print.
+//! What runs over the meshrun mesh: the mesh check, the pairwise tests and the collectives
+//! (measured over a transport); what is made of the results is the `analysis` crate.
 
 pub mod buffers;
 pub mod coll;
-pub mod compare;
-pub mod dtype;
 pub mod fault;
-pub mod findings;
 pub mod gpu;
 pub mod mesh_check;
 pub mod output;
 pub mod pairwise;
 pub mod progress;
 pub mod reduce;
-pub mod schedule;
-pub mod stats;
-pub mod units;
+
+/// Re-exported: the element types and reduction operations, which the GPU code and the host
+/// reductions name as `crate::dtype`.
+pub use analysis::dtype;
 
 use std::time::Instant;
 

@@ -175,52 +175,41 @@ fn reduce_t<T: Elem>(op: RedOp, acc: &mut [T], src: &[T]) {
     by_op!(T, op, zip2(acc, src))
 }
 
-/// Run `$body` with `$T` bound to the Rust type of `$dt`.
+/// Run `$body` with `$T` bound to the Rust type of `$dt` (`half::f16` and `half::bf16` for the
+/// 16-bit floats). With `halves => $other`, half and bfloat16 run `$other` instead: for code that
+/// has no 16-bit float form, as MPI's own collectives.
 #[macro_export]
 macro_rules! with_type {
-    ($dt:expr, $T:ident => $body:expr) => {
+    (@switch $dt:expr, $T:ident => $body:expr, $half:expr, $bf16:expr) => {
+        $crate::with_type!(@arms $dt, $T => $body, $half, $bf16;
+            Int8 i8, Uint8 u8, Int32 i32, Uint32 u32, Int64 i64, Uint64 u64, Float f32, Double f64)
+    };
+    (@arms $dt:expr, $T:ident => $body:expr, $half:expr, $bf16:expr; $($name:ident $rust:ty),*) => {
         match $dt {
-            $crate::dtype::DataType::Int8 => {
-                type $T = i8;
+            $($crate::dtype::DataType::$name => {
+                type $T = $rust;
                 $body
-            }
-            $crate::dtype::DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            $crate::dtype::DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            $crate::dtype::DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            $crate::dtype::DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            $crate::dtype::DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            $crate::dtype::DataType::Half => {
+            })*
+            $crate::dtype::DataType::Half => $half,
+            $crate::dtype::DataType::Bfloat16 => $bf16,
+        }
+    };
+    ($dt:expr, $T:ident => $body:expr, halves => $other:expr) => {
+        $crate::with_type!(@switch $dt, $T => $body, $other, $other)
+    };
+    ($dt:expr, $T:ident => $body:expr) => {
+        $crate::with_type!(
+            @switch $dt,
+            $T => $body,
+            {
                 type $T = half::f16;
                 $body
-            }
-            $crate::dtype::DataType::Float => {
-                type $T = f32;
-                $body
-            }
-            $crate::dtype::DataType::Double => {
-                type $T = f64;
-                $body
-            }
-            $crate::dtype::DataType::Bfloat16 => {
+            },
+            {
                 type $T = half::bf16;
                 $body
             }
-        }
+        )
     };
 }
 

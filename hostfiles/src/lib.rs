@@ -16,10 +16,12 @@
 mod error;
 mod hostlist;
 mod parse;
+mod placement;
 
 pub use error::{HostfileError, HostlistError};
 pub use hostlist::{expand_hostlist, MAX_EXPANDED_HOSTS};
 pub use parse::{parse_hostfile, parse_hostfile_str, valid_hostname, HostSlots};
+pub use placement::placement;
 
 /// Total slots over all hosts.
 pub fn total_slots(hosts: &[HostSlots]) -> u64 {

@@ -1,6 +1,6 @@
 //! Command-line interface.
 
-use collectives::units;
+use analysis::units;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
@@ -161,7 +161,7 @@ pub struct CollArgs {
     pub expect_busbw: Option<f64>,
     /// The bar and where it came from, settled after parsing (main.rs: flag, MESHRUN_, NCCL_)
     #[arg(skip)]
-    pub busbw_bar: Option<collectives::coll::harness::BusbwBar>,
+    pub busbw_bar: Option<analysis::coll::BusbwBar>,
     /// Run on GPU buffers. As nccl-tests' -g it takes the GPUs per rank, and meshrun drives one
     /// (`-g` alone means `-g 1`); start one rank per GPU instead of -g 8. Over verbs the NIC
     /// reads and writes the GPU buffers directly (GPUDirect RDMA) unless --gpu-staging.
@@ -286,8 +286,8 @@ pub struct MeshCheckArgs {
     pub iters: u64,
 }
 
-fn parse_pattern(s: &str) -> Result<collectives::schedule::Pattern, String> {
-    collectives::schedule::Pattern::parse(s)
+fn parse_pattern(s: &str) -> Result<analysis::schedule::Pattern, String> {
+    analysis::schedule::Pattern::parse(s)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -359,7 +359,7 @@ pub struct PairwiseArgs {
     /// Which partners each rank measures: all, ring, shift:K (i+-1..K, as mpiGraph) or random:K
     /// (K random partners); the quick patterns screen a big fabric in a few rounds
     #[arg(long = "pairs", value_name = "PATTERN", default_value = "all", value_parser = parse_pattern)]
-    pub pairs: collectives::schedule::Pattern,
+    pub pairs: analysis::schedule::Pattern,
     /// Which hosts hang off which leaf switch (`leaf1: node[01-16]` lines, or Slurm's
     /// topology.conf), to blame a switch uplink when the slow host links all cross it
     #[arg(long)]
@@ -447,7 +447,7 @@ mod tests {
         let Command::Pairwise(a) = cli.command else {
             panic!("pairwise")
         };
-        assert_eq!(a.pairs, collectives::schedule::Pattern::Shift(3));
+        assert_eq!(a.pairs, analysis::schedule::Pattern::Shift(3));
         assert_eq!(a.threshold, None, "no --threshold: the robust rule");
         assert!(Cli::try_parse_from(["meshrun", "pairwise", "--pairs", "star"]).is_err());
     }

@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use collectives::coll;
-use collectives::coll::harness::{self, Baseline, BusbwBar, CollConfig, Step, TimeAverage};
-use collectives::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Exporter, Json};
-use collectives::dtype::{DataType, RedOp};
+use analysis::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Json};
+use analysis::coll::{self as results, Baseline, BusbwBar, CollConfig, Step, TimeAverage};
+use analysis::dtype::{DataType, RedOp};
+use analysis::export::Exporter;
+use collectives::coll::{self, harness};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
 use ranks::wire::WireError;
@@ -118,7 +119,7 @@ pub fn busbw_bar(
     }
     match env(NCCL_TESTS_MIN_BW).filter(|v| !v.trim().is_empty()) {
         Some(v) => {
-            let gbps = collectives::units::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
+            let gbps = analysis::units::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
             Ok(Some(BusbwBar {
                 gbps,
                 source: NCCL_TESTS_MIN_BW.into(),
@@ -326,7 +327,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             &cfg,
             fault,
             gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
-            |r: &harness::Row| stream.row(r),
+            |r: &results::Row| stream.row(r),
         )
         .map_err(|e| coll_failure(world, e))?;
         stream.footer(&sweep.rows, &cfg);
@@ -353,15 +354,19 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         let below_bar = cfg
             .busbw_bar
             .as_ref()
-            .is_some_and(|b| !b.passes(harness::avg_busbw(run.rows)));
-        let mut code = if harness::total_wrong(run.rows) > 0 || below_bar {
+            .is_some_and(|b| !b.passes(results::avg_busbw(run.rows)));
+        let mut code = if results::total_wrong(run.rows) > 0 || below_bar {
             Status::FoundProblem.code()
         } else {
             0
         };
         if root {
             if let Some(p) = &a.json {
-                if let Err(e) = output::write_atomic(p, &Json.render(&run), a.force) {
+                let written = Json
+                    .render(&run)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| output::write_atomic(p, &bytes, a.force).map_err(|e| e.to_string()));
+                if let Err(e) = written {
                     ranks::eline!("meshrun: {e}");
                     code = Status::Usage.code();
                 }

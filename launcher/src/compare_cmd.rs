@@ -1,7 +1,7 @@
-//! `meshrun compare A B [C ...]`: read each file (collectives/src/compare), print the side-by-side
+//! `meshrun compare A B [C ...]`: read each file (analysis/src/compare), print the side-by-side
 //! tables; exit 2 on a file that cannot be read, 1 when a ratio is below `--min-ratio`.
 
-use collectives::compare::{self, table};
+use analysis::compare::{self, table};
 
 use crate::cli::CompareArgs;
 use crate::exit::Status;

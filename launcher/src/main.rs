@@ -15,9 +15,10 @@ use std::net::ToSocketAddrs;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use analysis::mesh_check::MeshCheckConfig;
 use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
 use collectives::fault::Fault;
-use collectives::mesh_check::{self, MeshCheckConfig};
+use collectives::mesh_check;
 use exit::{RankFailure, Status};
 use launch::{LaunchError, LaunchPlan};
 use rank::run_rank;
@@ -317,7 +318,7 @@ fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
         let all = mesh_check::gather(world, &mine)?;
         let ok = match all {
             Some(all) => {
-                let (text, ok) = mesh_check::report(world.hosts(), t.kind().as_str(), &cfg, &all);
+                let (text, ok) = analysis::mesh_check::report(world.hosts(), t.kind().as_str(), &cfg, &all);
                 print!("{text}");
                 ok
             }

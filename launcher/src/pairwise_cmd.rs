@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use analysis::export::Exporter;
+use analysis::pairwise::rails::{self, Fabric};
+use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text};
+use analysis::pairwise::topology::Topology;
+use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
-use collectives::pairwise::measure::Amount;
-use collectives::pairwise::rails::Fabric;
-use collectives::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text, Exporter};
-use collectives::pairwise::topology::Topology;
-use collectives::pairwise::{self, OpName, PairwiseConfig, Selection, TestKind};
+use collectives::pairwise;
 use collectives::progress::Progress;
 
 use ranks::TransportKind;
@@ -157,7 +158,7 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs
 }
 
 /// An output file and the exporter of its format.
-type OutputFile = (PathBuf, Box<dyn Exporter>);
+type OutputFile = (PathBuf, Box<dyn Exporter<PairwiseOutcome>>);
 
 /// The output files asked for, each with the exporter of its format.
 fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
@@ -250,7 +251,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 return Ok(Status::Usage.code());
             }
         }
-        let rounds = pairwise::rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
+        let rounds = rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
         if rounds.is_empty() {
             return Err(RankFailure::Usage(format!(
                 "no pairs to test: {} rank(s) on {} host(s) with this selection",
@@ -260,7 +261,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         }
         let gathered = crate::rank::config_findings(world, t, &a.rank)?;
         if matches!(cfg.selection, Selection::Rails { .. }) {
-            for w in collectives::pairwise::rails::shared_nics(world.hosts(), &gathered.nics) {
+            for w in rails::shared_nics(world.hosts(), &gathered.nics) {
                 crate::rank::say(&format!("warning: {w}"));
             }
         }
@@ -307,6 +308,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             for (p, exporter) in outputs(&a).unwrap_or_default() {
                 let written = exporter
                     .render(&o)
+                    .map_err(|e| e.to_string())
                     .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
                 if let Err(e) = written {
                     ranks::eline!("meshrun: {e}");

@@ -6,7 +6,7 @@ use ranks::mesh::{self, MeshError, TcpOptions};
 use ranks::verbs_mesh::{self, VerbsMeshError, VerbsOptions};
 use ranks::{Timeouts, Transport, World};
 
-use collectives::findings::{findings, Pcie, RankFacts};
+use analysis::findings::{findings, Pcie, RankFacts};
 
 use crate::cli::{RankArgs, TransportChoice};
 use crate::exit::{RankFailure, Status};
@@ -294,7 +294,7 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
                 .map(|p| p.active_mtu);
             if let Some(d) = devs.iter().find(|d| d.name == c.device) {
                 f.rate = d.ports.iter().find(|p| p.num == c.port).map(|p| p.rate.clone());
-                f.rate_gbps = f.rate.as_deref().and_then(collectives::findings::rate_gbps);
+                f.rate_gbps = f.rate.as_deref().and_then(analysis::findings::rate_gbps);
                 f.pci = d.pci.clone();
                 f.pcie = d.pci.as_deref().and_then(pcie);
             }

@@ -10,6 +10,7 @@ use mpi::traits::*;
 use mpi::Count;
 
 use crate::watchdog;
+use hostfiles::placement;
 
 /// Host names are exchanged in fixed-size records of this many bytes.
 const HOST_LEN: usize = 256;
@@ -77,30 +78,6 @@ pub fn launcher_size_from_env(get: impl Fn(&str) -> Option<String>) -> Option<(S
             .and_then(|s| s.trim().parse::<usize>().ok())
             .map(|n| (v.to_string(), n))
     })
-}
-
-/// Nodes and local ranks from the host name of every rank: nodes numbered in order of first
-/// appearance; a rank's local rank is its position among the ranks of its node.
-pub fn placement(hosts: &[String]) -> (Vec<usize>, usize, Vec<usize>, Vec<usize>) {
-    let mut names: Vec<&str> = Vec::new();
-    let mut node_of = Vec::with_capacity(hosts.len());
-    let mut per_node: Vec<usize> = Vec::new();
-    let mut local_rank = Vec::with_capacity(hosts.len());
-    for h in hosts {
-        let n = match names.iter().position(|x| x == h) {
-            Some(n) => n,
-            None => {
-                names.push(h);
-                per_node.push(0);
-                names.len() - 1
-            }
-        };
-        node_of.push(n);
-        local_rank.push(per_node[n]);
-        per_node[n] += 1;
-    }
-    let local_size = node_of.iter().map(|&n| per_node[n]).collect();
-    (node_of, names.len(), local_rank, local_size)
 }
 
 /// How many distinct hosts the job was meant to span, if anything says so: the launcher's
@@ -338,16 +315,6 @@ pub fn this_host() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn placement_numbers_nodes_and_local_ranks() {
-        let hosts: Vec<String> = ["a", "b", "a", "c", "b", "a"].iter().map(|s| s.to_string()).collect();
-        let (node_of, n, local_rank, local_size) = placement(&hosts);
-        assert_eq!(node_of, vec![0, 1, 0, 2, 1, 0]);
-        assert_eq!(n, 3);
-        assert_eq!(local_rank, vec![0, 0, 1, 0, 1, 2]);
-        assert_eq!(local_size, vec![3, 2, 3, 1, 2, 3]);
-    }
 
     #[test]
     fn launcher_size_prefers_open_mpi_then_pmi() {

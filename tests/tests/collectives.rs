@@ -301,7 +301,7 @@ fn json_version_3_and_per_iteration_timing() {
     }
 
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
-    let fixture_path = root().join("collectives/tests/data/nccl-tests-json-v3-keys.json");
+    let fixture_path = root().join("analysis/tests/data/nccl-tests-json-v3-keys.json");
     let fixture: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fixture_path).expect("fixture")).expect("fixture parses");
     let mut top = fixture_keys(&fixture, "top");

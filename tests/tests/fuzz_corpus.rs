@@ -4,6 +4,8 @@
 
 #[path = "../../fuzz/checks.rs"]
 mod checks;
+#[path = "../../fuzz/rank_checks.rs"]
+mod rank_checks;
 
 use std::path::Path;
 
@@ -37,10 +39,13 @@ fn replay(target: &str, check: Check) -> usize {
 fn every_kept_fuzz_input_still_passes() {
     let targets: [(&str, Check); 5] = [
         ("hostfile", checks::hostfile),
-        ("flags", checks::flags),
+        ("flags", |d| {
+            checks::flags(d);
+            rank_checks::fault_spec(d);
+        }),
         ("topology", checks::topology),
         ("compare", checks::compare),
-        ("wire", checks::wire),
+        ("wire", rank_checks::wire),
     ];
     for (t, check) in targets {
         let n = replay(t, check);

@@ -121,8 +121,8 @@ const KINDS: &[Kind] = &[
         np: 0,
         args: &[
             "compare",
-            "collectives/tests/data/nccl-tests-all_reduce_perf-2.18-2x4xA40.txt",
-            "collectives/tests/data/golden/all_reduce-4ranks.txt",
+            "analysis/tests/data/nccl-tests-all_reduce_perf-2.18-2x4xA40.txt",
+            "analysis/tests/data/golden/all_reduce-4ranks.txt",
         ],
         env: &[],
         status: 0,

@@ -1,5 +1,5 @@
 //! Collectives over the mesh, built as nccl-tests is: one harness ([`harness`]) owns sizes, warm-up,
-//! timing, verification, placements and printing; each collective's file holds its byte counts,
+//! timing, verification and placements (the rows and reports are `analysis::coll`); each collective's file holds its byte counts,
 //! its bus-bandwidth factor, its data and its algorithm, written on the two-sided operations of
 //! [`Transport`] so it runs on every transport.
 
@@ -13,10 +13,8 @@ pub mod doubling;
 pub mod halving;
 pub mod harness;
 pub mod mpi_baseline;
-pub mod per_iter;
 pub mod reduce;
 pub mod reduce_scatter;
-pub mod report;
 pub mod ring;
 pub mod sendrecv;
 

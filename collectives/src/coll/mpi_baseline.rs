@@ -6,48 +6,13 @@ use mpi::topology::SimpleCommunicator;
 use mpi::traits::*;
 
 use super::Ctx;
-use crate::dtype::{DataType, RedOp};
+use crate::dtype::RedOp;
 use crate::reduce;
 
+/// The Rust type of `$dt` as `$T` in `$body`; MPI has no 16-bit float type.
 macro_rules! mpi_typed {
     ($dt:expr, $T:ident => $body:expr) => {
-        match $dt {
-            DataType::Int8 => {
-                type $T = i8;
-                $body
-            }
-            DataType::Uint8 => {
-                type $T = u8;
-                $body
-            }
-            DataType::Int32 => {
-                type $T = i32;
-                $body
-            }
-            DataType::Uint32 => {
-                type $T = u32;
-                $body
-            }
-            DataType::Int64 => {
-                type $T = i64;
-                $body
-            }
-            DataType::Uint64 => {
-                type $T = u64;
-                $body
-            }
-            DataType::Float => {
-                type $T = f32;
-                $body
-            }
-            DataType::Double => {
-                type $T = f64;
-                $body
-            }
-            DataType::Half | DataType::Bfloat16 => {
-                return Err(format!("MPI has no {} type", $dt.name()));
-            }
-        }
+        $crate::with_type!($dt, $T => $body, halves => return Err(format!("MPI has no {} type", $dt.name())))
     };
 }
 

@@ -7,18 +7,9 @@
 
 use std::time::{Duration, Instant};
 
+use analysis::pairwise::formulas::{gbps, mpps, peak_gbps, BwResult, LatencyStats};
+use analysis::pairwise::{Amount, PairwiseConfig};
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
-use serde::{Deserialize, Serialize};
-
-use super::formulas::{gbps, mpps, peak_gbps, LatencyStats};
-
-/// How long each measurement runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub enum Amount {
-    Iterations(u64),
-    /// Seconds; the sender calibrates an iteration count first.
-    Duration(f64),
-}
 
 /// Settings for one measurement.
 #[derive(Debug, Clone, Copy)]
@@ -30,14 +21,17 @@ pub struct MeasureSpec {
     pub op_timeout: Duration,
 }
 
-/// A bandwidth result, as perftest prints it.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct BwResult {
-    pub bytes: u64,
-    pub iterations: u64,
-    pub peak_gbps: f64,
-    pub avg_gbps: f64,
-    pub msg_rate_mpps: f64,
+impl MeasureSpec {
+    /// The settings of `cfg` for one message size.
+    pub fn of(cfg: &PairwiseConfig, bytes: usize) -> MeasureSpec {
+        MeasureSpec {
+            bytes,
+            amount: cfg.amount,
+            window: cfg.window,
+            warmup: cfg.warmup,
+            op_timeout: cfg.op_timeout,
+        }
+    }
 }
 
 /// Receive buffers at most this large in total per batch. A window of 8 MiB messages would need

@@ -1,4 +1,4 @@
-//! Pairwise reports, one exporter per format: perftest-style text, JSON, CSV matrix, heatmap.
+//! Pairwise reports, one [`Exporter`](crate::export::Exporter) per format: perftest-style text, JSON, CSV matrix, heatmap.
 
 pub mod csv;
 mod font;
@@ -7,12 +7,6 @@ pub mod json;
 pub mod text;
 
 use super::{Measurement, PairwiseOutcome, TestKind};
-
-/// One output format of a pairwise run (each in its own file here): the whole outcome rendered
-/// as the bytes of stdout or of an output file.
-pub trait Exporter {
-    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String>;
-}
 
 /// The N x N matrix at the matrix size: Gb/s (bandwidth, row = source) or t_typical in usec
 /// (latency, symmetric). None where a pair was not tested.

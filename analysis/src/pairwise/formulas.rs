@@ -11,6 +11,16 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A bandwidth result, as perftest prints it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BwResult {
+    pub bytes: u64,
+    pub iterations: u64,
+    pub peak_gbps: f64,
+    pub avg_gbps: f64,
+    pub msg_rate_mpps: f64,
+}
+
 /// Average bandwidth in Gb/s for `bytes` moved in `seconds`.
 pub fn gbps(bytes: f64, seconds: f64) -> f64 {
     if seconds <= 0.0 {

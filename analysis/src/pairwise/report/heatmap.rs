@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::font::glyph;
 use super::matrix;
+use crate::export::{ExportError, Exporter};
 use crate::pairwise::{PairwiseOutcome, TestKind};
 
 const CELL_W: usize = 72;
@@ -181,7 +182,7 @@ impl Canvas {
 }
 
 /// PNG bytes.
-pub fn png(o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+pub fn png(o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
     let l = layout(o);
     let n = l.labels.len();
     let mut c = Canvas {
@@ -220,8 +221,8 @@ pub fn png(o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
         let mut enc = png::Encoder::new(&mut out, l.width as u32, l.height as u32);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
-        let mut w = enc.write_header().map_err(|e| e.to_string())?;
-        w.write_image_data(&c.px).map_err(|e| e.to_string())?;
+        let mut w = enc.write_header()?;
+        w.write_image_data(&c.px)?;
     }
     Ok(out)
 }
@@ -252,8 +253,8 @@ impl Heatmap {
     }
 }
 
-impl super::Exporter for Heatmap {
-    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+impl Exporter<PairwiseOutcome> for Heatmap {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         match self {
             Heatmap::Png => png(o),
             Heatmap::Svg => Ok(svg(o).into_bytes()),
@@ -263,8 +264,7 @@ impl super::Exporter for Heatmap {
 
 /// By file extension: `.png` or `.svg`.
 pub fn render(o: &PairwiseOutcome, path: &std::path::Path) -> Result<Vec<u8>, String> {
-    use super::Exporter;
-    Heatmap::for_path(path)?.render(o)
+    Heatmap::for_path(path)?.render(o).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

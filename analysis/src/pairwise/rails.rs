@@ -53,7 +53,7 @@ impl Groups {
     fn new(hosts: &[String]) -> Groups {
         Groups {
             // The local ranks as the World numbers them.
-            local: ranks::world::placement(hosts).2,
+            local: hostfiles::placement(hosts).2,
             hosts: hosts.to_vec(),
         }
     }
@@ -264,7 +264,8 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pairwise::measure::{Amount, BwResult};
+    use crate::pairwise::formulas::BwResult;
+    use crate::pairwise::Amount;
     use crate::pairwise::{OpName, Pattern, TestKind};
     use std::time::Duration;
 

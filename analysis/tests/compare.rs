@@ -5,8 +5,8 @@
 
 use std::path::{Path, PathBuf};
 
-use collectives::compare::table::{compare, Input};
-use collectives::compare::{parse, Better, Parsed};
+use analysis::compare::table::{compare, Input};
+use analysis::compare::{parse, Better, Parsed};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)

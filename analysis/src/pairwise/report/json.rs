@@ -6,6 +6,7 @@
 use serde_json::{json, Map, Value};
 
 use super::{matrix, unit};
+use crate::export::{ExportError, Exporter};
 use crate::pairwise::{Measurement, PairwiseOutcome, TestKind};
 
 /// One measurement with a `perftest` object holding its figures under perftest's key names.
@@ -101,8 +102,8 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
 /// `--json FILE`.
 pub struct Json;
 
-impl super::Exporter for Json {
-    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+impl Exporter<PairwiseOutcome> for Json {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         Ok(render(o))
     }
 }

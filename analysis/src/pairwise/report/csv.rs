@@ -1,6 +1,7 @@
 //! `--csv FILE`: the matrix, one row per source rank.
 
 use super::matrix;
+use crate::export::{ExportError, Exporter};
 use crate::pairwise::PairwiseOutcome;
 
 pub fn render(o: &PairwiseOutcome) -> String {
@@ -27,8 +28,8 @@ pub fn render(o: &PairwiseOutcome) -> String {
 /// `--csv FILE`.
 pub struct Csv;
 
-impl super::Exporter for Csv {
-    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, String> {
+impl Exporter<PairwiseOutcome> for Csv {
+    fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         Ok(render(o).into_bytes())
     }
 }

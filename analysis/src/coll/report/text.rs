@@ -3,9 +3,8 @@
 
 use std::io::Write;
 
-use super::{
-    device_line, footer, header, row_line, table_header, BaselineRun, CollConfig, CollRun, DeviceInfo, Exporter, Row,
-};
+use super::{device_line, footer, header, row_line, table_header, BaselineRun, CollConfig, CollRun, DeviceInfo, Row};
+use crate::export::{ExportError, Exporter};
 
 /// The lines before the first row: the header, one `# Using devices` line per rank, the columns.
 pub fn preamble(cfg: &CollConfig, devices: &[DeviceInfo]) -> String {
@@ -41,8 +40,8 @@ pub fn baseline_section(name: &str, b: &BaselineRun<'_>) -> String {
 /// The whole text report.
 pub struct Text;
 
-impl Exporter for Text {
-    fn render(&self, run: &CollRun<'_>) -> Vec<u8> {
+impl Exporter<CollRun<'_>> for Text {
+    fn render(&self, run: &CollRun<'_>) -> Result<Vec<u8>, ExportError> {
         let mut s = preamble(run.cfg, run.devices);
         for r in run.rows {
             s.push_str(&row_line(r));
@@ -51,7 +50,7 @@ impl Exporter for Text {
         if let Some(b) = &run.baseline {
             s.push_str(&baseline_section(run.name, b));
         }
-        s.into_bytes()
+        Ok(s.into_bytes())
     }
 }
 

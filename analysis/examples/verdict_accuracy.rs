@@ -26,12 +26,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use collectives::pairwise::blame::Part;
-use collectives::pairwise::measure::{Amount, BwResult};
-use collectives::pairwise::rails::{self, Fabric};
-use collectives::pairwise::topology::Topology;
-use collectives::pairwise::verdict::RETEST_PASSES;
-use collectives::pairwise::{Measurement, OpName, PairwiseConfig, Pattern, Selection, TestKind};
+use analysis::pairwise::blame::Part;
+use analysis::pairwise::formulas::BwResult;
+use analysis::pairwise::rails::{self, Fabric};
+use analysis::pairwise::topology::Topology;
+use analysis::pairwise::verdict::RETEST_PASSES;
+use analysis::pairwise::{Amount, Measurement, OpName, PairwiseConfig, Pattern, Selection, TestKind};
 
 /// splitmix64: small, seedable, good enough for noise.
 struct Rng(u64);

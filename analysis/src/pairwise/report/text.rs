@@ -155,8 +155,8 @@ fn header(s: &mut String, o: &PairwiseOutcome) {
     };
     w(s, "TX depth", c.window.to_string(), "Direction", dir.into());
     let amount = match c.amount {
-        crate::pairwise::measure::Amount::Iterations(i) => format!("{i} iterations"),
-        crate::pairwise::measure::Amount::Duration(d) => format!("{d} s"),
+        crate::pairwise::Amount::Iterations(i) => format!("{i} iterations"),
+        crate::pairwise::Amount::Duration(d) => format!("{d} s"),
     };
     w(s, "Run", amount, "Warm-up", c.warmup.to_string());
     for (k, v) in &o.transport_details {

@@ -4,8 +4,9 @@
 
 use serde_json::{json, Value};
 
-use super::{avg_busbw, total_wrong, CollConfig, CollRun, Exporter, Placement, Row, Step};
+use super::{avg_busbw, total_wrong, CollConfig, CollRun, Placement, Row, Step};
 use crate::coll::per_iter::PerIter;
+use crate::export::{ExportError, Exporter};
 
 /// A device record of the JSON `config.devices` list.
 pub struct DeviceInfo {
@@ -155,9 +156,9 @@ pub fn json_report(
 /// `-J FILE`.
 pub struct Json;
 
-impl Exporter for Json {
-    fn render(&self, run: &CollRun<'_>) -> Vec<u8> {
-        json_report(
+impl Exporter<CollRun<'_>> for Json {
+    fn render(&self, run: &CollRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(json_report(
             run.cfg,
             run.name,
             run.args,
@@ -166,6 +167,6 @@ impl Exporter for Json {
             run.rows,
             run.baseline.as_ref().map(|b| (b.implementation, b.rows)),
             run.start_time,
-        )
+        ))
     }
 }

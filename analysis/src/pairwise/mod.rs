@@ -1,0 +1,273 @@
+//! What a pairwise run is and what it found: the configuration, the measurements, the verdict
+//! and blame ([`verdict`], [`blame`], [`rails`]), the follow-up planning, and the reports. The
+//! measuring itself (over a transport) is `collectives::pairwise`.
+
+pub mod blame;
+pub mod bulk;
+pub mod follow_up;
+pub mod formulas;
+pub mod rails;
+pub mod report;
+pub mod topology;
+pub mod verdict;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use crate::schedule::Pattern;
+use crate::schedule::{filter_rounds, rail_rounds, Keep, Pair, Schedule};
+use formulas::{BwResult, LatencyStats};
+
+/// How long each measurement runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub enum Amount {
+    Iterations(u64),
+    /// Seconds; the sender calibrates an iteration count first.
+    Duration(f64),
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TestKind {
+    Bw,
+    Lat,
+}
+
+/// The operation, named as perftest names its tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OpName {
+    Write,
+    Read,
+    Send,
+}
+
+impl OpName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OpName::Write => "write",
+            OpName::Read => "read",
+            OpName::Send => "send",
+        }
+    }
+    /// perftest's title word: `RDMA_Write`, `RDMA_Read`, `Send`.
+    pub fn title(self) -> &'static str {
+        match self {
+            OpName::Write => "RDMA_Write",
+            OpName::Read => "RDMA_Read",
+            OpName::Send => "Send",
+        }
+    }
+}
+
+/// Which pairs to test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Selection {
+    All,
+    Pair(usize, usize),
+    InterNode,
+    IntraNode,
+    /// `--rails`: pairs of the same local rank (rail) on different nodes, all rails at once;
+    /// `intra` adds every pair within a node (`--rails --intra-node`).
+    Rails {
+        intra: bool,
+    },
+}
+
+impl Selection {
+    /// Whether the selection takes pair `(a, b)`, given each rank's node and local rank.
+    pub fn allows(self, (a, b): Pair, node_of: &[usize], local: &[usize]) -> bool {
+        match self {
+            Selection::All => true,
+            Selection::Pair(x, y) => (a.min(b), a.max(b)) == (x.min(y), x.max(y)),
+            Selection::InterNode => node_of[a] != node_of[b],
+            Selection::IntraNode => node_of[a] == node_of[b],
+            Selection::Rails { intra } => {
+                (node_of[a] != node_of[b] && local[a] == local[b]) || (intra && node_of[a] == node_of[b])
+            }
+        }
+    }
+}
+
+/// Everything a pairwise run needs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairwiseConfig {
+    pub test: TestKind,
+    pub op: OpName,
+    pub sizes: Vec<usize>,
+    pub amount: Amount,
+    pub window: usize,
+    pub warmup: u64,
+    pub bidirectional: bool,
+    pub selection: Selection,
+    /// Which partners each rank has (`--pairs`).
+    #[serde(default = "all_pairs")]
+    pub pattern: Pattern,
+    /// `--threshold F`: a pair is suspect below F times the median; None decides from the
+    /// distribution (see [`verdict`]).
+    pub threshold: Option<f64>,
+    /// Absolute floor in Gb/s (bandwidth tests).
+    pub expect_gbps: Option<f64>,
+    pub retest: bool,
+    #[serde(with = "secs")]
+    pub op_timeout: Duration,
+    /// Where the NIC choices came from, where any came from the environment (`MESHRUN_<FLAG>`,
+    /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX): one line for the header.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_choice: Option<String>,
+}
+
+fn all_pairs() -> Pattern {
+    Pattern::All
+}
+
+mod secs {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(d.as_secs_f64())
+    }
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        Ok(Duration::from_secs_f64(f64::deserialize(d)?))
+    }
+}
+
+impl PairwiseConfig {
+    /// The message size the matrix and the verdicts use: the largest tested.
+    pub fn matrix_size(&self) -> usize {
+        self.sizes.iter().copied().max().unwrap_or(0)
+    }
+}
+
+/// One measured direction (or pair, for latency and bidirectional tests: then `src < dst`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    pub src: usize,
+    pub dst: usize,
+    pub bytes: u64,
+    pub bw: Option<BwResult>,
+    pub lat: Option<LatencyStats>,
+    pub iterations: u64,
+    /// Run alone, after the first pass found it suspect.
+    pub retest: bool,
+}
+
+impl Measurement {
+    /// Higher is better: Gb/s, or 1/latency.
+    pub fn score(&self) -> f64 {
+        match (&self.bw, &self.lat) {
+            (Some(b), _) => b.avg_gbps,
+            (None, Some(l)) if l.t_typical > 0.0 => 1.0 / l.t_typical,
+            _ => 0.0,
+        }
+    }
+}
+
+/// The pairs to test, in rounds: all pairs by the circle method computed per rank (no rank
+/// lists the N^2/2 pairs), the quick patterns and rails listed.
+pub fn rounds_for(n: usize, selection: Selection, pattern: Pattern, node_of: &[usize]) -> Schedule {
+    if let Selection::Rails { intra } = selection {
+        return Schedule::listed(rail_rounds(&node_of[..n.min(node_of.len())], pattern, intra));
+    }
+    if pattern == Pattern::All {
+        let keep = match selection {
+            Selection::All | Selection::Rails { .. } => Keep::All,
+            Selection::Pair(x, y) => Keep::Only((x.min(y), x.max(y))),
+            Selection::InterNode => Keep::Between(node_of.to_vec()),
+            Selection::IntraNode => Keep::Within(node_of.to_vec()),
+        };
+        return Schedule::circle(n, keep);
+    }
+    // (Rails were scheduled above: local ranks are not needed here.)
+    Schedule::listed(filter_rounds(pattern.rounds(n), |p| selection.allows(p, node_of, &[])))
+}
+
+/// The whole run, as rank 0 sees it at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairwiseOutcome {
+    pub config: PairwiseConfig,
+    pub transport: String,
+    /// The transport's own facts (device, MTU, link type, ...), from rank 0.
+    #[serde(default)]
+    pub transport_details: Vec<(String, String)>,
+    pub hosts: Vec<String>,
+    pub rounds: usize,
+    pub measurements: Vec<Measurement>,
+    pub retests: Vec<Measurement>,
+    pub verdict: verdict::Verdict,
+    /// Configuration outliers found before any traffic (`# Config:` lines).
+    #[serde(default)]
+    pub config_findings: Vec<String>,
+    /// `--rails`: each rail's ranks, NICs and verdict (`verdict` is then the run's as a whole).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rails: Vec<rails::RailOutcome>,
+    /// After a quick pattern: the ranks tested all-pairs around the confirmed slow pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub follow_up: Vec<usize>,
+    /// What the run cost: setup, rounds against wire time, retests, memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
+}
+
+/// What a run cost, measured: where the time went beyond moving bytes, and the memory it took.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// Building the mesh at rank 0 (endpoint exchange, every connect, the votes), seconds.
+    pub setup_s: f64,
+    /// Rounds measured (the pass and any follow-up) and their wall time at rank 0.
+    pub rounds: usize,
+    pub sweep_s: f64,
+    /// Per round, the longest any rank spent measuring its pair (at most the round's wall time
+    /// at rank 0), summed over rounds: the wire time (with the per-pair handshakes); `sweep_s - wire_s` is the rounds' own overhead
+    /// (barriers, waiting on the slowest pair's partner to arrive, bookkeeping).
+    pub wire_s: f64,
+    /// Pairs retested alone and the wall time of the retests.
+    pub retests: usize,
+    pub retest_s: f64,
+    /// The largest peak resident set size (VmHWM) of any rank, bytes (0 where unknown).
+    pub peak_rss: u64,
+    /// Over RDMA verbs: the most memory any rank had registered at once, and the most queue
+    /// pairs any rank held at the end (0 over TCP).
+    #[serde(default)]
+    pub registered_peak: u64,
+    #[serde(default)]
+    pub qps: u64,
+}
+
+impl Timings {
+    /// The rounds' overhead beyond wire time, per round, seconds.
+    pub fn overhead_per_round(&self) -> f64 {
+        if self.rounds == 0 {
+            0.0
+        } else {
+            (self.sweep_s - self.wire_s).max(0.0) / self.rounds as f64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overhead_per_round_is_the_sweep_beyond_wire_time_over_the_rounds() {
+        let t = Timings {
+            rounds: 4,
+            sweep_s: 1.0,
+            wire_s: 0.6,
+            ..Timings::default()
+        };
+        // (1.0 - 0.6) / 4 = 0.1 s per round.
+        assert!((t.overhead_per_round() - 0.1).abs() < 1e-12);
+        // Never negative, and nothing to divide when no round ran.
+        let over = Timings {
+            wire_s: 1.2,
+            ..t.clone()
+        };
+        assert_eq!(over.overhead_per_round(), 0.0);
+        assert_eq!(Timings::default().overhead_per_round(), 0.0);
+    }
+}
