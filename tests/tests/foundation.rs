@@ -63,11 +63,13 @@ fn killed_rank_ends_the_job_within_the_deadline_and_is_named() {
         &[("MESHRUN_FAULT", "kill:rank=2:round=1")],
         LIMIT,
     );
-    assert_ne!(r.code, Some(0), "{}", r.all());
+    assert_eq!(r.code, Some(137), "mpirun's 128 + SIGKILL:\n{}", r.all());
     assert!(r.elapsed < Duration::from_secs(30), "took {:?}", r.elapsed);
     let all = r.all();
+    // mpirun names the dead rank itself; a peer that saw the connection close says so too, when
+    // it gets to print before mpirun ends it (a race a busy machine can lose, as CI saw).
     assert!(
-        all.contains("rank 2 (") && all.contains("closed the connection"),
+        all.contains("process rank 2 with PID") || all.contains("rank 2 (") && all.contains("closed the connection"),
         "{all}"
     );
 }
