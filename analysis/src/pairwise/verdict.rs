@@ -61,6 +61,11 @@ pub struct Judged {
     pub reference_alone: Option<f64>,
     /// The bar a retest is judged against.
     pub bar_alone: f64,
+    /// What this run could detect: the least drop of a direction's score below the healthy
+    /// bulk's median that the rule names (0.07 for 7%; `1 - bar / median`, floor included).
+    /// A PASS means no direction fell this far, or none that stayed there when retested alone.
+    #[serde(default)]
+    pub sensitivity: f64,
 }
 
 /// The outcome of the checks.
@@ -274,6 +279,7 @@ pub fn decide(
             }
             Judged {
                 population: *p,
+                sensitivity: bulk.drop_fraction(),
                 bulk: *bulk,
                 references: refs,
                 reference_alone,

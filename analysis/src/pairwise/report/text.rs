@@ -7,7 +7,7 @@ use super::{matrix, score_to_value, unit};
 use crate::pairwise::blame::{Counts, Part};
 use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::rails::RailOutcome;
-use crate::pairwise::verdict::{Population, Rule, Verdict};
+use crate::pairwise::verdict::{Judged, Population, Rule, Verdict};
 use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 use crate::stats::median;
 
@@ -299,6 +299,23 @@ fn timings(s: &mut String, t: &crate::pairwise::Timings) {
     );
 }
 
+/// `# Sensitivity: ...`: what the run could have named, from the same bar the verdict used.
+fn sensitivity(s: &mut String, test: TestKind, pop: &str, j: &Judged, median: f64, u: &str) {
+    let d = j.sensitivity.clamp(0.0, 1.0);
+    let what = match test {
+        // Bandwidth: a fraction below the median.
+        TestKind::Bw => format!("{:.0}% or more below", d * 100.0),
+        // Latency: the score is 1/latency, so a drop d of it is a rise of 1/(1-d) - 1.
+        TestKind::Lat if d < 1.0 => format!("{:.0}% or more above", (1.0 / (1.0 - d) - 1.0) * 100.0),
+        TestKind::Lat => "any amount above".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "# Sensitivity{pop}: a pair {what} the healthy bulk's {median:.2} {u} would have been named ({} cells judged)",
+        j.bulk.cells
+    );
+}
+
 /// The bar, what was cleared and the blamed parts of one verdict (the run's, or a rail's).
 fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let c = &o.config;
@@ -320,6 +337,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     f * 100.0,
                     val(b.median)
                 );
+                sensitivity(s, c.test, "", j, val(b.median), u);
             }
             Rule::Robust => {
                 let pop = match (v.judged.len(), j.population) {
@@ -339,6 +357,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     b.healthy,
                     b.cells
                 );
+                sensitivity(s, c.test, pop, j, val(b.median), u);
                 if let Some(alone) = j.reference_alone {
                     let _ = writeln!(
                         s,
