@@ -53,6 +53,9 @@ pub enum Command {
     /// (rank) Send right, receive from the left, as sendrecv_perf
     #[command(name = "sendrecv", alias = "sendrecv_perf")]
     Sendrecv(CollArgs),
+    /// Judge a saved `pairwise --json` run again offline: under another rule, or against an
+    /// earlier good run of the same hosts (--baseline)
+    Verdict(VerdictArgs),
     /// Set outputs side by side: nccl-tests and meshrun tables or -J files, perftest or meshrun
     /// pairwise reports; ratios to the first file, a summary, and a pass/fail bar
     Compare(CompareArgs),
@@ -89,6 +92,24 @@ pub struct CompareArgs {
     /// Exit 1, naming them, when any size's ratio to the first file is below this (e.g. 0.9)
     #[arg(long = "min-ratio", value_parser = units::parse_positive)]
     pub min_ratio: Option<f64>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerdictArgs {
+    /// A `meshrun pairwise --json` file
+    pub run: PathBuf,
+    /// A pair is suspect below this fraction of the median (default: the run's own rule)
+    #[arg(long, value_parser = units::parse_fraction)]
+    pub threshold: Option<f64>,
+    /// Absolute floor in Gb/s (default: the run's own)
+    #[arg(long, value_parser = units::parse_positive)]
+    pub expect_gbps: Option<f64>,
+    /// Which hosts hang off which leaf switch, as pairwise --topology
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+    /// An earlier `pairwise --json` run of the same hosts: name what is slower than it was
+    #[arg(long, value_name = "GOOD.json")]
+    pub baseline: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -367,6 +388,10 @@ pub struct PairwiseArgs {
     /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)
     #[arg(long, value_parser = units::parse_positive)]
     pub expect_gbps: Option<f64>,
+    /// An earlier `pairwise --json` run of the same hosts: also name the links, NICs and nodes
+    /// that are slower than they were (read before any traffic)
+    #[arg(long, value_name = "GOOD.json")]
+    pub baseline: Option<PathBuf>,
     /// Do not retest suspect pairs alone
     #[arg(long)]
     pub no_retest: bool,

@@ -10,6 +10,7 @@ mod launch;
 mod nic_env;
 mod pairwise_cmd;
 mod rank;
+mod verdict_cmd;
 
 use std::net::ToSocketAddrs;
 use std::process::ExitCode;
@@ -40,6 +41,7 @@ fn main() -> ExitCode {
         Command::MeshCheck(a) => mesh_check_cmd(a),
         Command::Devices(a) => devices_cmd(a),
         Command::Compare(a) => compare_cmd::run(&a),
+        Command::Verdict(a) => verdict_cmd::run(&a),
         Command::Pairwise(a) => pairwise_cmd::run(a),
         Command::AllReduce(a) => coll_cmd::run("all_reduce", a),
         Command::AllGather(a) => coll_cmd::run("all_gather", a),

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use analysis::export::Exporter;
+use analysis::pairwise::baseline;
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text};
 use analysis::pairwise::topology::Topology;
@@ -195,6 +196,21 @@ fn read_topology(path: &std::path::Path, hosts: &[String]) -> Result<Topology, S
     Ok(t)
 }
 
+/// Whether the baseline `then` ran on this job's hosts, with its test and message size.
+fn same_job(
+    path: &std::path::Path,
+    then: &PairwiseOutcome,
+    hosts: &[String],
+    cfg: &PairwiseConfig,
+) -> Result<(), String> {
+    let now = PairwiseOutcome {
+        config: cfg.clone(),
+        hosts: hosts.to_vec(),
+        ..then.clone()
+    };
+    baseline::comparable(&now, then).map_err(|e| format!("--baseline {}: {e}", path.display()))
+}
+
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
     for (p, _) in outputs(a)? {
@@ -225,11 +241,22 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             }
         }
         let mut topology = None;
+        let mut then = None;
         if problem.is_none() && world.rank() == 0 {
             problem = check_outputs(&a).err();
             if let (None, Some(p)) = (&problem, &a.topology) {
                 match read_topology(p, world.hosts()) {
                     Ok(t) => topology = Some(t),
+                    Err(e) => problem = Some(e),
+                }
+            }
+            // The baseline is read now, so a wrong file costs no traffic; whether it ran on the
+            // same hosts, test and size is checked against this job's before anything is measured.
+            if let (None, Some(p), Ok(c)) = (&problem, &a.baseline, &cfg) {
+                match crate::verdict_cmd::read_baseline(p, None)
+                    .and_then(|b| same_job(p, &b, world.hosts(), c).map(|()| b))
+                {
+                    Ok(b) => then = Some(b),
                     Err(e) => problem = Some(e),
                 }
             }
@@ -304,6 +331,12 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         let mut code = 0u8;
         if let Some(o) = outcome {
             print!("{}", text::render(&o));
+            let mut slower = false;
+            if let (Some(then), Some(p)) = (&then, &a.baseline) {
+                let c = baseline::compare(&o, then, topology.as_ref());
+                print!("{}", baseline::render(&c, &p.display().to_string()));
+                slower = !c.pass();
+            }
             let mut files_ok = true;
             for (p, exporter) in outputs(&a).unwrap_or_default() {
                 let written = exporter
@@ -317,7 +350,7 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
             }
             code = if !files_ok {
                 Status::Usage.code() as u8
-            } else if !o.verdict.pass {
+            } else if !o.verdict.pass || slower {
                 Status::FoundProblem.code() as u8
             } else {
                 0

@@ -2,12 +2,14 @@
 //! and blame ([`verdict`], [`blame`], [`rails`]), the follow-up planning, and the reports. The
 //! measuring itself (over a transport) is `collectives::pairwise`.
 
+pub mod baseline;
 pub mod blame;
 pub mod bulk;
 pub mod follow_up;
 pub mod formulas;
 pub mod rails;
 pub mod report;
+pub mod saved;
 pub mod topology;
 pub mod verdict;
 

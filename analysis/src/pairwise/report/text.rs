@@ -18,6 +18,14 @@ pub fn render(o: &PairwiseOutcome) -> String {
     let mut s = String::new();
     header(&mut s, o);
     rows(&mut s, o);
+    s.push_str(&render_judged(o));
+    s
+}
+
+/// The report from the matrix on: the matrix (one per rail), the summaries, the bar, what the
+/// run could detect and the verdict (what `meshrun verdict` prints for a run judged again).
+pub fn render_judged(o: &PairwiseOutcome) -> String {
+    let mut s = String::new();
     let mx = matrix(o);
     if o.rails.is_empty() {
         let all: Vec<usize> = (0..o.hosts.len()).collect();
