@@ -161,6 +161,8 @@ pub type MpiCollective = fn(&mpi::topology::SimpleCommunicator, &Ctx, &[u8], &mu
 pub struct Description {
     /// The name in messages and JSON: `all_reduce`.
     pub name: &'static str,
+    /// What `meshrun --help` says of its subcommand, after `(rank) `.
+    pub about: &'static str,
     pub layout: Layout,
     pub bus: BusFactor,
     /// Whether the `redop` column shows the operation (else `none`).
