@@ -32,27 +32,9 @@ pub enum Command {
     Devices(DevicesArgs),
     /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
     Pairwise(PairwiseArgs),
-    /// (rank) Ring all-reduce, printed as nccl-tests' all_reduce_perf prints it
-    #[command(name = "all_reduce", alias = "all_reduce_perf")]
-    AllReduce(CollArgs),
-    /// (rank) All-gather, as all_gather_perf
-    #[command(name = "all_gather", alias = "all_gather_perf")]
-    AllGather(CollArgs),
-    /// (rank) Reduce-scatter, as reduce_scatter_perf
-    #[command(name = "reduce_scatter", alias = "reduce_scatter_perf")]
-    ReduceScatter(CollArgs),
-    /// (rank) Broadcast from the root, as broadcast_perf
-    #[command(name = "broadcast", alias = "broadcast_perf")]
-    Broadcast(CollArgs),
-    /// (rank) Reduce to the root, as reduce_perf
-    #[command(name = "reduce", alias = "reduce_perf")]
-    Reduce(CollArgs),
-    /// (rank) All-to-all, as alltoall_perf
-    #[command(name = "alltoall", alias = "alltoall_perf")]
-    Alltoall(CollArgs),
-    /// (rank) Send right, receive from the left, as sendrecv_perf
-    #[command(name = "sendrecv", alias = "sendrecv_perf")]
-    Sendrecv(CollArgs),
+    // (rank) The collectives, all_reduce .. sendrecv: one subcommand each, from the registry.
+    #[command(flatten)]
+    Coll(CollCommand),
     /// Judge a saved `pairwise --json` run again offline: under another rule, or against an
     /// earlier good run of the same hosts (--baseline)
     Verdict(VerdictArgs),
@@ -69,15 +51,71 @@ impl Command {
     /// The collective subcommands' arguments (all_reduce .. sendrecv); None for the others.
     pub fn coll_args(&mut self) -> Option<&mut CollArgs> {
         match self {
-            Command::AllReduce(a)
-            | Command::AllGather(a)
-            | Command::ReduceScatter(a)
-            | Command::Broadcast(a)
-            | Command::Reduce(a)
-            | Command::Alltoall(a)
-            | Command::Sendrecv(a) => Some(a),
+            Command::Coll(c) => Some(&mut c.args),
             _ => None,
         }
+    }
+}
+
+/// One collective's subcommand: which one (its name in `collectives::coll::REGISTRY`) and the
+/// flags it was given. The subcommands are made from the registry, so a new collective needs no
+/// line here.
+#[derive(Debug)]
+pub struct CollCommand {
+    pub name: &'static str,
+    pub args: CollArgs,
+}
+
+impl CollCommand {
+    /// Every collective as a subcommand, as `#[derive(Subcommand)]` writes one: its flags, its
+    /// about line, and nccl-tests' program name (`all_reduce_perf`) as an alias.
+    fn augment(cmd: clap::Command, args: fn(clap::Command) -> clap::Command) -> clap::Command {
+        collectives::coll::REGISTRY.iter().fold(cmd, |cmd, &(name, c)| {
+            // Once per process, like the long version: clap keeps a `&'static str`.
+            let alias: &'static str = Box::leak(format!("{name}_perf").into_boxed_str());
+            cmd.subcommand(
+                args(clap::Command::new(name))
+                    .about(format!("(rank) {}", c.description().about))
+                    .long_about(None)
+                    .alias(alias),
+            )
+        })
+    }
+}
+
+impl clap::FromArgMatches for CollCommand {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Self::from_arg_matches_mut(&mut matches.clone())
+    }
+    fn from_arg_matches_mut(matches: &mut clap::ArgMatches) -> Result<Self, clap::Error> {
+        use clap::error::ErrorKind;
+        let Some((name, mut sub)) = matches.remove_subcommand() else {
+            return Err(clap::Error::new(ErrorKind::MissingSubcommand));
+        };
+        let Some(&(name, _)) = collectives::coll::REGISTRY.iter().find(|(n, _)| *n == name) else {
+            return Err(clap::Error::new(ErrorKind::InvalidSubcommand));
+        };
+        let args = CollArgs::from_arg_matches_mut(&mut sub)?;
+        Ok(CollCommand { name, args })
+    }
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.update_from_arg_matches_mut(&mut matches.clone())
+    }
+    fn update_from_arg_matches_mut(&mut self, matches: &mut clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches_mut(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for CollCommand {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        Self::augment(cmd, CollArgs::augment_args)
+    }
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment(cmd, CollArgs::augment_args_for_update)
+    }
+    fn has_subcommand(name: &str) -> bool {
+        collectives::coll::REGISTRY.iter().any(|(n, _)| *n == name)
     }
 }
 

@@ -43,13 +43,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare_cmd::run(&a),
         Command::Verdict(a) => verdict_cmd::run(&a),
         Command::Pairwise(a) => pairwise_cmd::run(a),
-        Command::AllReduce(a) => coll_cmd::run("all_reduce", a),
-        Command::AllGather(a) => coll_cmd::run("all_gather", a),
-        Command::ReduceScatter(a) => coll_cmd::run("reduce_scatter", a),
-        Command::Broadcast(a) => coll_cmd::run("broadcast", a),
-        Command::Reduce(a) => coll_cmd::run("reduce", a),
-        Command::Alltoall(a) => coll_cmd::run("alltoall", a),
-        Command::Sendrecv(a) => coll_cmd::run("sendrecv", a),
+        Command::Coll(c) => coll_cmd::run(c.name, c.args),
         Command::Completions(a) => {
             use clap::CommandFactory;
             clap_complete::generate(a.shell, &mut Cli::command(), "meshrun", &mut std::io::stdout());

@@ -12,6 +12,7 @@ pub struct AllGather;
 
 const DESCRIPTION: Description = Description {
     name: "all_gather",
+    about: "All-gather, as all_gather_perf",
     layout: Layout::Gather,
     bus: BusFactor::PerPeer,
     reduces: false,

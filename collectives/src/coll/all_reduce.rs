@@ -16,6 +16,7 @@ pub struct AllReduce;
 
 const DESCRIPTION: Description = Description {
     name: "all_reduce",
+    about: "Ring all-reduce, printed as nccl-tests' all_reduce_perf prints it",
     layout: Layout::Whole,
     bus: BusFactor::AllReduce,
     reduces: true,

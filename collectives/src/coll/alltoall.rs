@@ -32,6 +32,7 @@ fn exchange_blocks(t: &mut dyn Transport, ctx: &Ctx, send: &[u8], recv: &mut [u8
 
 const DESCRIPTION: Description = Description {
     name: "alltoall",
+    about: "All-to-all, as alltoall_perf",
     layout: Layout::AllToAll,
     bus: BusFactor::PerPeer,
     reduces: false,

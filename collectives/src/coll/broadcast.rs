@@ -14,6 +14,7 @@ pub struct Broadcast;
 
 const DESCRIPTION: Description = Description {
     name: "broadcast",
+    about: "Broadcast from the root, as broadcast_perf",
     layout: Layout::Whole,
     bus: BusFactor::One,
     reduces: false,

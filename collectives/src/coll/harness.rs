@@ -488,6 +488,18 @@ mod tests {
         assert!((a * 1.75 - 7.954).abs() < 0.001);
     }
 
+    /// The registry's names are the collectives' own, once each, and `ALL` and `by_name` read them.
+    #[test]
+    fn the_registry_names_each_collective_once() {
+        for (i, (name, c)) in crate::coll::REGISTRY.iter().enumerate() {
+            assert_eq!(c.name(), *name);
+            assert_eq!(ALL[i], *name);
+            assert_eq!(by_name(name).unwrap().name(), *name);
+            assert_eq!(ALL.iter().filter(|n| *n == name).count(), 1, "{name}");
+        }
+        assert!(by_name("nonesuch").is_none());
+    }
+
     #[test]
     fn counts_follow_nccl_tests() {
         let ag = by_name("all_gather").unwrap().counts(1000, 8, 3);

@@ -161,6 +161,8 @@ pub type MpiCollective = fn(&mpi::topology::SimpleCommunicator, &Ctx, &[u8], &mu
 pub struct Description {
     /// The name in messages and JSON: `all_reduce`.
     pub name: &'static str,
+    /// What `meshrun --help` says of its subcommand, after `(rank) `.
+    pub about: &'static str,
     pub layout: Layout,
     pub bus: BusFactor,
     /// Whether the `redop` column shows the operation (else `none`).
@@ -227,28 +229,31 @@ impl dyn Collective + '_ {
     }
 }
 
+/// Every collective, by the name it has in messages, JSON and on the command line, in the order
+/// `meshrun --help` lists them: a new collective is its file and one entry here.
+pub const REGISTRY: [(&str, &dyn Collective); 7] = [
+    ("all_reduce", &all_reduce::AllReduce),
+    ("all_gather", &all_gather::AllGather),
+    ("reduce_scatter", &reduce_scatter::ReduceScatter),
+    ("broadcast", &broadcast::Broadcast),
+    ("reduce", &reduce::Reduce),
+    ("alltoall", &alltoall::AllToAll),
+    ("sendrecv", &sendrecv::SendRecv),
+];
+
 /// All collectives by name (also accepting nccl-tests' program names, `all_reduce_perf`).
 pub fn by_name(name: &str) -> Option<&'static dyn Collective> {
     let n = name.strip_suffix("_perf").unwrap_or(name);
-    Some(match n {
-        "all_reduce" => &all_reduce::AllReduce,
-        "all_gather" => &all_gather::AllGather,
-        "reduce_scatter" => &reduce_scatter::ReduceScatter,
-        "broadcast" => &broadcast::Broadcast,
-        "reduce" => &reduce::Reduce,
-        "alltoall" => &alltoall::AllToAll,
-        "sendrecv" => &sendrecv::SendRecv,
-        _ => return None,
-    })
+    REGISTRY.iter().find(|(k, _)| *k == n).map(|&(_, c)| c)
 }
 
-/// Every collective, for tests.
-pub const ALL: [&str; 7] = [
-    "all_reduce",
-    "all_gather",
-    "reduce_scatter",
-    "broadcast",
-    "reduce",
-    "alltoall",
-    "sendrecv",
-];
+/// Every collective's name, from [`REGISTRY`].
+pub const ALL: [&str; REGISTRY.len()] = {
+    let mut names = [""; REGISTRY.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = REGISTRY[i].0;
+        i += 1;
+    }
+    names
+};

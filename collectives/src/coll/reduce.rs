@@ -15,6 +15,7 @@ pub struct Reduce;
 
 const DESCRIPTION: Description = Description {
     name: "reduce",
+    about: "Reduce to the root, as reduce_perf",
     layout: Layout::Whole,
     bus: BusFactor::One,
     reduces: true,

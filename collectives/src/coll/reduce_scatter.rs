@@ -12,6 +12,7 @@ pub struct ReduceScatter;
 
 const DESCRIPTION: Description = Description {
     name: "reduce_scatter",
+    about: "Reduce-scatter, as reduce_scatter_perf",
     layout: Layout::Scatter,
     bus: BusFactor::PerPeer,
     reduces: true,

@@ -14,6 +14,7 @@ pub struct SendRecv;
 
 const DESCRIPTION: Description = Description {
     name: "sendrecv",
+    about: "Send right, receive from the left, as sendrecv_perf",
     layout: Layout::Whole,
     bus: BusFactor::One,
     reduces: false,

@@ -55,12 +55,7 @@ impl Context {
             return Err(if e.raw_os_error() == Some(libc::ENOSYS) {
                 VerbsError::NoKernelRdma
             } else {
-                VerbsError::Verb {
-                    verb: "ibv_get_device_list",
-                    device: "-".into(),
-                    source: e,
-                    hint: "",
-                }
+                VerbsError::verb("ibv_get_device_list", "-", e, "")
             });
         }
         let mut found = None;
@@ -85,12 +80,12 @@ impl Context {
                 let raw = unsafe { ibv_open_device(dev) };
                 match NonNull::new(raw) {
                     Some(raw) => Ok(Context(Arc::new(Ctx { raw, name: dname }))),
-                    None => Err(VerbsError::Verb {
-                        verb: "ibv_open_device",
-                        device: dname,
-                        source: errno(),
-                        hint: " (is /dev/infiniband/uverbs* accessible to this user?)",
-                    }),
+                    None => Err(VerbsError::verb(
+                        "ibv_open_device",
+                        dname,
+                        errno(),
+                        " (is /dev/infiniband/uverbs* accessible to this user?)",
+                    )),
                 }
             }
         };
@@ -104,12 +99,7 @@ impl Context {
     }
 
     fn err(&self, verb: &'static str, hint: &'static str) -> VerbsError {
-        VerbsError::Verb {
-            verb,
-            device: self.0.name.clone(),
-            source: errno(),
-            hint,
-        }
+        VerbsError::verb(verb, self.0.name.clone(), errno(), hint)
     }
 
     pub fn query_port(&self, port: u8) -> Result<PortInfo, VerbsError> {
@@ -119,12 +109,12 @@ impl Context {
         // ___ibv_query_port passes its size to the provider).
         let rc = unsafe { ___ibv_query_port(self.0.raw.as_ptr(), port, &mut attr) };
         if rc != 0 {
-            return Err(VerbsError::Verb {
-                verb: "ibv_query_port",
-                device: self.0.name.clone(),
-                source: std::io::Error::from_raw_os_error(rc.abs()),
-                hint: " (does the device have that port? see meshrun devices)",
-            });
+            return Err(VerbsError::verb(
+                "ibv_query_port",
+                self.0.name.clone(),
+                std::io::Error::from_raw_os_error(rc.abs()),
+                " (does the device have that port? see meshrun devices)",
+            ));
         }
         let mtu_enum = attr.active_mtu;
         Ok(PortInfo {

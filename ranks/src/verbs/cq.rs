@@ -55,12 +55,7 @@ impl CompletionQueue {
         let got = unsafe { ibv_poll_cq(self.raw.as_ptr(), want, wcs.as_mut_ptr().cast()) };
         super::calls::polled(got.max(0) as usize);
         if got < 0 {
-            return Err(VerbsError::Verb {
-                verb: "ibv_poll_cq",
-                device: self.ctx.name.clone(),
-                source: errno(),
-                hint: "",
-            });
+            return Err(VerbsError::verb("ibv_poll_cq", self.ctx.name.clone(), errno(), ""));
         }
         // SAFETY: the first `got` entries were written by ibv_poll_cq.
         let wcs: &[ibv_wc] = unsafe { std::slice::from_raw_parts(wcs.as_ptr().cast(), got as usize) };

@@ -64,6 +64,38 @@ fn errno() -> std::io::Error {
     std::io::Error::last_os_error()
 }
 
+/// What a registration that failed for lack of locked memory says (ENOMEM or EPERM from the
+/// kernel when `ulimit -l` is too low to pin the pages).
+const MEMLOCK_HINT: &str = " (locked-memory limit too low? raise it with `ulimit -l unlimited`)";
+
+/// Whether a failed registration's errno is what a too-low locked-memory limit returns.
+fn memlock(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::ENOMEM) | Some(libc::EPERM))
+}
+
+impl VerbsError {
+    /// `verb` failed on `device` with `source` (errno, or the code the call returned), and `hint`
+    /// (empty, or what to do, from a leading space) says what to do about it.
+    fn verb(verb: &'static str, device: impl Into<String>, source: std::io::Error, hint: &'static str) -> VerbsError {
+        VerbsError::Verb {
+            verb,
+            device: device.into(),
+            source,
+            hint,
+        }
+    }
+
+    /// A memory registration (`verb`) that failed with `source`: `hint` where the errno has a cause
+    /// of its own, else the locked-memory hint where the errno is what a low `ulimit -l` returns.
+    fn registration(verb: &'static str, device: String, source: std::io::Error, hint: &'static str) -> VerbsError {
+        let hint = match hint {
+            "" if memlock(&source) => MEMLOCK_HINT,
+            h => h,
+        };
+        VerbsError::verb(verb, device, source, hint)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,6 +119,35 @@ mod tests {
         }
         .flags() as u32;
         assert_eq!(r, ibv_access_flags::IBV_ACCESS_REMOTE_READ.0);
+    }
+
+    /// A failed verb reads as it always has; a registration adds the locked-memory hint for ENOMEM
+    /// and EPERM only, and never over a hint of its own.
+    #[test]
+    fn verb_errors_and_the_memlock_hint() {
+        let io = std::io::Error::from_raw_os_error;
+        let e = VerbsError::verb("ibv_poll_cq", "rxe0", io(libc::EIO), " (why?)");
+        assert_eq!(
+            e.to_string(),
+            format!("ibv_poll_cq failed on rxe0: {} (why?)", io(libc::EIO))
+        );
+        for errno in [libc::ENOMEM, libc::EPERM] {
+            let e = VerbsError::registration("ibv_reg_dmabuf_mr", "mlx5_0".into(), io(errno), "");
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "ibv_reg_dmabuf_mr failed on mlx5_0: {} (locked-memory limit too low? raise it with `ulimit -l unlimited`)",
+                    io(errno)
+                )
+            );
+        }
+        let e = VerbsError::registration("ibv_reg_mr (GPU memory)", "mlx5_0".into(), io(libc::EINVAL), "");
+        assert_eq!(
+            e.to_string(),
+            format!("ibv_reg_mr (GPU memory) failed on mlx5_0: {}", io(libc::EINVAL))
+        );
+        let e = VerbsError::registration("ibv_reg_mr (GPU memory)", "mlx5_0".into(), io(libc::EFAULT), " (own)");
+        assert!(e.to_string().ends_with(" (own)"), "{e}");
     }
 
     /// Where the kernel has no RDMA (this project's machines and CI), opening a device is a clear

@@ -17,12 +17,12 @@ impl ProtectionDomain {
         let raw = unsafe { ibv_reg_mr(self.0.raw.as_ptr(), buf.as_mut_ptr().cast(), len.max(1), access.flags()) };
         let raw = NonNull::new(raw).ok_or_else(|| {
             let e = errno();
-            let hint = if e.raw_os_error() == Some(libc::ENOMEM) || e.raw_os_error() == Some(libc::EPERM) {
+            let hint = if memlock(&e) {
                 " (the locked-memory limit is probably too low: raise it with `ulimit -l unlimited`, or LimitMEMLOCK=infinity for services)"
             } else {
                 ""
             };
-            VerbsError::Verb { verb: "ibv_reg_mr", device: self.device(), source: e, hint }
+            VerbsError::verb("ibv_reg_mr", self.device(), e, hint)
         })?;
         super::usage::registered(len);
         Ok(MemoryRegion {
@@ -57,17 +57,9 @@ impl ProtectionDomain {
                     " (this NIC driver or kernel cannot import dma-bufs: needs Linux 5.12+ and an RDMA driver with \
                      dma-buf support, such as mlx5; or load nvidia-peermem)"
                 }
-                Some(libc::ENOMEM) | Some(libc::EPERM) => {
-                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
-                }
                 _ => "",
             };
-            VerbsError::Verb {
-                verb: "ibv_reg_dmabuf_mr",
-                device: self.device(),
-                source: e,
-                hint,
-            }
+            VerbsError::registration("ibv_reg_dmabuf_mr", self.device(), e, hint)
         })?;
         super::usage::registered(len);
         Ok(ForeignRegion {
@@ -99,17 +91,9 @@ impl ProtectionDomain {
                     " (the RDMA core cannot pin GPU memory: load the nvidia-peermem module (modprobe nvidia-peermem), \
                      or use a GPU driver and kernel with dma-buf)"
                 }
-                Some(libc::ENOMEM) | Some(libc::EPERM) => {
-                    " (locked-memory limit too low? raise it with `ulimit -l unlimited`)"
-                }
                 _ => "",
             };
-            VerbsError::Verb {
-                verb: "ibv_reg_mr (GPU memory)",
-                device: self.device(),
-                source: e,
-                hint,
-            }
+            VerbsError::registration("ibv_reg_mr (GPU memory)", self.device(), e, hint)
         })?;
         super::usage::registered(len);
         Ok(ForeignRegion {
@@ -141,12 +125,10 @@ impl ProtectionDomain {
                 access.flags(),
             )
         };
-        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::Verb {
-            verb: "ibv_reg_mr",
-            device: self.device(),
-            source: errno(),
-            hint: " (locked-memory limit too low? raise it with `ulimit -l unlimited`)",
-        })?;
+        // Whatever the errno, the hint (as it always was): host memory fails to register for lack
+        // of locked memory far more often than for anything else.
+        let raw =
+            NonNull::new(raw).ok_or_else(|| VerbsError::verb("ibv_reg_mr", self.device(), errno(), MEMLOCK_HINT))?;
         super::usage::registered(len);
         Ok(ForeignRegion {
             raw,

@@ -60,12 +60,7 @@ impl ProtectionDomain {
         init.sq_sig_all = i32::from(signal_all);
         // SAFETY: valid PD and CQs (borrowed for the call; the QP keeps Arcs to them below).
         let raw = unsafe { ibv_create_qp(self.0.raw.as_ptr(), &mut init) };
-        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::Verb {
-            verb: "ibv_create_qp",
-            device: self.device(),
-            source: errno(),
-            hint: "",
-        })?;
+        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::verb("ibv_create_qp", self.device(), errno(), ""))?;
         super::usage::qp_created();
         Ok(QueuePair {
             raw,
@@ -147,12 +142,12 @@ impl<S> QueuePair<S> {
         // SAFETY: valid QP and attribute struct; the mask names only fields we set.
         let rc = unsafe { ibv_modify_qp(self.raw.as_ptr(), attr, mask.0 as i32) };
         if rc != 0 {
-            return Err(VerbsError::Verb {
+            return Err(VerbsError::verb(
                 verb,
-                device: self.device(),
-                source: std::io::Error::from_raw_os_error(rc.abs()),
+                self.device(),
+                std::io::Error::from_raw_os_error(rc.abs()),
                 hint,
-            });
+            ));
         }
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: `me` is not dropped; its fields move into the new state's value exactly once.
@@ -187,12 +182,12 @@ impl<S> QueuePair<S> {
         let rc = unsafe { ibv_post_recv(self.raw.as_ptr(), &mut wr, &mut bad) };
         super::calls::received();
         if rc != 0 {
-            return Err(VerbsError::Verb {
-                verb: "ibv_post_recv",
-                device: self.device(),
-                source: std::io::Error::from_raw_os_error(rc.abs()),
-                hint: " (receive queue full?)",
-            });
+            return Err(VerbsError::verb(
+                "ibv_post_recv",
+                self.device(),
+                std::io::Error::from_raw_os_error(rc.abs()),
+                " (receive queue full?)",
+            ));
         }
         Ok(())
     }
@@ -373,12 +368,12 @@ impl QueuePair<Rts> {
         let rc = unsafe { ibv_post_send(self.raw.as_ptr(), &mut wr, &mut bad) };
         super::calls::sent(signaled, wr.send_flags & ibv_send_flags::IBV_SEND_INLINE.0 != 0);
         if rc != 0 {
-            return Err(VerbsError::Verb {
-                verb: "ibv_post_send",
-                device: self.device(),
-                source: std::io::Error::from_raw_os_error(rc.abs()),
-                hint: " (send queue full?)",
-            });
+            return Err(VerbsError::verb(
+                "ibv_post_send",
+                self.device(),
+                std::io::Error::from_raw_os_error(rc.abs()),
+                " (send queue full?)",
+            ));
         }
         Ok(())
     }
