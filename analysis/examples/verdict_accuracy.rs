@@ -21,7 +21,9 @@
 //! max(10%, 4 spreads), and at most 1% of clean fabrics with any finding. `--check` exits 1
 //! when a noise model misses it, naming the cell. The noise is seeded: a run is repeatable.
 //!
-//!   verdict_accuracy [--small] [--trials N] [--seed S] [--check]
+//!   verdict_accuracy [--small] [--trials N] [--seed S] [--check] [--shape HOSTSxRANKS ...]
+//!
+//! `VERDICT_ACCURACY_DEBUG=1` prints what the verdict named in each trial that missed its fault.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -302,7 +304,14 @@ fn main() {
             .and_then(|v| v.parse::<u64>().ok())
     };
     let trials = value("--trials").unwrap_or(if small { 10 } else { 100 }) as usize;
-    let missed = run(small, trials, value("--seed").unwrap_or(1));
+    // `--shape HxP` (repeatable): only these fabrics.
+    let only: Vec<(usize, usize)> = args
+        .windows(2)
+        .filter(|w| w[0] == "--shape")
+        .filter_map(|w| w[1].split_once('x'))
+        .filter_map(|(h, p)| Some((h.parse().ok()?, p.parse().ok()?)))
+        .collect();
+    let missed = run_shapes(small, trials, value("--seed").unwrap_or(1), &only);
     if check && !missed.is_empty() {
         std::process::exit(1);
     }
@@ -311,9 +320,16 @@ fn main() {
 /// Print the table for `trials` per cell (the CI shapes when `small`); the cells that miss the
 /// target, in words.
 pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
+    run_shapes(small, trials, seed, &[])
+}
+
+/// [`run`] on the fabrics `only` (hosts, ranks per host), or the default ones when empty.
+pub fn run_shapes(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]) -> Vec<String> {
     let mut missed_target = Vec::new();
     let mut rng = Rng(seed);
-    let shapes: Vec<(usize, usize)> = if small {
+    let shapes: Vec<(usize, usize)> = if !only.is_empty() {
+        only.to_vec()
+    } else if small {
         vec![(8, 1), (8, 2), (16, 4)]
     } else {
         vec![(8, 1), (8, 2), (16, 4), (32, 8), (64, 2), (128, 1), (256, 1)]
@@ -349,6 +365,12 @@ pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
                         let f = Fault::place(kind, &s, d, &mut rng);
                         let topo = (kind == Kind::Uplink).then_some(&topo);
                         let parts = trial(&s, noise, Some(f), topo, &mut rng);
+                        if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() && !parts.iter().any(|x| f.is(&s, x)) {
+                            eprintln!(
+                                "missed {kind:?} {d} on {h}x{p}: {:?}",
+                                parts.iter().map(|x| x.level()).collect::<Vec<_>>()
+                            );
+                        }
                         tally.trials += 1;
                         if parts.iter().any(|x| f.is(&s, x)) {
                             if parts.len() == 1 {
@@ -389,6 +411,11 @@ pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
         for kind in [Kind::Link, Kind::Nic, Kind::Node, Kind::Uplink] {
             print!("  {:<7}", format!("{kind:?}").to_lowercase());
             let mut n = 0;
+            // No NIC faults on fabrics of one rank per host (a NIC is its node there).
+            if !by.contains_key(&(kind, (drops[0] * 100.0).round() as u32)) {
+                println!("   (no such fault on these fabrics)");
+                continue;
+            }
             for d in drops {
                 let t = &by[&(kind, (d * 100.0).round() as u32)];
                 n = t.trials;
