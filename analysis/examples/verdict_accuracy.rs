@@ -29,7 +29,6 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use analysis::pairwise::blame::Part;
-use analysis::pairwise::formulas::BwResult;
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict::RETEST_PASSES;
@@ -217,21 +216,7 @@ impl Fault {
 }
 
 fn cell(src: usize, dst: usize, gbps: f64, retest: bool) -> Measurement {
-    Measurement {
-        src,
-        dst,
-        bytes: 1 << 20,
-        bw: Some(BwResult {
-            bytes: 1 << 20,
-            iterations: 100,
-            peak_gbps: gbps,
-            avg_gbps: gbps,
-            msg_rate_mpps: 0.0,
-        }),
-        lat: None,
-        iterations: 100,
-        retest,
-    }
+    Measurement::bandwidth(src, dst, 1 << 20, 100, gbps, retest)
 }
 
 fn config() -> PairwiseConfig {

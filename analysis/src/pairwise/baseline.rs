@@ -15,7 +15,6 @@ use std::fmt::Write as _;
 
 use super::blame::{Counts, Part};
 use super::bulk::{Bulk, DEVIATIONS, MIN_DROP};
-use super::formulas::BwResult;
 use super::saved::best_scores;
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
@@ -115,21 +114,7 @@ pub fn compare(now: &PairwiseOutcome, then: &PairwiseOutcome, topology: Option<&
 }
 
 fn ratio_cell(src: usize, dst: usize, bytes: u64, percent: f64) -> Measurement {
-    Measurement {
-        src,
-        dst,
-        bytes,
-        bw: Some(BwResult {
-            bytes,
-            iterations: 1,
-            peak_gbps: percent,
-            avg_gbps: percent,
-            msg_rate_mpps: 0.0,
-        }),
-        lat: None,
-        iterations: 1,
-        retest: false,
-    }
+    Measurement::bandwidth(src, dst, bytes, 1, percent, false)
 }
 
 /// The default rule over ratios (bandwidth-like: higher is better).

@@ -158,6 +158,26 @@ pub struct Measurement {
 }
 
 impl Measurement {
+    /// A bandwidth measurement of `iterations` messages of `bytes` averaging (and peaking at)
+    /// `gbps`: what the synthetic runs (the accuracy campaign, a baseline's ratios) are made of.
+    pub fn bandwidth(src: usize, dst: usize, bytes: u64, iterations: u64, gbps: f64, retest: bool) -> Measurement {
+        Measurement {
+            src,
+            dst,
+            bytes,
+            bw: Some(formulas::BwResult {
+                bytes,
+                iterations,
+                peak_gbps: gbps,
+                avg_gbps: gbps,
+                msg_rate_mpps: 0.0,
+            }),
+            lat: None,
+            iterations,
+            retest,
+        }
+    }
+
     /// Higher is better: Gb/s, or 1/latency.
     pub fn score(&self) -> f64 {
         match (&self.bw, &self.lat) {
