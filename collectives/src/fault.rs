@@ -9,6 +9,10 @@
 //! follows). Several faults are separated by commas, e.g.
 //! `pause:rank=2:phase=pairwise:delay=2000,stop:rank=1:phase=retest`. Unset in normal runs; a
 //! malformed value is an error.
+//!
+//! The faults are a hook registered once at start ([`install_from_env`]), as the post-mortem's
+//! phase hook is: production functions take no fault parameter, they ask [`at_round`],
+//! [`corrupts`] and [`fails_gpu`], which answer "no" in every process that installed nothing.
 
 /// What to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,7 +46,7 @@ pub struct Fault {
     pub for_ms: Option<u64>,
 }
 
-/// The variable read by [`Fault::from_env`].
+/// The variable read by [`install_from_env`].
 pub const FAULT_ENV: &str = "MESHRUN_FAULT";
 
 impl Fault {
@@ -109,48 +113,29 @@ impl Fault {
         }
     }
 
-    /// The first fault without a phase (the round, corruption and GPU faults), if any.
-    pub fn from_env() -> Result<Option<Fault>, String> {
-        Ok(Fault::list_from_env()?.into_iter().find(|f| f.phase.is_none()))
-    }
-
     fn applies(&self, rank: usize, round: usize) -> bool {
-        self.rank == rank && self.round.is_none_or(|r| r == round)
-    }
-
-    /// Kill, stall or stop now, if this fault says so for this rank and round.
-    pub fn maybe_die(this: Option<Fault>, rank: usize, round: usize) {
-        let Some(f) = this.filter(|f| f.phase.is_none() && f.applies(rank, round)) else {
-            return;
-        };
-        f.strike(rank, &format!("round {round}"));
-    }
-
-    /// Kill, stall or stop now, if this fault is for this rank and `phase` (the fault's phase
-    /// name is the phase or its first word: `all_reduce` matches `all_reduce 1048576 B`).
-    pub fn at_phase(this: Option<Fault>, rank: usize, phase: &str) {
-        let Some(f) = this.filter(|f| f.rank == rank) else {
-            return;
-        };
-        if !f.matches_phase(phase) {
-            return;
-        }
-        match f.delay_ms {
-            Some(ms) if f.kind != FaultKind::Stall => {
-                let at = format!("{phase} (+{ms} ms)");
-                let _ = std::thread::Builder::new().spawn(move || {
-                    std::thread::sleep(std::time::Duration::from_millis(ms));
-                    f.strike(rank, &at);
-                });
-            }
-            _ => f.strike(rank, phase),
-        }
+        self.phase.is_none() && self.rank == rank && self.round.is_none_or(|r| r == round)
     }
 
     /// Whether this fault is for `phase`: its phase name is the phase or the phase's first word.
     pub fn matches_phase(&self, phase: &str) -> bool {
         self.phase
             .is_some_and(|want| phase == want || phase.strip_prefix(want).is_some_and(|rest| rest.starts_with(' ')))
+    }
+
+    /// Kill, stall, stop or pause now, or `delay_ms` after entering the phase (from another
+    /// thread, so the rank dies or freezes in the middle of the phase's traffic).
+    fn strike_at_phase(self, rank: usize, phase: &str) {
+        match self.delay_ms {
+            Some(ms) if self.kind != FaultKind::Stall => {
+                let at = format!("{phase} (+{ms} ms)");
+                let _ = std::thread::Builder::new().spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(ms));
+                    self.strike(rank, &at);
+                });
+            }
+            _ => self.strike(rank, phase),
+        }
     }
 
     fn strike(self, rank: usize, at: &str) {
@@ -191,16 +176,88 @@ impl Fault {
             FaultKind::Corrupt | FaultKind::Gpu => {}
         }
     }
+}
 
-    /// Whether this rank's GPU should fail a device call at this round.
-    pub fn fails_gpu(this: Option<Fault>, rank: usize, round: usize) -> bool {
-        this.is_some_and(|f| f.kind == FaultKind::Gpu && f.applies(rank, round))
-    }
+/// The faults this process registered at start; empty (no fault anywhere) unless
+/// [`install_from_env`] found MESHRUN_FAULT set.
+static INSTALLED: std::sync::OnceLock<Vec<Fault>> = std::sync::OnceLock::new();
 
-    /// Whether data sent by this rank at this round should be corrupted.
-    pub fn corrupts(this: Option<Fault>, rank: usize, round: usize) -> bool {
-        this.is_some_and(|f| f.kind == FaultKind::Corrupt && f.applies(rank, round))
+/// Register MESHRUN_FAULT's faults for this process (once, before the rank's first phase): the
+/// round, corruption and GPU faults for [`at_round`], [`corrupts`] and [`fails_gpu`], and the
+/// phase faults as the post-mortem's phase hook. A malformed value is an error; unset, nothing
+/// is registered.
+pub fn install_from_env() -> Result<(), String> {
+    let faults = Fault::list_from_env()?;
+    if faults.is_empty() {
+        return Ok(());
     }
+    install_phase_hook(faults.iter().filter(|f| f.phase.is_some()).copied().collect());
+    let _ = INSTALLED.set(faults);
+    Ok(())
+}
+
+fn installed() -> &'static [Fault] {
+    INSTALLED.get().map_or(&[], Vec::as_slice)
+}
+
+/// A kill, stall, stop or pause at each phase a fault names, for this rank (known from the MPI
+/// launcher's environment before MPI starts). Each fault strikes at the first phase it matches,
+/// once.
+fn install_phase_hook(faults: Vec<Fault>) {
+    if faults.is_empty() {
+        return;
+    }
+    let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok());
+    let Some(rank) = rank else { return };
+    let struck = std::sync::Mutex::new(vec![false; faults.len()]);
+    ranks::postmortem::set_phase_hook(Box::new(move |phase| {
+        for i in first_strikes(&faults, &struck, rank, phase) {
+            faults[i].strike_at_phase(rank, phase);
+        }
+    }));
+}
+
+/// The faults (by index) that strike `rank` on entering `phase` for the first time, marked struck.
+fn first_strikes(faults: &[Fault], struck: &std::sync::Mutex<Vec<bool>>, rank: usize, phase: &str) -> Vec<usize> {
+    let mut s = struck.lock().unwrap_or_else(|p| p.into_inner());
+    let hits: Vec<usize> = (0..faults.len())
+        .filter(|&i| faults[i].rank == rank && !s[i] && faults[i].matches_phase(phase))
+        .collect();
+    for &i in &hits {
+        s[i] = true;
+    }
+    hits
+}
+
+/// The first round fault (kill, stall or stop) of `faults` for this rank and round.
+fn round_fault(faults: &[Fault], rank: usize, round: usize) -> Option<Fault> {
+    faults
+        .iter()
+        .find(|f| matches!(f.kind, FaultKind::Kill | FaultKind::Stall | FaultKind::Stop) && f.applies(rank, round))
+        .copied()
+}
+
+fn has(faults: &[Fault], kind: FaultKind, rank: usize, round: usize) -> bool {
+    faults.iter().any(|f| f.kind == kind && f.applies(rank, round))
+}
+
+/// Kill, stall or stop now, if a registered fault says so for this rank and round.
+pub fn at_round(rank: usize, round: usize) {
+    if let Some(f) = round_fault(installed(), rank, round) {
+        f.strike(rank, &format!("round {round}"));
+    }
+}
+
+/// Whether data sent by this rank at this round should be corrupted.
+pub fn corrupts(rank: usize, round: usize) -> bool {
+    has(installed(), FaultKind::Corrupt, rank, round)
+}
+
+/// Whether this rank's GPU should fail a device call at this round.
+pub fn fails_gpu(rank: usize, round: usize) -> bool {
+    has(installed(), FaultKind::Gpu, rank, round)
 }
 
 #[cfg(test)]
@@ -232,20 +289,39 @@ mod tests {
             (p.kind, p.delay_ms, p.for_ms),
             (FaultKind::Pause, Some(300), Some(1500))
         );
-        // Another rank, or a phase that only shares a prefix, does not trigger it (these return).
-        Fault::at_phase(Some(f), 0, "all_reduce 8 B");
-        Fault::at_phase(Some(f), 1, "all_reduce_x 8 B");
-        Fault::at_phase(Some(f), 1, "baseline all_reduce 8 B");
+        // Another rank, or a phase that only shares a prefix, does not trigger it.
+        let struck = std::sync::Mutex::new(vec![false]);
+        assert!(first_strikes(&[f], &struck, 0, "all_reduce 8 B").is_empty());
+        assert!(first_strikes(&[f], &struck, 1, "all_reduce_x 8 B").is_empty());
+        assert!(first_strikes(&[f], &struck, 1, "baseline all_reduce 8 B").is_empty());
+        assert_eq!(first_strikes(&[f], &struck, 1, "all_reduce 8 B"), vec![0]);
+        assert!(
+            first_strikes(&[f], &struck, 1, "all_reduce 16 B").is_empty(),
+            "once only"
+        );
         // A phase fault is not a round fault.
-        Fault::maybe_die(Some(f), 1, 0);
+        assert_eq!(round_fault(&[f], 1, 0), None);
+        let k = Fault::parse("kill:rank=2:round=1").unwrap();
+        assert_eq!(round_fault(&[f, k], 2, 1), Some(k));
+        assert_eq!(round_fault(&[k], 2, 0), None);
+        assert_eq!(round_fault(&[k], 1, 1), None);
         assert_eq!(Fault::parse("corrupt:rank=0").unwrap().round, None);
         assert!(Fault::parse("explode:rank=1").is_err());
         assert!(Fault::parse("kill").is_err());
         assert!(Fault::parse("kill:rank=x").is_err());
-        assert!(Fault::corrupts(Some(Fault::parse("corrupt:rank=1").unwrap()), 1, 7));
-        assert!(!Fault::corrupts(Some(Fault::parse("corrupt:rank=1").unwrap()), 0, 7));
-        assert!(Fault::fails_gpu(Some(Fault::parse("gpu:rank=1").unwrap()), 1, 0));
-        assert!(!Fault::fails_gpu(Some(Fault::parse("gpu:rank=1").unwrap()), 0, 0));
-        assert!(!Fault::fails_gpu(Some(Fault::parse("corrupt:rank=1").unwrap()), 1, 0));
+        let c = Fault::parse("corrupt:rank=1").unwrap();
+        let g = Fault::parse("gpu:rank=1").unwrap();
+        assert!(has(&[c], FaultKind::Corrupt, 1, 7));
+        assert!(!has(&[c], FaultKind::Corrupt, 0, 7));
+        assert!(has(&[c, g], FaultKind::Gpu, 1, 0));
+        assert!(!has(&[g], FaultKind::Gpu, 0, 0));
+        assert!(!has(&[c], FaultKind::Gpu, 1, 0));
+        assert_eq!(
+            round_fault(&[c, g], 1, 0),
+            None,
+            "corruption and GPU faults do not kill"
+        );
+        // Nothing installed in this test process: every question answers no.
+        assert!(!corrupts(1, 0) && !fails_gpu(1, 0));
     }
 }

@@ -9,8 +9,6 @@ use analysis::schedule::{circle_rounds, peer_in};
 use analysis::stats::median;
 use ranks::{Op, Transport, TransportError, World};
 
-use crate::fault::Fault;
-
 /// The pattern rank `src` sends to rank `dst`: differs per byte, per direction and per pair.
 pub fn payload(src: usize, dst: usize, len: usize) -> Vec<u8> {
     let seed = (src as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (dst as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
@@ -20,19 +18,15 @@ pub fn payload(src: usize, dst: usize, len: usize) -> Vec<u8> {
 }
 
 /// Run this rank's part of the check.
-pub fn run(
-    t: &mut dyn Transport,
-    cfg: &MeshCheckConfig,
-    fault: Option<Fault>,
-) -> Result<Vec<PeerCheck>, TransportError> {
+pub fn run(t: &mut dyn Transport, cfg: &MeshCheckConfig) -> Result<Vec<PeerCheck>, TransportError> {
     let (rank, n) = (t.rank(), t.size());
     let mut out = Vec::new();
     for (round_no, round) in circle_rounds(n).iter().enumerate() {
         ranks::postmortem::enter(&format!("mesh-check round {}", round_no + 1));
-        Fault::maybe_die(fault, rank, round_no);
+        crate::fault::at_round(rank, round_no);
         let Some(peer) = peer_in(round, rank) else { continue };
         let mut send = payload(rank, peer, cfg.bytes);
-        if Fault::corrupts(fault, rank, round_no) && !send.is_empty() {
+        if crate::fault::corrupts(rank, round_no) && !send.is_empty() {
             send[0] ^= 0xFF;
         }
         let mut recv = vec![0u8; cfg.bytes];

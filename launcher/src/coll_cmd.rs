@@ -304,7 +304,6 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             return Status::Usage.code();
         }
     };
-    let fault = crate::fault_or_exit();
     let args: Vec<String> = std::env::args().collect();
     run_rank(&a.rank, |world, t| {
         check_options(world, &cfg, &a)?;
@@ -325,7 +324,6 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             t,
             coll,
             &cfg,
-            fault,
             gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
             |r: &results::Row| stream.row(r),
         )

@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use analysis::mesh_check::MeshCheckConfig;
 use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
-use collectives::fault::Fault;
 use collectives::mesh_check;
 use exit::{RankFailure, Status};
 use launch::{LaunchError, LaunchPlan};
@@ -280,24 +279,7 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
-/// The test-only fault from MESHRUN_FAULT; a malformed value ends the process with status 2.
-pub(crate) fn fault_or_exit() -> Option<Fault> {
-    faults_or_exit().into_iter().find(|f| f.phase.is_none())
-}
-
-/// Every test-only fault from MESHRUN_FAULT; a malformed value ends the process with status 2.
-pub(crate) fn faults_or_exit() -> Vec<Fault> {
-    match Fault::list_from_env() {
-        Ok(f) => f,
-        Err(e) => {
-            ranks::eline!("meshrun: {e}");
-            std::process::exit(Status::Usage.code());
-        }
-    }
-}
-
 fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
-    let fault = fault_or_exit();
     let cfg = MeshCheckConfig {
         bytes: a.bytes as usize,
         iters: a.iters as usize,
@@ -310,7 +292,7 @@ fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
                 a.bytes
             )));
         }
-        let mine = mesh_check::run(t, &cfg, fault)?;
+        let mine = mesh_check::run(t, &cfg)?;
         let all = mesh_check::gather(world, &mine)?;
         let ok = match all {
             Some(all) => {

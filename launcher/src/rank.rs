@@ -21,7 +21,12 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     // Before MPI opens its own descriptors: a socket per peer does not fit the common default
     // soft limit of 1024 at a thousand ranks.
     let files = ranks::limits::raise_open_files();
-    install_fault_hook();
+    // Test-only faults (MESHRUN_FAULT) register as hooks before the first phase; a malformed
+    // value is a usage error.
+    if let Err(e) = collectives::fault::install_from_env() {
+        ranks::eline!("meshrun: {e}");
+        return Status::Usage.code();
+    }
     ranks::postmortem::enter("bootstrap");
     let world = match World::init(timeouts.mpi) {
         Ok(w) => w,
@@ -84,38 +89,6 @@ fn fail(e: &RankFailure, status: Status) -> ! {
             leave_now(status.code());
         }
     }
-}
-
-/// With MESHRUN_FAULT set (tests only), a kill, stall, stop or pause at each phase it names.
-fn install_fault_hook() {
-    let faults: Vec<collectives::fault::Fault> = crate::faults_or_exit()
-        .into_iter()
-        .filter(|f| f.phase.is_some())
-        .collect();
-    if faults.is_empty() {
-        return;
-    }
-    let rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
-        .iter()
-        .find_map(|v| std::env::var(v).ok()?.parse::<usize>().ok());
-    let Some(rank) = rank else { return };
-    // Each fault strikes at the first phase it matches, once.
-    let struck: std::sync::Mutex<Vec<bool>> = std::sync::Mutex::new(vec![false; faults.len()]);
-    ranks::postmortem::set_phase_hook(Box::new(move |phase| {
-        for (i, f) in faults.iter().enumerate() {
-            let first = {
-                let mut s = struck.lock().unwrap_or_else(|p| p.into_inner());
-                let hit = f.rank == rank && !s[i] && f.matches_phase(phase);
-                if hit {
-                    s[i] = true;
-                }
-                hit
-            };
-            if first {
-                collectives::fault::Fault::at_phase(Some(*f), rank, phase);
-            }
-        }
-    }));
 }
 
 /// Why the mesh could not be built: a transport failure (a peer's wait or connection), or

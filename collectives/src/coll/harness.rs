@@ -11,7 +11,6 @@ use super::device::{DevBufs, DeviceRun, HostStaging};
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
-use crate::fault::Fault;
 use crate::gpu::{At, DataPath, Gpu};
 use crate::reduce;
 
@@ -70,7 +69,8 @@ struct Run<'a> {
     world: &'a World,
     coll: &'a dyn Collective,
     cfg: &'a CollConfig,
-    fault: Option<Fault>,
+    /// Whether the test-only faults apply: to meshrun's runs, never to the MPI library's.
+    injects: bool,
 }
 
 impl Run<'_> {
@@ -193,7 +193,7 @@ impl Run<'_> {
     /// Fresh buffers for a validation run, with the test-only fault applied.
     fn verify_buffers(&self, ctx: &Ctx, in_place: bool) -> Result<(HostBuffer, HostBuffer), CollError> {
         let (mut send, mut recv) = self.buffers(ctx, in_place)?;
-        if Fault::corrupts(self.fault, ctx.rank, 0) {
+        if self.injects && crate::fault::corrupts(ctx.rank, 0) {
             let b = if in_place {
                 &mut recv.as_mut_slice()[ctx.counts.send_inplace_offset * ctx.elt()..]
             } else {
@@ -273,7 +273,7 @@ impl Run<'_> {
         recv_h: &HostBuffer,
     ) -> Result<Placement, CollError> {
         load(dr, dev, send_h, recv_h)?;
-        if Fault::fails_gpu(self.fault, ctx.rank, 0) {
+        if self.injects && crate::fault::fails_gpu(ctx.rank, 0) {
             let info = dr.gpu.info();
             return Err(CollError::Gpu(crate::gpu::GpuError::Call {
                 ordinal: info.ordinal,
@@ -332,7 +332,6 @@ pub fn run(
     t: &mut dyn Transport,
     coll: &dyn Collective,
     cfg: &CollConfig,
-    fault: Option<Fault>,
     mut gpu: Option<(&mut dyn Gpu, DataPath)>,
     mut row: impl FnMut(&Row),
 ) -> Result<Sweep, CollError> {
@@ -340,13 +339,13 @@ pub fn run(
         world,
         coll,
         cfg,
-        fault,
+        injects: true,
     };
     let baseline_run = Run {
         world,
         coll,
         cfg,
-        fault: None,
+        injects: false,
     };
     let mut sweep = Sweep {
         baseline: cfg.baseline.map(|_| (Vec::new(), Vec::new())),
