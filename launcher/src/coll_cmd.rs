@@ -12,9 +12,9 @@ use collectives::output;
 use ranks::wire::WireError;
 use ranks::{Transport, TransportKind, World};
 
-use crate::cli::{BaselineArg, CollArgs};
+use crate::cli::{BaselineArg, CollArgs, RankArgs};
+use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
-use crate::rank::run_rank;
 
 /// Build the configuration, or say what is wrong with the flags.
 pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
@@ -201,24 +201,6 @@ fn open_gpu(
     Ok((g, DataPath::Direct(path)))
 }
 
-/// Problems with the flags that only the ranks can see (the root against the job's size; the -J
-/// file, on rank 0), agreed by all ranks.
-fn check_options(world: &World, cfg: &CollConfig, a: &CollArgs) -> Result<(), RankFailure> {
-    let mut problem = None;
-    if cfg.root >= world.size() {
-        problem = Some(format!("-r {}: this job has ranks 0 to {}", cfg.root, world.size() - 1));
-    }
-    if problem.is_none() && world.rank() == 0 {
-        if let Some(p) = &a.json {
-            problem = output::check_writable(p, a.force).err().map(|e| e.to_string());
-        }
-    }
-    if !world.all_ok(problem.is_none(), "checking options") {
-        return Err(RankFailure::Usage(problem.unwrap_or_default()));
-    }
-    Ok(())
-}
-
 /// [`open_gpu`], saying on stderr why it failed, or warning when the GPU and the NIC are far apart.
 fn open_gpu_reporting(
     world: &World,
@@ -304,47 +286,104 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             return Status::Usage.code();
         }
     };
-    let args: Vec<String> = std::env::args().collect();
-    run_rank(&a.rank, |world, t| {
-        check_options(world, &cfg, &a)?;
+    crate::driver::drive(Coll {
+        coll,
+        a,
+        cfg,
+        gpu_req,
+        argv: std::env::args().collect(),
+    })
+}
+
+/// A collective sweep (`meshrun all_reduce ...`): the flags, checked before any rank starts.
+struct Coll {
+    coll: &'static dyn coll::Collective,
+    a: CollArgs,
+    cfg: CollConfig,
+    gpu_req: Option<GpuRequest>,
+    /// The command line, for the JSON report.
+    argv: Vec<String>,
+}
+
+/// What rank 0 renders after the sweep.
+struct Swept {
+    sweep: harness::Sweep,
+    devices: Vec<DeviceInfo>,
+    start: String,
+}
+
+impl RankCommand for Coll {
+    type Outcome = Swept;
+
+    fn rank_args(&self) -> &RankArgs {
+        &self.a.rank
+    }
+
+    /// The root against the job's size.
+    fn check(&mut self, world: &World, _t: &dyn Transport) -> Result<(), String> {
+        if self.cfg.root >= world.size() {
+            return Err(format!(
+                "-r {}: this job has ranks 0 to {}",
+                self.cfg.root,
+                world.size() - 1
+            ));
+        }
+        Ok(())
+    }
+
+    /// The -J file.
+    fn check_root(&mut self, _world: &World) -> Result<(), String> {
+        match &self.a.json {
+            Some(p) => output::check_writable(p, self.a.force).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
+    fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Swept>, RankFailure> {
+        let (a, cfg) = (&self.a, &self.cfg);
         let mut gpu: Option<(Box<dyn Gpu>, DataPath)> = None;
-        if let Some(req) = &gpu_req {
-            gpu = open_gpu_reporting(world, t, &a, req);
+        if let Some(req) = &self.gpu_req {
+            gpu = open_gpu_reporting(world, t, a, req);
             if !world.all_ok(gpu.is_some(), "opening GPUs") {
-                return Ok(Status::Usage.code());
+                return Err(RankFailure::Stopped(Status::Usage));
             }
         }
         let start = report::now_string();
-        let devs = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
-        let root = world.rank() == 0;
-        let stream = report::Stream { on: root };
-        stream.preamble(&cfg, &devs);
+        let devices = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
+        let stream = report::Stream { on: world.rank() == 0 };
+        stream.preamble(cfg, &devices);
         let sweep = harness::run(
             world,
             t,
-            coll,
-            &cfg,
+            self.coll,
+            cfg,
             gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
             |r: &results::Row| stream.row(r),
         )
         .map_err(|e| coll_failure(world, e))?;
-        stream.footer(&sweep.rows, &cfg);
-        let library = sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
+        Ok((world.rank() == 0).then_some(Swept { sweep, devices, start }))
+    }
+
+    fn render(&self, s: Swept) -> Status {
+        let (a, cfg) = (&self.a, &self.cfg);
+        let stream = report::Stream { on: true };
+        stream.footer(&s.sweep.rows, cfg);
+        let library = s.sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
         let env = report::env_block(std::env::vars());
         let run = CollRun {
-            cfg: &cfg,
-            name: coll.name(),
-            args: &args,
+            cfg,
+            name: self.coll.name(),
+            args: &self.argv,
             env: &env,
-            devices: &devs,
-            rows: &sweep.rows,
-            baseline: sweep.baseline.as_ref().map(|(rows, notes)| BaselineRun {
+            devices: &s.devices,
+            rows: &s.sweep.rows,
+            baseline: s.sweep.baseline.as_ref().map(|(rows, notes)| BaselineRun {
                 implementation: "mpi",
                 library: &library,
                 rows,
                 notes,
             }),
-            start_time: &start,
+            start_time: &s.start,
         };
         if let Some(b) = &run.baseline {
             stream.baseline(run.name, b);
@@ -353,26 +392,23 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
             .busbw_bar
             .as_ref()
             .is_some_and(|b| !b.passes(results::avg_busbw(run.rows)));
-        let mut code = if results::total_wrong(run.rows) > 0 || below_bar {
-            Status::FoundProblem.code()
+        let mut status = if results::total_wrong(run.rows) > 0 || below_bar {
+            Status::FoundProblem
         } else {
-            0
+            Status::Ok
         };
-        if root {
-            if let Some(p) = &a.json {
-                let written = Json
-                    .render(&run)
-                    .map_err(|e| e.to_string())
-                    .and_then(|bytes| output::write_atomic(p, &bytes, a.force).map_err(|e| e.to_string()));
-                if let Err(e) = written {
-                    ranks::eline!("meshrun: {e}");
-                    code = Status::Usage.code();
-                }
+        if let Some(p) = &a.json {
+            let written = Json
+                .render(&run)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| output::write_atomic(p, &bytes, a.force).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                ranks::eline!("meshrun: {e}");
+                status = Status::Usage;
             }
         }
-        let shared = world.broadcast_vec(&[code as u8], "sharing the exit status");
-        Ok(i32::from(shared.first().copied().unwrap_or(0)))
-    })
+        status
+    }
 }
 
 /// The MPI library's version line, for the baseline's title.

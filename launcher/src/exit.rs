@@ -50,6 +50,10 @@ pub enum RankFailure {
     /// What a rank sent could not be decoded (ranks running different meshrun builds).
     #[error("{0}")]
     Gathered(#[from] ranks::wire::WireError),
+    /// Every rank agreed to stop with this status, and the reason has been said already (a GPU
+    /// that did not open on some rank, say).
+    #[error("stopped with status {}", .0.code())]
+    Stopped(Status),
 }
 
 impl From<collectives::pairwise::PairwiseError> for RankFailure {
@@ -67,6 +71,7 @@ impl RankFailure {
             RankFailure::Usage(_) | RankFailure::Gathered(_) => Status::Usage,
             RankFailure::Transport(e) => of_transport(e),
             RankFailure::Gpu(_) => Status::LocalFault,
+            RankFailure::Stopped(s) => *s,
         }
     }
 }

@@ -5,8 +5,10 @@
 mod cli;
 mod coll_cmd;
 mod compare_cmd;
+mod driver;
 mod exit;
 mod launch;
+mod mesh_check_cmd;
 mod nic_env;
 mod pairwise_cmd;
 mod rank;
@@ -14,18 +16,14 @@ mod verdict_cmd;
 
 use std::net::ToSocketAddrs;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use analysis::mesh_check::MeshCheckConfig;
-use cli::{Cli, Command, LaunchArgs, MeshCheckArgs};
-use collectives::mesh_check;
-use exit::{RankFailure, Status};
+use cli::{Cli, Command, LaunchArgs};
+use exit::Status;
 use launch::{LaunchError, LaunchPlan};
-use rank::run_rank;
 
 fn main() -> ExitCode {
     let (mut cli, matches) = parse_cli();
-    if let Err(e) = nic_choices(&mut cli.command, &matches).and_then(|()| busbw_bar(&mut cli.command, &matches)) {
+    if let Err(e) = resolve(&mut cli.command, &matches) {
         ranks::eline!("meshrun: {e}");
         return ExitCode::from(Status::Usage.code().clamp(0, 255) as u8);
     }
@@ -37,11 +35,11 @@ fn main() -> ExitCode {
                 Status::Usage.code()
             }
         },
-        Command::MeshCheck(a) => mesh_check_cmd(a),
+        Command::MeshCheck(a) => driver::drive(mesh_check_cmd::MeshCheck::new(a)),
         Command::Devices(a) => devices_cmd(a),
         Command::Compare(a) => compare_cmd::run(&a),
         Command::Verdict(a) => verdict_cmd::run(&a),
-        Command::Pairwise(a) => pairwise_cmd::run(a),
+        Command::Pairwise(a) => driver::drive(pairwise_cmd::Pairwise::new(a)),
         Command::Coll(c) => coll_cmd::run(c.name, c.args),
         Command::Completions(a) => {
             use clap::CommandFactory;
@@ -130,6 +128,28 @@ fn manpage() -> i32 {
         return Status::Usage.code();
     }
     0
+}
+
+/// Everything a flag's value depends on besides the command line, resolved once, before any
+/// command runs: the NIC choices from NCCL's variables, perftest's `-d/-i/-x` spellings, a
+/// collective's bus bandwidth bar. Commands read their arguments as they are after this.
+fn resolve(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
+    nic_choices(cmd, m)?;
+    busbw_bar(cmd, m)?;
+    if let Command::Pairwise(a) = cmd {
+        // perftest's -d/-i/-x are the same as --ib-dev/--ib-port/--gid-index (and win, as those
+        // flags do, over a choice made from NCCL's variables).
+        if a.d.is_some() {
+            a.rank.ib_dev = a.d.clone();
+        }
+        if a.i.is_some() {
+            a.rank.ib_port = a.i;
+        }
+        if a.x.is_some() {
+            a.rank.gid_index = a.x;
+        }
+    }
+    Ok(())
 }
 
 /// The NIC choices of a rank subcommand that neither a flag nor `MESHRUN_<FLAG>` made, from
@@ -277,34 +297,6 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
         })?;
     use std::os::unix::process::ExitStatusExt;
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
-}
-
-fn mesh_check_cmd(a: MeshCheckArgs) -> i32 {
-    let cfg = MeshCheckConfig {
-        bytes: a.bytes as usize,
-        iters: a.iters as usize,
-        op_timeout: Duration::from_secs_f64(a.rank.timeout),
-    };
-    run_rank(&a.rank, |world, t| {
-        if a.bytes > (1 << 30) {
-            return Err(RankFailure::Usage(format!(
-                "--bytes {} is over the 1 GiB limit of mesh-check",
-                a.bytes
-            )));
-        }
-        let mine = mesh_check::run(t, &cfg)?;
-        let all = mesh_check::gather(world, &mine)?;
-        let ok = match all {
-            Some(all) => {
-                let (text, ok) = analysis::mesh_check::report(world.hosts(), t.kind().as_str(), &cfg, &all);
-                print!("{text}");
-                ok
-            }
-            None => true,
-        };
-        let ok = world.all_ok(ok, "agreeing on the verdict");
-        Ok(if ok { Status::Ok } else { Status::FoundProblem }.code())
-    })
 }
 
 /// The GPUDirect probe of every GPU here (no NIC needed), as lines (or JSON), and its status:

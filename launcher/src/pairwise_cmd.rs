@@ -15,9 +15,9 @@ use collectives::progress::Progress;
 
 use ranks::TransportKind;
 
-use crate::cli::{OpArg, PairwiseArgs, TestArg};
+use crate::cli::{OpArg, PairwiseArgs, RankArgs, TestArg};
+use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
-use crate::rank::run_rank;
 
 /// perftest -a: 2 B .. 8 MiB by powers of two.
 pub fn sweep_sizes() -> Vec<usize> {
@@ -219,72 +219,88 @@ fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn run(mut a: PairwiseArgs) -> i32 {
-    // perftest's -d/-i/-x are the same as --ib-dev/--ib-port/--gid-index.
-    if a.d.is_some() {
-        a.rank.ib_dev = a.d.clone();
+/// `meshrun pairwise`: the flags, and what the checks before the run found (the configuration,
+/// and on rank 0 the topology and baseline files read).
+pub struct Pairwise {
+    a: PairwiseArgs,
+    cfg: Option<PairwiseConfig>,
+    topology: Option<Topology>,
+    then: Option<PairwiseOutcome>,
+}
+
+impl Pairwise {
+    pub fn new(a: PairwiseArgs) -> Pairwise {
+        Pairwise {
+            a,
+            cfg: None,
+            topology: None,
+            then: None,
+        }
     }
-    if a.i.is_some() {
-        a.rank.ib_port = a.i;
+}
+
+impl RankCommand for Pairwise {
+    type Outcome = PairwiseOutcome;
+
+    fn rank_args(&self) -> &RankArgs {
+        &self.a.rank
     }
-    if a.x.is_some() {
-        a.rank.gid_index = a.x;
-    }
-    run_rank(&a.rank.clone(), |world, t| {
-        let cfg = config(&a, t.kind());
-        let mut problem = cfg.as_ref().err().cloned();
-        if problem.is_none() {
-            if let Some((x, y)) = a.pair {
-                if x.max(y) >= world.size() {
-                    problem = Some(format!("--pair {x},{y}: this job has ranks 0 to {}", world.size() - 1));
-                }
+
+    fn check(&mut self, world: &ranks::World, t: &dyn ranks::Transport) -> Result<(), String> {
+        let cfg = config(&self.a, t.kind())?;
+        if let Some((x, y)) = self.a.pair {
+            if x.max(y) >= world.size() {
+                return Err(format!("--pair {x},{y}: this job has ranks 0 to {}", world.size() - 1));
             }
         }
-        let mut topology = None;
-        let mut then = None;
-        if problem.is_none() && world.rank() == 0 {
-            problem = check_outputs(&a).err();
-            if let (None, Some(p)) = (&problem, &a.topology) {
-                match read_topology(p, world.hosts()) {
-                    Ok(t) => topology = Some(t),
-                    Err(e) => problem = Some(e),
-                }
-            }
-            // The baseline is read now, so a wrong file costs no traffic; whether it ran on the
-            // same hosts, test and size is checked against this job's before anything is measured.
-            if let (None, Some(p), Ok(c)) = (&problem, &a.baseline, &cfg) {
-                match crate::verdict_cmd::read_baseline(p, None)
-                    .and_then(|b| same_job(p, &b, world.hosts(), c).map(|()| b))
-                {
-                    Ok(b) => then = Some(b),
-                    Err(e) => problem = Some(e),
-                }
-            }
+        if rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of()).is_empty() {
+            return Err(format!(
+                "no pairs to test: {} rank(s) on {} host(s) with this selection",
+                world.size(),
+                world.node_count()
+            ));
         }
-        if !world.all_ok(problem.is_none(), "checking options") {
-            return Err(RankFailure::Usage(problem.unwrap_or_default()));
+        self.cfg = Some(cfg);
+        Ok(())
+    }
+
+    fn check_root(&mut self, world: &ranks::World) -> Result<(), String> {
+        check_outputs(&self.a)?;
+        if let Some(p) = &self.a.topology {
+            self.topology = Some(read_topology(p, world.hosts())?);
         }
-        let cfg = cfg.map_err(RankFailure::Usage)?;
+        // The baseline is read now, so a wrong file costs no traffic; whether it ran on the
+        // same hosts, test and size is checked against this job's before anything is measured.
+        if let (Some(p), Some(c)) = (&self.a.baseline, &self.cfg) {
+            let b = crate::verdict_cmd::read_baseline(p, None)?;
+            same_job(p, &b, world.hosts(), c)?;
+            self.then = Some(b);
+        }
+        Ok(())
+    }
+
+    fn run(
+        &mut self,
+        world: &ranks::World,
+        t: &mut dyn ranks::Transport,
+    ) -> Result<Option<PairwiseOutcome>, RankFailure> {
+        let a = &self.a;
+        let cfg = self
+            .cfg
+            .as_ref()
+            .ok_or_else(|| RankFailure::Usage("the flags were not checked".into()))?;
         // `--op send` measures the SEND opcode (ib_send_bw), not the default RDMA write.
         if let Some(r) = t.rdma() {
             r.use_send_opcode(cfg.op == OpName::Send);
         }
         if let Some(sel) = &a.use_cuda {
-            let problem = use_cuda(world, t, &a, sel).err();
+            let problem = use_cuda(world, t, a, sel).err();
             if let Some(p) = &problem {
                 crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
             }
             if !world.all_ok(problem.is_none(), "setting up GPU memory") {
-                return Ok(Status::Usage.code());
+                return Err(RankFailure::Stopped(Status::Usage));
             }
-        }
-        let rounds = rounds_for(world.size(), cfg.selection, cfg.pattern, world.node_of());
-        if rounds.is_empty() {
-            return Err(RankFailure::Usage(format!(
-                "no pairs to test: {} rank(s) on {} host(s) with this selection",
-                world.size(),
-                world.node_count()
-            )));
         }
         let gathered = crate::rank::config_findings(world, t, &a.rank)?;
         if matches!(cfg.selection, Selection::Rails { .. }) {
@@ -294,10 +310,10 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
         }
         let mut progress = Progress::new(world.rank() == 0);
         let fabric = Fabric {
-            topology: topology.as_ref(),
+            topology: self.topology.as_ref(),
             nics: &gathered.nics,
         };
-        let mut outcome = pairwise::run(world, t, &cfg, fabric, &mut progress)?;
+        let mut outcome = pairwise::run(world, t, cfg, fabric, &mut progress)?;
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.
         if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
@@ -327,38 +343,37 @@ pub fn run(mut a: PairwiseArgs) -> i32 {
                 tm.qps = rss.get(2).copied().unwrap_or(0.0) as u64;
             }
         }
-        // Rank 0 decides the exit status and shares it, so every rank leaves with the same one.
-        let mut code = 0u8;
-        if let Some(o) = outcome {
-            print!("{}", text::render(&o));
-            let mut slower = false;
-            if let (Some(then), Some(p)) = (&then, &a.baseline) {
-                let c = baseline::compare(&o, then, topology.as_ref());
-                print!("{}", baseline::render(&c, &p.display().to_string()));
-                slower = !c.pass();
-            }
-            let mut files_ok = true;
-            for (p, exporter) in outputs(&a).unwrap_or_default() {
-                let written = exporter
-                    .render(&o)
-                    .map_err(|e| e.to_string())
-                    .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
-                if let Err(e) = written {
-                    ranks::eline!("meshrun: {e}");
-                    files_ok = false;
-                }
-            }
-            code = if !files_ok {
-                Status::Usage.code() as u8
-            } else if !o.verdict.pass || slower {
-                Status::FoundProblem.code() as u8
-            } else {
-                0
-            };
+        Ok(outcome)
+    }
+
+    fn render(&self, o: PairwiseOutcome) -> Status {
+        let a = &self.a;
+        print!("{}", text::render(&o));
+        let mut slower = false;
+        if let (Some(then), Some(p)) = (&self.then, &a.baseline) {
+            let c = baseline::compare(&o, then, self.topology.as_ref());
+            print!("{}", baseline::render(&c, &p.display().to_string()));
+            slower = !c.pass();
         }
-        let shared = world.broadcast_vec(&[code], "sharing the exit status");
-        Ok(i32::from(shared.first().copied().unwrap_or(0)))
-    })
+        let mut files_ok = true;
+        for (p, exporter) in outputs(a).unwrap_or_default() {
+            let written = exporter
+                .render(&o)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                ranks::eline!("meshrun: {e}");
+                files_ok = false;
+            }
+        }
+        if !files_ok {
+            Status::Usage
+        } else if !o.verdict.pass || slower {
+            Status::FoundProblem
+        } else {
+            Status::Ok
+        }
+    }
 }
 
 #[cfg(test)]

@@ -39,11 +39,11 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
         return code;
     }
     let started = std::time::Instant::now();
-    // The control port for a post-mortem, on the address the TCP mesh would use.
-    let control_ip = mesh::choose_ip(&world, &tcp_options(args, world.local_rank())).ok();
-    ranks::postmortem::start(&world, control_ip, args.verbose);
+    // The address the TCP mesh uses, chosen once: the post-mortem's control port listens there too.
+    let ip = mesh::choose_ip(&world, &tcp_options(args, world.local_rank()));
+    ranks::postmortem::start(&world, ip.as_ref().ok().copied(), args.verbose);
     ranks::postmortem::enter("endpoints");
-    let connected = connect(&world, args, timeouts);
+    let connected = connect(&world, args, timeouts, ip);
     let _ = SETUP_SECONDS.set(started.elapsed().as_secs_f64());
     let mut mesh: Box<dyn Transport> = match connected {
         Ok(m) => m,
@@ -55,6 +55,8 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     };
     match body(&world, mesh.as_mut()) {
         Ok(code) => code,
+        // Every rank agreed to stop, and the reason has been said.
+        Err(RankFailure::Stopped(status)) => status.code(),
         Err(RankFailure::Usage(m)) => {
             if world.rank() == 0 {
                 ranks::eline!("meshrun: {m}");
@@ -187,9 +189,14 @@ pub fn tcp_options(args: &RankArgs, local_rank: usize) -> TcpOptions {
 
 /// Build the mesh the user asked for. `auto` uses verbs only when every rank could set it up
 /// (the outcome is agreed over MPI, so all ranks pick the same transport).
-fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn Transport>, Failed> {
+fn connect(
+    world: &World,
+    args: &RankArgs,
+    timeouts: Timeouts,
+    ip: Result<std::net::IpAddr, MeshError>,
+) -> Result<Box<dyn Transport>, Failed> {
     let tcp = || -> Result<Box<dyn Transport>, Failed> {
-        match mesh::connect_tcp(world, &tcp_options(args, world.local_rank()), timeouts) {
+        match mesh::connect_tcp_on(world, ip, timeouts) {
             Ok(m) => Ok(Box::new(m)),
             Err(MeshError::Connect(t)) => {
                 let status = crate::exit::of_transport(&t);
@@ -228,7 +235,7 @@ fn connect(world: &World, args: &RankArgs, timeouts: Timeouts) -> Result<Box<dyn
 }
 
 /// What this rank's NIC is and how it is set up, for the configuration findings (read before
-/// any traffic: sysfs under --sysfs-root, the mesh's own facts).
+/// any traffic: sysfs under --sysfs-root, and the mesh's own endpoint: device, port, MTU, address).
 pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFacts {
     let mut f = RankFacts {
         rank: world.rank(),
@@ -253,31 +260,27 @@ pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFac
             max_width: l.max_width,
         })
     };
+    let end = t.endpoint();
     match t.kind() {
         ranks::TransportKind::Verbs => {
-            let opts = verbs_options(args);
-            let (Ok(c), Ok(devs)) = (opts.choice(world.local_rank()), ranks::devices::discover(root)) else {
+            let (Some(device), Some(port)) = (end.device, end.port) else {
                 return f;
             };
-            f.nic = Some(format!("{} port {}", c.device, c.port));
-            // The active MTU is not in sysfs: ask the device, as the mesh did.
-            f.mtu = ranks::verbs::Context::open(Some(&c.device))
-                .and_then(|ctx| ctx.query_port(c.port))
-                .ok()
-                .map(|p| p.active_mtu);
-            if let Some(d) = devs.iter().find(|d| d.name == c.device) {
-                f.rate = d.ports.iter().find(|p| p.num == c.port).map(|p| p.rate.clone());
+            f.nic = Some(format!("{device} port {port}"));
+            // The active MTU is not in sysfs: the mesh asked the device for it.
+            f.mtu = end.mtu;
+            let Ok(devs) = ranks::devices::discover(root) else {
+                return f;
+            };
+            if let Some(d) = devs.iter().find(|d| d.name == device) {
+                f.rate = d.ports.iter().find(|p| p.num == port).map(|p| p.rate.clone());
                 f.rate_gbps = f.rate.as_deref().and_then(analysis::findings::rate_gbps);
                 f.pci = d.pci.clone();
                 f.pcie = d.pci.as_deref().and_then(pcie);
             }
         }
         ranks::TransportKind::Tcp => {
-            let opts = tcp_options(args, world.local_rank());
-            let Some(i) = mesh::choose_ip(world, &opts)
-                .ok()
-                .and_then(|ip| ranks::netif::interface_for(root, ip))
-            else {
+            let Some(i) = end.address.and_then(|ip| ranks::netif::interface_for(root, ip)) else {
                 return f;
             };
             f.nic = Some(i.name);

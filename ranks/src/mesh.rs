@@ -83,8 +83,14 @@ pub fn choose_ip(world: &World, opts: &TcpOptions) -> Result<IpAddr, MeshError> 
 /// Connect every pair of ranks over TCP. Every rank takes part in the MPI exchanges even when its
 /// own setup failed, so a failure on one rank ends the job everywhere instead of hanging it.
 pub fn connect_tcp(world: &World, opts: &TcpOptions, timeouts: Timeouts) -> Result<TcpMesh, MeshError> {
+    connect_tcp_on(world, choose_ip(world, opts), timeouts)
+}
+
+/// [`connect_tcp`] on the address [`choose_ip`] already gave (or its error), so a rank that
+/// needed the address earlier (the post-mortem's control port) does not resolve it twice.
+pub fn connect_tcp_on(world: &World, ip: Result<IpAddr, MeshError>, timeouts: Timeouts) -> Result<TcpMesh, MeshError> {
     let (rank, host) = (world.rank(), world.host().to_string());
-    let listening = choose_ip(world, opts).and_then(|ip| {
+    let listening = ip.and_then(|ip| {
         TcpListening::bind(ip).map_err(|source| MeshError::Listen {
             rank,
             host: host.clone(),

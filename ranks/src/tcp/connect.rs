@@ -50,6 +50,7 @@ impl TcpListening {
         timeout: Duration,
     ) -> Result<TcpMesh, TransportError> {
         let size = endpoints.len();
+        let address = self.local_addr().ip();
         let job = Job {
             rank,
             size,
@@ -81,6 +82,7 @@ impl TcpListening {
             size,
             hosts,
             peers,
+            address,
         })
     }
 

@@ -48,6 +48,8 @@ pub struct TcpMesh {
     size: usize,
     hosts: Vec<String>,
     peers: Vec<Option<PeerConn>>,
+    /// The address this rank listens on.
+    address: std::net::IpAddr,
 }
 
 impl TcpMesh {
@@ -78,6 +80,12 @@ impl Transport for TcpMesh {
     }
     fn host_of(&self, rank: usize) -> &str {
         &self.hosts[rank]
+    }
+    fn endpoint(&self) -> crate::transport::Endpoint {
+        crate::transport::Endpoint {
+            address: Some(self.address),
+            ..Default::default()
+        }
     }
 
     fn exchange_with(

@@ -175,6 +175,20 @@ impl std::fmt::Display for TransportKind {
     }
 }
 
+/// This rank's end of the mesh as the transport built it, so callers read the facts instead of
+/// deriving them again (reopening the device, resolving the address once more).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Endpoint {
+    /// The RDMA device (verbs).
+    pub device: Option<String>,
+    /// Its port (verbs).
+    pub port: Option<u8>,
+    /// The port's active MTU, bytes (verbs; TCP's comes from the interface).
+    pub mtu: Option<u32>,
+    /// The address the mesh listens on (TCP).
+    pub address: Option<std::net::IpAddr>,
+}
+
 /// An all-to-all set of connections of one rank to every other rank of the job.
 pub trait Transport {
     fn kind(&self) -> TransportKind;
@@ -185,6 +199,10 @@ pub trait Transport {
     /// Facts for report headers, in perftest's words (`Device`, `Mtu`, `Link type`, ...).
     fn details(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+    /// This rank's end of the mesh: device, port, MTU, address.
+    fn endpoint(&self) -> Endpoint {
+        Endpoint::default()
     }
     /// Progress all `ops` concurrently until every one has completed (each gets `done_at`), or fail
     /// once `deadline` has passed, naming the peer that stalled. With `work`, run it once while the

@@ -229,6 +229,15 @@ impl Transport for VerbsMesh {
         self.details_list()
     }
 
+    fn endpoint(&self) -> crate::transport::Endpoint {
+        crate::transport::Endpoint {
+            device: Some(self.choice.device.clone()),
+            port: Some(self.choice.port),
+            mtu: Some(self.mtu),
+            address: None,
+        }
+    }
+
     fn exchange_with(
         &mut self,
         ops: &mut [Op<'_>],

@@ -1,0 +1,74 @@
+//! `meshrun mesh-check` on each rank: can every rank reach every other?
+
+use std::time::Duration;
+
+use analysis::mesh_check::{MeshCheckConfig, PeerCheck};
+use collectives::mesh_check;
+use ranks::{Transport, World};
+
+use crate::cli::{MeshCheckArgs, RankArgs};
+use crate::driver::RankCommand;
+use crate::exit::{RankFailure, Status};
+
+/// The largest payload one pair swaps.
+const MAX_BYTES: u64 = 1 << 30;
+
+pub struct MeshCheck {
+    args: MeshCheckArgs,
+    cfg: MeshCheckConfig,
+}
+
+/// What rank 0 renders: every pair's check, with the job's hosts and transport.
+pub struct Checked {
+    hosts: Vec<String>,
+    transport: &'static str,
+    all: Vec<Vec<PeerCheck>>,
+}
+
+impl MeshCheck {
+    pub fn new(args: MeshCheckArgs) -> MeshCheck {
+        let cfg = MeshCheckConfig {
+            bytes: args.bytes as usize,
+            iters: args.iters as usize,
+            op_timeout: Duration::from_secs_f64(args.rank.timeout),
+        };
+        MeshCheck { args, cfg }
+    }
+}
+
+impl RankCommand for MeshCheck {
+    type Outcome = Checked;
+
+    fn rank_args(&self) -> &RankArgs {
+        &self.args.rank
+    }
+
+    fn check(&mut self, _world: &World, _t: &dyn Transport) -> Result<(), String> {
+        if self.args.bytes > MAX_BYTES {
+            return Err(format!(
+                "--bytes {} is over the 1 GiB limit of mesh-check",
+                self.args.bytes
+            ));
+        }
+        Ok(())
+    }
+
+    fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Checked>, RankFailure> {
+        let mine = mesh_check::run(t, &self.cfg)?;
+        Ok(mesh_check::gather(world, &mine)?.map(|all| Checked {
+            hosts: world.hosts().to_vec(),
+            transport: t.kind().as_str(),
+            all,
+        }))
+    }
+
+    fn render(&self, c: Checked) -> Status {
+        let (text, ok) = analysis::mesh_check::report(&c.hosts, c.transport, &self.cfg, &c.all);
+        print!("{text}");
+        if ok {
+            Status::Ok
+        } else {
+            Status::FoundProblem
+        }
+    }
+}
