@@ -6,22 +6,23 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ranks::verbs::{Access, ForeignRegion, ProtectionDomain, VerbsError};
 use ranks::verbs_mesh::{self, VerbsOptions};
 use ranks::{DirectOp, Rdma, Span, TransportError, World};
-use ranks::{ForeignPath, NicMemory};
+use ranks::{ForeignPath, Memory, NicMemory};
 
 /// Host memory another owner allocated, as a GPU buffer would be.
 struct HostMem(Arc<Vec<u8>>);
 
-impl NicMemory for HostMem {
+// SAFETY: the vector's heap memory lives as long as this object (it holds an Arc).
+unsafe impl NicMemory for HostMem {
     fn len(&self) -> usize {
         self.0.len()
     }
-    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError> {
-        // SAFETY: the vector's heap memory lives as long as this object (it holds an Arc), which
-        // the transport keeps for the life of the region.
-        unsafe { pd.register_host_memory(self.0.as_ptr() as u64, self.0.len(), access) }
+    fn memory(&self) -> Memory {
+        Memory::Host {
+            addr: self.0.as_ptr() as u64,
+            len: self.0.len(),
+        }
     }
 }
 

@@ -17,8 +17,8 @@ pub mod wire;
 pub mod world;
 
 pub use transport::{
-    DirectKind, DirectOp, Endpoint, ForeignPath, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Op, OpKind, Rdma,
-    RegionId, Span, Transport, TransportError, TransportKind, WindowMemory,
+    DirectKind, DirectOp, DmaBuf, Endpoint, ForeignPath, Memory, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole,
+    Op, OpKind, Rdma, RegionId, Span, Transport, TransportError, TransportKind, WindowMemory,
 };
 pub use world::{World, WorldError};
 

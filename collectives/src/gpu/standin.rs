@@ -362,22 +362,18 @@ impl HostStandIn {
 /// A stand-in buffer handed to a transport for registration (host memory registered in place).
 struct StandInNicMemory(Shared);
 
-impl ranks::NicMemory for StandInNicMemory {
+// SAFETY: the range described is the buffer `self.0` owns, whose heap memory never moves and
+// lives as long as this object.
+unsafe impl ranks::NicMemory for StandInNicMemory {
     fn len(&self) -> usize {
         lock(&self.0).len()
     }
-    fn register(
-        &self,
-        pd: &ranks::verbs::ProtectionDomain,
-        access: ranks::verbs::Access,
-    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
-        let (addr, len) = {
-            let mut b = lock(&self.0);
-            (b.as_mut_slice().as_mut_ptr() as u64, b.len())
-        };
-        // SAFETY: the range is the buffer `self.0` owns, whose heap memory never moves and lives as
-        // long as this object, which the transport keeps for the life of the region.
-        unsafe { pd.register_host_memory(addr, len, access) }
+    fn memory(&self) -> ranks::Memory {
+        let mut b = lock(&self.0);
+        ranks::Memory::Host {
+            addr: b.as_mut_slice().as_mut_ptr() as u64,
+            len: b.len(),
+        }
     }
 }
 

@@ -10,8 +10,8 @@
 pub mod rdma;
 
 pub use rdma::{
-    DirectKind, DirectOp, ForeignPath, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma, RegionId, Span,
-    WindowMemory,
+    DirectKind, DirectOp, DmaBuf, ForeignPath, Memory, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma,
+    RegionId, Span, WindowMemory,
 };
 
 use std::time::{Duration, Instant};

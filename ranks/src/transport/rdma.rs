@@ -6,8 +6,6 @@ use std::time::Instant;
 
 use super::TransportError;
 
-use crate::verbs::{Access, ForeignRegion, ProtectionDomain, VerbsError};
-
 /// A region of memory registered with a transport for zero-copy transfers
 /// ([`Rdma::register_region`]).
 pub type RegionId = usize;
@@ -106,23 +104,56 @@ pub struct OneSidedResult {
     pub round_trips: Vec<f64>,
 }
 
-/// Memory outside the verbs layer (GPU memory) that one-sided windows use instead of host buffers.
-pub trait WindowMemory: Send {
-    /// Register at least `len` bytes of this memory with `pd`, trying the best path first.
-    fn register(&mut self, pd: &ProtectionDomain, len: usize, access: Access) -> Result<ForeignRegion, VerbsError>;
+/// Memory outside the transport, described as what it is, for the transport to register with
+/// its NIC: the owner (a GPU, or its stand-in) says where the memory is; the transport chooses
+/// how to register it.
+#[derive(Debug)]
+pub enum Memory {
+    /// `len` bytes of host memory at `addr` (what stands in for a GPU in tests).
+    Host { addr: u64, len: usize },
+    /// `len` bytes of GPU memory at device address `addr`: a dma-buf of the allocation that
+    /// holds it where the GPU driver exports one (or why not), registered by it first; else the
+    /// device address itself, which a NIC can register where nvidia-peermem is loaded.
+    Device {
+        addr: u64,
+        len: usize,
+        dmabuf: Result<DmaBuf, String>,
+        /// Whose memory, for messages: `GPU 0 (NVIDIA H200)`.
+        owner: String,
+    },
 }
 
-/// Memory allocated outside the verbs layer (a GPU buffer) that a transport registers in place for
-/// zero-copy transfers. The object keeps the memory allocated for as long as it lives, and the
-/// transport keeps it for as long as the registration lives.
-pub trait NicMemory: Send {
+/// A dma-buf file descriptor exported by a GPU driver; `addr` lies `offset` bytes into it.
+#[derive(Debug)]
+pub struct DmaBuf {
+    pub fd: std::os::fd::OwnedFd,
+    pub offset: u64,
+}
+
+/// Memory outside the transport (GPU memory) that one-sided windows use instead of host buffers.
+///
+/// # Safety
+/// Every range [`WindowMemory::memory`] describes must stay allocated for as long as this object
+/// lives: the transport registers it with the NIC and keeps the object for the registration's life.
+pub unsafe trait WindowMemory: Send {
+    /// At least `len` bytes of this memory (grown where it is smaller).
+    fn memory(&mut self, len: usize) -> Result<Memory, String>;
+}
+
+/// Memory allocated outside the transport (a GPU buffer) that a transport registers in place for
+/// zero-copy transfers.
+///
+/// # Safety
+/// The range [`NicMemory::memory`] describes must stay allocated for as long as this object lives:
+/// the transport keeps the object for as long as the registration lives.
+pub unsafe trait NicMemory: Send {
     /// Bytes to register.
     fn len(&self) -> usize;
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
-    /// Register all of this memory with `pd`, trying the best path first.
-    fn register(&self, pd: &ProtectionDomain, access: Access) -> Result<ForeignRegion, VerbsError>;
+    /// All of this memory.
+    fn memory(&self) -> Memory;
 }
 
 /// How memory outside the verbs layer was registered with the NIC.

@@ -14,7 +14,7 @@ pub mod usage;
 use context::Ctx;
 pub use context::{Context, PortInfo};
 pub use cq::{Completion, CompletionQueue};
-pub use mr::{ForeignRegion, MemoryRegion, Registered};
+pub use mr::{ForeignRegion, MemoryRegion, Registered, SharedWindow};
 use pd::Pd;
 pub use pd::{Access, ProtectionDomain};
 

@@ -6,7 +6,11 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::*;
-use crate::transport::rdma::ForeignPath;
+use crate::transport::rdma::{ForeignPath, Memory, NicMemory, WindowMemory};
+
+/// A window of memory outside this layer shared between the mesh and the regions registered on
+/// it (each region keeps it alive until it is deregistered).
+pub type SharedWindow = Arc<std::sync::Mutex<Box<dyn WindowMemory>>>;
 
 impl ProtectionDomain {
     /// Register a new zeroed, page-aligned buffer of `len` bytes with `access`.
@@ -39,7 +43,7 @@ impl ProtectionDomain {
     /// # Safety
     /// `fd` must be a dma-buf of at least `offset + len` bytes whose memory stays allocated for
     /// the life of the returned region.
-    pub unsafe fn register_dmabuf(
+    unsafe fn register_dmabuf(
         &self,
         fd: i32,
         offset: u64,
@@ -68,6 +72,7 @@ impl ProtectionDomain {
             len,
             path: ForeignPath::DmaBuf,
             _pd: self.0.clone(),
+            _keep: None,
         })
     }
 
@@ -76,7 +81,7 @@ impl ProtectionDomain {
     ///
     /// # Safety
     /// `addr..addr + len` must be device memory that stays allocated for the life of the region.
-    pub unsafe fn register_device_memory(
+    unsafe fn register_device_memory(
         &self,
         addr: u64,
         len: usize,
@@ -102,7 +107,79 @@ impl ProtectionDomain {
             len,
             path: ForeignPath::PeerMem,
             _pd: self.0.clone(),
+            _keep: None,
         })
+    }
+
+    /// Register all of `mem` in place (a GPU buffer) for zero-copy transfers; the region keeps
+    /// `mem`, so the memory outlives the registration.
+    pub fn register_nic_memory(&self, mem: Box<dyn NicMemory>, access: Access) -> Result<ForeignRegion, VerbsError> {
+        // SAFETY: NicMemory's contract keeps the range allocated while `mem` lives, and the
+        // region holds `mem` until after it is deregistered (fields drop after `Drop::drop`).
+        let mut region = unsafe { self.register_memory(mem.memory(), access) }?;
+        region._keep = Some(Box::new(mem));
+        Ok(region)
+    }
+
+    /// Register at least `len` bytes of `window` (GPU memory for one-sided tests); the region
+    /// keeps the window, so the memory outlives the registration.
+    pub fn register_window(
+        &self,
+        window: &SharedWindow,
+        len: usize,
+        access: Access,
+    ) -> Result<ForeignRegion, VerbsError> {
+        let mem = window
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .memory(len)
+            .map_err(VerbsError::Window)?;
+        // SAFETY: WindowMemory's contract keeps every range it described allocated while the
+        // window lives, and the region holds the window until after it is deregistered.
+        let mut region = unsafe { self.register_memory(mem, access) }?;
+        region._keep = Some(Box::new(window.clone()));
+        Ok(region)
+    }
+
+    /// Register memory described by its owner ([`Memory`]): host memory in place; GPU memory by
+    /// its dma-buf where there is one, else by its device address (nvidia-peermem), the reasons
+    /// each path failed named in the error.
+    ///
+    /// # Safety
+    /// The memory `mem` describes must stay allocated for the life of the returned region (the
+    /// contract of [`crate::NicMemory`] and [`crate::WindowMemory`]).
+    unsafe fn register_memory(&self, mem: Memory, access: Access) -> Result<ForeignRegion, VerbsError> {
+        use std::os::fd::AsRawFd;
+        match mem {
+            // SAFETY: the caller keeps the range allocated (see above).
+            Memory::Host { addr, len } => unsafe { self.register_host_memory(addr, len, access) },
+            Memory::Device {
+                addr,
+                len,
+                dmabuf,
+                owner,
+            } => {
+                let len = len.max(1);
+                let mut why = Vec::new();
+                match dmabuf {
+                    // SAFETY: `fd` is a dma-buf of the allocation holding addr..addr+len, which
+                    // the caller keeps (see above).
+                    Ok(d) => match unsafe { self.register_dmabuf(d.fd.as_raw_fd(), d.offset, len, addr, access) } {
+                        Ok(r) => return Ok(r),
+                        Err(e) => why.push(e.to_string()),
+                    },
+                    Err(e) => why.push(e),
+                }
+                // SAFETY: addr..addr+len is device memory the caller keeps (see above).
+                unsafe { self.register_device_memory(addr, len, access) }.map_err(|e| {
+                    why.push(e.to_string());
+                    VerbsError::Window(format!(
+                        "{owner} memory cannot be registered for GPUDirect RDMA: {}",
+                        why.join("; then ")
+                    ))
+                })
+            }
+        }
     }
 
     /// Register `len` bytes of host memory at `addr` that another owner allocated (the GPU
@@ -110,12 +187,7 @@ impl ProtectionDomain {
     ///
     /// # Safety
     /// `addr..addr + len` must be host memory that stays allocated for the life of the region.
-    pub unsafe fn register_host_memory(
-        &self,
-        addr: u64,
-        len: usize,
-        access: Access,
-    ) -> Result<ForeignRegion, VerbsError> {
+    unsafe fn register_host_memory(&self, addr: u64, len: usize, access: Access) -> Result<ForeignRegion, VerbsError> {
         // SAFETY: valid PD; the caller guarantees the range (see above).
         let raw = unsafe {
             ibv_reg_mr(
@@ -136,6 +208,7 @@ impl ProtectionDomain {
             len,
             path: ForeignPath::HostStandIn,
             _pd: self.0.clone(),
+            _keep: None,
         })
     }
 }
@@ -261,6 +334,9 @@ pub struct ForeignRegion {
     len: usize,
     path: ForeignPath,
     _pd: Arc<Pd>,
+    /// The owner of the memory (a [`NicMemory`] or a [`SharedWindow`]), kept until after the
+    /// region is deregistered.
+    _keep: Option<Box<dyn Send>>,
 }
 
 // SAFETY: an MR handle over memory owned elsewhere; verbs on it are thread-safe.

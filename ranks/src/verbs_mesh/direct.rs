@@ -25,12 +25,6 @@ const FRAGMENT: usize = 1 << 30;
 /// Bytes of a clear-to-send: address, rkey, length.
 const CTS_BYTES: usize = 16;
 
-/// A registered region and the memory it covers (declared after the region: dropped after it).
-struct Region {
-    region: ForeignRegion,
-    _mem: Box<dyn NicMemory>,
-}
-
 /// One pair's data queue pair, and the region its receives point into (a WRITE-with-immediate
 /// consumes a receive but writes nothing into it).
 struct Link {
@@ -42,7 +36,7 @@ struct Link {
 #[derive(Default)]
 pub(super) struct Direct {
     links: Vec<Option<Link>>,
-    regions: Vec<Option<Region>>,
+    regions: Vec<Option<ForeignRegion>>,
 }
 
 /// Per-op progress of one batch.
@@ -84,7 +78,7 @@ impl VerbsMesh {
             remote_write: true,
             remote_read: false,
         };
-        let region = mem.register(&self.pd, access).map_err(|e| {
+        let region = self.pd.register_nic_memory(mem, access).map_err(|e| {
             TransportError::Setup(format!(
                 "rank {} ({}): {e}; or add --gpu-staging to copy through host memory",
                 self.rank, self.hosts[self.rank]
@@ -99,7 +93,7 @@ impl VerbsMesh {
                 regions.len() - 1
             }
         };
-        regions[id] = Some(Region { region, _mem: mem });
+        regions[id] = Some(region);
         Ok((id, path))
     }
 
@@ -110,7 +104,7 @@ impl VerbsMesh {
     }
 
     fn region(&self, id: RegionId) -> Option<&ForeignRegion> {
-        self.direct.regions.get(id)?.as_ref().map(|r| &r.region)
+        self.direct.regions.get(id)?.as_ref()
     }
 
     /// Check a batch before anything is posted: peers, spans inside their regions, lengths, and
@@ -312,13 +306,7 @@ impl VerbsMesh {
                 };
                 link.link
                     .qp
-                    .post(
-                        how,
-                        &local.region,
-                        span.off + off,
-                        len,
-                        wr_id(op.peer, WrKind::DirectWrite, i),
-                    )
+                    .post(how, local, span.off + off, len, wr_id(op.peer, WrKind::DirectWrite, i))
                     .map_err(|e| self.verbs_err(e))?;
                 s.posted += 1;
                 s.outstanding += 1;

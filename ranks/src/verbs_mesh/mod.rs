@@ -154,7 +154,7 @@ pub struct VerbsMesh {
     /// Inline bytes per work request (as perftest's latency tests: small messages skip a DMA read).
     max_inline: u32,
     /// Where one-sided windows live when not in host memory (`--use-cuda`).
-    window_mem: Option<Box<dyn WindowMemory>>,
+    window_mem: Option<crate::verbs::SharedWindow>,
     /// Sleep instead of spinning when an exchange has waited a while (a one-sided target).
     patient: bool,
 }
@@ -268,16 +268,14 @@ impl Rdma for VerbsMesh {
             });
         }
         let pd = self.pd.clone();
-        let mut foreign = self.window_mem.take();
+        let foreign = self.window_mem.clone();
         let mut reg = |len: usize, access: Access| -> Result<Window, VerbsError> {
-            match foreign.as_mut() {
-                Some(m) => m.register(&pd, len, access).map(Window::Foreign),
+            match &foreign {
+                Some(m) => pd.register_window(m, len, access).map(Window::Foreign),
                 None => pd.register(len, access).map(Window::Host),
             }
         };
-        let result = self.one_sided_in(peer, bytes, role, deadline, &mut reg);
-        self.window_mem = foreign;
-        result
+        self.one_sided_in(peer, bytes, role, deadline, &mut reg)
     }
 
     fn use_send_opcode(&mut self, on: bool) {
@@ -296,10 +294,12 @@ impl Rdma for VerbsMesh {
         self.exchange_direct_ops(ops, deadline)
     }
 
-    fn use_window_memory(&mut self, mut mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
-        let probe = mem
-            .register(
-                &self.pd,
+    fn use_window_memory(&mut self, mem: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
+        let mem = std::sync::Arc::new(std::sync::Mutex::new(mem));
+        let probe = self
+            .pd
+            .register_window(
+                &mem,
                 2 << 20,
                 Access {
                     local_write: true,

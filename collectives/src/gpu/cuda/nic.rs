@@ -19,45 +19,17 @@ impl Registrar {
         export_dmabuf(&self.ctx, addr, size).map_err(|e| format!("GPU {}: {e}", self.info.ordinal))
     }
 
-    /// Register `len` bytes at `addr`, the start of a `size`-byte buffer, with `pd`: by dma-buf
-    /// where the driver exports one, else by plain `ibv_reg_mr` (nvidia-peermem).
-    ///
-    /// # Safety
-    /// `addr..addr + size` must be the page-aligned window of one [`DevMem`] of this context that
-    /// stays allocated for the life of the returned region.
-    unsafe fn register(
-        &self,
-        pd: &ranks::verbs::ProtectionDomain,
-        addr: u64,
-        size: usize,
-        len: usize,
-        access: ranks::verbs::Access,
-    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
-        use std::os::fd::AsRawFd;
-        let mut why = Vec::new();
-        match &self.dmabuf {
-            Ok(()) => match self.export(addr, size) {
-                // SAFETY: `fd` is a dma-buf of `size` >= len bytes whose memory the caller keeps.
-                Ok(fd) => match unsafe { pd.register_dmabuf(fd.as_raw_fd(), 0, len, addr, access) } {
-                    Ok(r) => return Ok(r),
-                    Err(e) => why.push(e.to_string()),
-                },
-                Err(e) => why.push(e),
-            },
-            Err(e) => why.push(e.clone()),
-        }
-        // SAFETY: addr..addr+len lies in the allocation the caller keeps.
-        match unsafe { pd.register_device_memory(addr, len, access) } {
-            Ok(r) => Ok(r),
-            Err(e) => {
-                why.push(e.to_string());
-                Err(ranks::verbs::VerbsError::Window(format!(
-                    "GPU {} ({}) memory cannot be registered for GPUDirect RDMA: {}",
-                    self.info.ordinal,
-                    self.info.name,
-                    why.join("; then ")
-                )))
-            }
+    /// `len` bytes at `addr`, the start of a `size`-byte buffer of this context, as a NIC
+    /// registers it: with a dma-buf of the buffer where the driver exports one (or why not).
+    fn describe(&self, addr: u64, size: usize, len: usize) -> ranks::Memory {
+        ranks::Memory::Device {
+            addr,
+            len,
+            dmabuf: self
+                .dmabuf
+                .clone()
+                .and_then(|()| self.export(addr, size).map(|fd| ranks::DmaBuf { fd, offset: 0 })),
+            owner: format!("GPU {} ({})", self.info.ordinal, self.info.name),
         }
     }
 }
@@ -69,21 +41,14 @@ pub(super) struct GpuNicMemory {
     pub(super) reg: Registrar,
 }
 
-impl ranks::NicMemory for GpuNicMemory {
+// SAFETY: base..base+size is the window of the allocation `mem` holds, which lives as long as
+// this object.
+unsafe impl ranks::NicMemory for GpuNicMemory {
     fn len(&self) -> usize {
         self.len
     }
-    fn register(
-        &self,
-        pd: &ranks::verbs::ProtectionDomain,
-        access: ranks::verbs::Access,
-    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
-        // SAFETY: base..base+size is the window of the allocation `mem` holds, which lives as long
-        // as this object, and the transport keeps this object for the life of the region.
-        unsafe {
-            self.reg
-                .register(pd, self.mem.base, self.mem.size, self.len.max(1), access)
-        }
+    fn memory(&self) -> ranks::Memory {
+        self.reg.describe(self.mem.base, self.mem.size, self.len.max(1))
     }
 }
 
@@ -131,23 +96,15 @@ impl GpuWindow {
     }
 }
 
-impl ranks::WindowMemory for GpuWindow {
-    fn register(
-        &mut self,
-        pd: &ranks::verbs::ProtectionDomain,
-        len: usize,
-        access: ranks::verbs::Access,
-    ) -> Result<ranks::verbs::ForeignRegion, ranks::verbs::VerbsError> {
-        let (addr, size) = self
-            .buffer(len)
-            .map_err(|e| ranks::verbs::VerbsError::Window(e.to_string()))?;
+// SAFETY: every range described is one of `self.bufs`, never freed before this window is dropped.
+unsafe impl ranks::WindowMemory for GpuWindow {
+    fn memory(&mut self, len: usize) -> Result<ranks::Memory, String> {
+        let (addr, size) = self.buffer(len).map_err(|e| e.to_string())?;
         let reg = Registrar {
             ctx: self.gpu.ctx.clone(),
             info: self.gpu.info.clone(),
             dmabuf: self.gpu.dmabuf.clone(),
         };
-        // SAFETY: addr..addr+size is one of `self.bufs`, never freed before this window (which
-        // outlives the transport's regions) is dropped.
-        unsafe { reg.register(pd, addr, size, len.max(1), access) }
+        Ok(reg.describe(addr, size, len.max(1)))
     }
 }
