@@ -28,102 +28,67 @@ pub trait Elem: bytemuck::Pod + PartialEq {
     fn from_small(v: i64) -> Self;
 }
 
-macro_rules! int_elem {
-    ($t:ty) => {
+/// `Elem` for type `$t`: each operation as an expression of `a` and `b` (`x` and `n` for the
+/// division, `v` for the conversion).
+macro_rules! elem {
+    ($t:ty, |$a:ident, $b:ident| sum: $sum:expr, prod: $prod:expr, min: $min:expr, max: $max:expr;
+     |$x:ident, $n:ident| div: $div:expr; |$v:ident| from: $from:expr) => {
         impl Elem for $t {
             #[inline(always)]
-            fn op_sum(a: $t, b: $t) -> $t {
-                a.wrapping_add(b)
+            fn op_sum($a: $t, $b: $t) -> $t {
+                $sum
             }
             #[inline(always)]
-            fn op_prod(a: $t, b: $t) -> $t {
-                a.wrapping_mul(b)
+            fn op_prod($a: $t, $b: $t) -> $t {
+                $prod
             }
             #[inline(always)]
-            fn op_min(a: $t, b: $t) -> $t {
-                a.min(b)
+            fn op_min($a: $t, $b: $t) -> $t {
+                $min
             }
             #[inline(always)]
-            fn op_max(a: $t, b: $t) -> $t {
-                a.max(b)
+            fn op_max($a: $t, $b: $t) -> $t {
+                $max
             }
-            fn div_n(self, n: usize) -> Self {
-                self / (n as $t)
+            fn div_n(self, $n: usize) -> Self {
+                let $x = self;
+                $div
             }
-            fn from_small(v: i64) -> Self {
-                v as $t
+            fn from_small($v: i64) -> Self {
+                $from
             }
         }
     };
 }
-int_elem!(i8);
-int_elem!(u8);
-int_elem!(i32);
-int_elem!(u32);
-int_elem!(i64);
-int_elem!(u64);
+
+/// Integers wrap, as NCCL's do.
+macro_rules! int_elem {
+    ($($t:ty),*) => {$(
+        elem!($t, |a, b| sum: a.wrapping_add(b), prod: a.wrapping_mul(b), min: a.min(b), max: a.max(b);
+              |x, n| div: x / (n as $t); |v| from: v as $t);
+    )*};
+}
+int_elem!(i8, u8, i32, u32, i64, u64);
 
 macro_rules! float_elem {
-    ($t:ty) => {
-        impl Elem for $t {
-            #[inline(always)]
-            fn op_sum(a: $t, b: $t) -> $t {
-                a + b
-            }
-            #[inline(always)]
-            fn op_prod(a: $t, b: $t) -> $t {
-                a * b
-            }
-            #[inline(always)]
-            fn op_min(a: $t, b: $t) -> $t {
-                a.min(b)
-            }
-            #[inline(always)]
-            fn op_max(a: $t, b: $t) -> $t {
-                a.max(b)
-            }
-            fn div_n(self, n: usize) -> Self {
-                self / (n as $t)
-            }
-            fn from_small(v: i64) -> Self {
-                v as $t
-            }
-        }
-    };
+    ($($t:ty),*) => {$(
+        elem!($t, |a, b| sum: a + b, prod: a * b, min: a.min(b), max: a.max(b);
+              |x, n| div: x / (n as $t); |v| from: v as $t);
+    )*};
 }
-float_elem!(f32);
-float_elem!(f64);
+float_elem!(f32, f64);
 
+/// Half and bfloat16: computed in f32, rounded back once per operation.
 macro_rules! half_elem {
-    ($t:ty) => {
-        impl Elem for $t {
-            #[inline(always)]
-            fn op_sum(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() + b.to_f32())
-            }
-            #[inline(always)]
-            fn op_prod(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32() * b.to_f32())
-            }
-            #[inline(always)]
-            fn op_min(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32().min(b.to_f32()))
-            }
-            #[inline(always)]
-            fn op_max(a: $t, b: $t) -> $t {
-                <$t>::from_f32(a.to_f32().max(b.to_f32()))
-            }
-            fn div_n(self, n: usize) -> Self {
-                <$t>::from_f32(self.to_f32() / n as f32)
-            }
-            fn from_small(v: i64) -> Self {
-                <$t>::from_f32(v as f32)
-            }
-        }
-    };
+    ($($t:ty),*) => {$(
+        elem!($t, |a, b| sum: <$t>::from_f32(a.to_f32() + b.to_f32()),
+              prod: <$t>::from_f32(a.to_f32() * b.to_f32()),
+              min: <$t>::from_f32(a.to_f32().min(b.to_f32())),
+              max: <$t>::from_f32(a.to_f32().max(b.to_f32()));
+              |x, n| div: <$t>::from_f32(x.to_f32() / n as f32); |v| from: <$t>::from_f32(v as f32));
+    )*};
 }
-half_elem!(f16);
-half_elem!(bf16);
+half_elem!(f16, bf16);
 
 fn typed<T: Elem>(buf: &[u8], dt: DataType) -> Result<&[T], LayoutError> {
     bytemuck::try_cast_slice(buf).map_err(|_| LayoutError {

@@ -37,6 +37,25 @@ pub struct Access {
 }
 
 impl Access {
+    /// Local writes only (a source buffer the NIC reads, a completion it writes).
+    pub const LOCAL_WRITE: Access = Access {
+        local_write: true,
+        remote_write: false,
+        remote_read: false,
+    };
+    /// Peers write into it (remote write implies local write).
+    pub const REMOTE_WRITE: Access = Access {
+        local_write: true,
+        remote_write: true,
+        remote_read: false,
+    };
+    /// Peers write into it and read from it.
+    pub const REMOTE_READ_WRITE: Access = Access {
+        local_write: true,
+        remote_write: true,
+        remote_read: true,
+    };
+
     pub(super) fn flags(self) -> i32 {
         let mut f = 0u32;
         if self.local_write || self.remote_write {

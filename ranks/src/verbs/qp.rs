@@ -132,6 +132,19 @@ impl<S> QueuePair<S> {
         self.pd.ctx.name.clone()
     }
 
+    /// A verb that returns an errno (as a positive or negative number) instead of setting it.
+    fn check_rc(&self, rc: i32, verb: &'static str, hint: &'static str) -> Result<(), VerbsError> {
+        if rc == 0 {
+            return Ok(());
+        }
+        Err(VerbsError::verb(
+            verb,
+            self.device(),
+            std::io::Error::from_raw_os_error(rc.abs()),
+            hint,
+        ))
+    }
+
     fn modify<T>(
         self,
         attr: &mut ibv_qp_attr,
@@ -141,14 +154,7 @@ impl<S> QueuePair<S> {
     ) -> Result<QueuePair<T>, VerbsError> {
         // SAFETY: valid QP and attribute struct; the mask names only fields we set.
         let rc = unsafe { ibv_modify_qp(self.raw.as_ptr(), attr, mask.0 as i32) };
-        if rc != 0 {
-            return Err(VerbsError::verb(
-                verb,
-                self.device(),
-                std::io::Error::from_raw_os_error(rc.abs()),
-                hint,
-            ));
-        }
+        self.check_rc(rc, verb, hint)?;
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: `me` is not dropped; its fields move into the new state's value exactly once.
         let pd = unsafe { std::ptr::read(&me.pd) };
@@ -181,15 +187,7 @@ impl<S> QueuePair<S> {
         // until the completion is polled (regions are owned by the transport alongside the QP).
         let rc = unsafe { ibv_post_recv(self.raw.as_ptr(), &mut wr, &mut bad) };
         super::calls::received();
-        if rc != 0 {
-            return Err(VerbsError::verb(
-                "ibv_post_recv",
-                self.device(),
-                std::io::Error::from_raw_os_error(rc.abs()),
-                " (receive queue full?)",
-            ));
-        }
-        Ok(())
+        self.check_rc(rc, "ibv_post_recv", " (receive queue full?)")
     }
 }
 
@@ -367,14 +365,6 @@ impl QueuePair<Rts> {
         // caller until the completion is polled.
         let rc = unsafe { ibv_post_send(self.raw.as_ptr(), &mut wr, &mut bad) };
         super::calls::sent(signaled, wr.send_flags & ibv_send_flags::IBV_SEND_INLINE.0 != 0);
-        if rc != 0 {
-            return Err(VerbsError::verb(
-                "ibv_post_send",
-                self.device(),
-                std::io::Error::from_raw_os_error(rc.abs()),
-                " (send queue full?)",
-            ));
-        }
-        Ok(())
+        self.check_rc(rc, "ibv_post_send", " (send queue full?)")
     }
 }

@@ -96,29 +96,14 @@ fn peer_resources(
     // peer may touch is limited by each memory region's own access.
     let qp = pd
         .create_rc_qp(cq, cq, depth, MAX_INLINE)
-        .and_then(|q| {
-            q.into_init(
-                port,
-                Access {
-                    remote_write: true,
-                    remote_read: true,
-                    ..Access::default()
-                },
-            )
-        })
+        .and_then(|q| q.into_init(port, Access::REMOTE_READ_WRITE))
         .map_err(|e| e.to_string())?;
     let send_mr = pd
         .register(slots * slot, Access::default())
         .map_err(|e| e.to_string())?;
     // The inbox: slots the peer writes fragments into, then its credit word (8 bytes).
     let inbox = pd
-        .register(
-            slots * slot + 8,
-            Access {
-                remote_write: true,
-                ..Access::default()
-            },
-        )
+        .register(slots * slot + 8, Access::REMOTE_WRITE)
         .map_err(|e| e.to_string())?;
     let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
     for s in 0..slots {

@@ -73,11 +73,7 @@ impl VerbsMesh {
         mem: Box<dyn NicMemory>,
     ) -> Result<(RegionId, ForeignPath), TransportError> {
         // Peers write into receive buffers; nobody reads a region remotely.
-        let access = Access {
-            local_write: true,
-            remote_write: true,
-            remote_read: false,
-        };
+        let access = Access::REMOTE_WRITE;
         let region = self.pd.register_nic_memory(mem, access).map_err(|e| {
             TransportError::Setup(format!(
                 "rank {} ({}): {e}; or add --gpu-staging to copy through host memory",
@@ -162,13 +158,7 @@ impl VerbsMesh {
             }
             let sink = self
                 .pd
-                .register(
-                    64,
-                    Access {
-                        local_write: true,
-                        ..Access::default()
-                    },
-                )
+                .register(64, Access::LOCAL_WRITE)
                 .map_err(|e| self.verbs_err(e))?;
             let link = self.test_link(p, DEPTH as u32, deadline, &mut |qp| {
                 (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0)))

@@ -298,15 +298,7 @@ impl Rdma for VerbsMesh {
         let mem = std::sync::Arc::new(std::sync::Mutex::new(mem));
         let probe = self
             .pd
-            .register_window(
-                &mem,
-                2 << 20,
-                Access {
-                    local_write: true,
-                    remote_write: true,
-                    remote_read: true,
-                },
-            )
+            .register_window(&mem, 2 << 20, Access::REMOTE_READ_WRITE)
             .map_err(|e| TransportError::Setup(e.to_string()))?;
         let path = probe.path();
         drop(probe);

@@ -99,15 +99,8 @@ impl VerbsMesh {
         deadline: Instant,
         reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
     ) -> Result<OneSidedResult, TransportError> {
-        let remote = Access {
-            local_write: true,
-            remote_write: true,
-            remote_read: true,
-        };
-        let local_only = Access {
-            local_write: true,
-            ..Access::default()
-        };
+        let remote = Access::REMOTE_READ_WRITE;
+        let local_only = Access::LOCAL_WRITE;
         match role {
             OneSidedRole::Initiator {
                 op: OneSidedOp::Send,
@@ -310,11 +303,7 @@ impl VerbsMesh {
             .map_err(|e| self.verbs_err(e))?;
         // Remote write and read allowed on the queue pair; each region still grants only what its
         // test needs.
-        let access = Access {
-            remote_write: true,
-            remote_read: true,
-            ..Access::default()
-        };
+        let access = Access::REMOTE_READ_WRITE;
         let qp = self
             .pd
             .create_rc_qp_signalling(&cq, &cq, depth, MAX_INLINE, false)
@@ -363,10 +352,7 @@ impl VerbsMesh {
         reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
     ) -> Result<OneSidedResult, TransportError> {
         let window = window.clamp(1, MAX_TEST_DEPTH);
-        let local = Access {
-            local_write: true,
-            ..Access::default()
-        };
+        let local = Access::LOCAL_WRITE;
         let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
         let src = self.source(reg, bytes.max(1), local)?;
         // Twice the sender's window of receives posted, as perftest's receive depth exceeds its

@@ -17,25 +17,12 @@ impl VerbsMesh {
     ) -> Result<OneSidedResult, TransportError> {
         let win = self
             .pd
-            .register(
-                bytes,
-                Access {
-                    local_write: true,
-                    remote_write: true,
-                    remote_read: false,
-                },
-            )
+            .register(bytes, Access::REMOTE_WRITE)
             .map_err(|e| self.verbs_err(e))?;
         let (remote_addr, rkey) = unkey(&self.swap(peer, key_of(&win), deadline)?);
         let mut src = self
             .pd
-            .register(
-                bytes,
-                Access {
-                    local_write: true,
-                    ..Access::default()
-                },
-            )
+            .register(bytes, Access::LOCAL_WRITE)
             .map_err(|e| self.verbs_err(e))?;
         let last = bytes - 1;
         let step = deadline.saturating_duration_since(Instant::now());
@@ -119,10 +106,7 @@ impl VerbsMesh {
         reg: &mut dyn FnMut(usize, Access) -> Result<Window, VerbsError>,
     ) -> Result<OneSidedResult, TransportError> {
         const POSTED: u64 = 16;
-        let local = Access {
-            local_write: true,
-            ..Access::default()
-        };
+        let local = Access::LOCAL_WRITE;
         let inbox = reg(bytes.max(1), local).map_err(|e| self.verbs_err(e))?;
         let src = self.source(reg, bytes.max(1), local)?;
         let recv_id = wr_id(peer, WrKind::Recv, 0);
