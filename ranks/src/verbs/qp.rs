@@ -171,12 +171,7 @@ impl<S> QueuePair<S> {
     where
         S: CanRecv,
     {
-        assert!(offset + len <= mr.region_len(), "receive outside the memory region");
-        let mut sge = ibv_sge {
-            addr: mr.addr() + offset as u64,
-            length: len as u32,
-            lkey: mr.lkey(),
-        };
+        let mut sge = sge(mr, offset, len);
         // SAFETY: plain data.
         let mut wr: ibv_recv_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
@@ -308,15 +303,7 @@ impl QueuePair<Rts> {
         wr_id: u64,
         signaled: bool,
     ) -> Result<(), VerbsError> {
-        assert!(
-            offset + len <= mr.region_len(),
-            "work request outside the memory region"
-        );
-        let mut sge = ibv_sge {
-            addr: mr.addr() + offset as u64,
-            length: len as u32,
-            lkey: mr.lkey(),
-        };
+        let mut sge = sge(mr, offset, len);
         // SAFETY: plain data.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
         wr.wr_id = wr_id;
@@ -366,5 +353,19 @@ impl QueuePair<Rts> {
         let rc = unsafe { ibv_post_send(self.raw.as_ptr(), &mut wr, &mut bad) };
         super::calls::sent(signaled, wr.send_flags & ibv_send_flags::IBV_SEND_INLINE.0 != 0);
         self.check_rc(rc, "ibv_post_send", " (send queue full?)")
+    }
+}
+
+/// The scatter/gather entry of `len` bytes at `offset` of `mr` (a programming error, not a user's,
+/// when outside it).
+fn sge(mr: &dyn Registered, offset: usize, len: usize) -> ibv_sge {
+    assert!(
+        offset + len <= mr.region_len(),
+        "work request outside the memory region"
+    );
+    ibv_sge {
+        addr: mr.addr() + offset as u64,
+        length: len as u32,
+        lkey: mr.lkey(),
     }
 }
