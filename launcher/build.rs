@@ -1,6 +1,13 @@
 //! Records the git revision the binary was built from, for `meshrun --version`.
 
 fn main() {
+    println!("cargo:rerun-if-env-changed=MESHRUN_GIT_REV");
+    // A build without the checkout (a container build, which copies no .git) is told the
+    // revision: `--build-arg MESHRUN_GIT_REV=$(git rev-parse --short=12 HEAD)`.
+    if let Some(rev) = std::env::var("MESHRUN_GIT_REV").ok().filter(|r| !r.trim().is_empty()) {
+        println!("cargo:rustc-env=MESHRUN_GIT_REV={}", rev.trim());
+        return;
+    }
     let rev = std::process::Command::new("git")
         .args(["rev-parse", "--short=12", "HEAD"])
         .output()

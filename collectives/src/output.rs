@@ -32,8 +32,34 @@ fn parent(path: &Path) -> PathBuf {
     }
 }
 
+/// The path that names stdout (`--json -`).
+pub const STDOUT: &str = "-";
+
+/// Whether `path` is stdout (`-`).
+pub fn is_stdout(path: &Path) -> bool {
+    path.as_os_str() == STDOUT
+}
+
+/// Write a JSON report to `path` atomically, or with `-` on stdout after the text report,
+/// between [`analysis::export::STDOUT_JSON_BEGIN`] and its END line.
+pub fn write_json(path: &Path, json: &[u8], force: bool) -> Result<(), OutputError> {
+    if !is_stdout(path) {
+        return write_atomic(path, json, force);
+    }
+    let mut out = std::io::stdout().lock();
+    out.write_all(&analysis::export::stdout_block(json))
+        .and_then(|()| out.flush())
+        .map_err(|source| OutputError::Io {
+            path: path.to_owned(),
+            source,
+        })
+}
+
 /// Check, before any work, that `path` can be written.
 pub fn check_writable(path: &Path, force: bool) -> Result<(), OutputError> {
+    if is_stdout(path) {
+        return Ok(());
+    }
     if path.exists() && !force {
         return Err(OutputError::Exists { path: path.to_owned() });
     }

@@ -198,7 +198,8 @@ pub struct CollArgs {
     /// How times combine across ranks: 0 rank 0, 1 mean, 2 min, 3 max
     #[arg(short = 'a', long = "average", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub average: u8,
-    /// Write results as JSON, in nccl-tests' -J shape
+    /// Write results as JSON, in nccl-tests' -J shape (`-`: on stdout after the table, between
+    /// marker lines, so a launcher's log carries it)
     #[arg(short = 'J', long = "output_file")]
     pub json: Option<PathBuf>,
     /// Also run the MPI library's own collective on the same sizes, in the same harness
@@ -433,7 +434,8 @@ pub struct PairwiseArgs {
     /// Do not retest suspect pairs alone
     #[arg(long)]
     pub no_retest: bool,
-    /// Write every raw figure as JSON
+    /// Write every raw figure as JSON (`-`: on stdout after the report, between marker lines, so
+    /// a launcher's log carries it; `meshrun verdict LOG` reads it back)
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Write the matrix as CSV

@@ -401,7 +401,7 @@ impl RankCommand for Coll {
             let written = Json
                 .render(&run)
                 .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_atomic(p, &bytes, a.force).map_err(|e| e.to_string()));
+                .and_then(|bytes| output::write_json(p, &bytes, a.force).map_err(|e| e.to_string()));
             if let Err(e) = written {
                 ranks::eline!("meshrun: {e}");
                 status = Status::Usage;

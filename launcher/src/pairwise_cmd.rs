@@ -161,11 +161,19 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs
 /// An output file and the exporter of its format.
 type OutputFile = (PathBuf, Box<dyn Exporter<PairwiseOutcome>>);
 
-/// The output files asked for, each with the exporter of its format.
+/// The output files asked for, each with the exporter of its format (JSON first: only it may be
+/// `-`, stdout).
 fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     let mut v: Vec<OutputFile> = Vec::new();
     if let Some(p) = &a.json {
         v.push((p.clone(), Box::new(Json)));
+    }
+    for (flag, p) in [("--csv", &a.csv), ("--heatmap", &a.heatmap)] {
+        if p.as_deref().is_some_and(output::is_stdout) {
+            return Err(format!(
+                "{flag} -: only --json writes to stdout (`--json -`); give {flag} a file name"
+            ));
+        }
     }
     if let Some(p) = &a.csv {
         v.push((p.clone(), Box::new(Csv)));
@@ -357,10 +365,11 @@ impl RankCommand for Pairwise {
         }
         let mut files_ok = true;
         for (p, exporter) in outputs(a).unwrap_or_default() {
+            // Only --json may be `-` (outputs() refused the others): write_json puts it on stdout.
             let written = exporter
                 .render(&o)
                 .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_atomic(&p, &bytes, a.force).map_err(|e| e.to_string()));
+                .and_then(|bytes| output::write_json(&p, &bytes, a.force).map_err(|e| e.to_string()));
             if let Err(e) = written {
                 ranks::eline!("meshrun: {e}");
                 files_ok = false;

@@ -239,3 +239,80 @@ fn a_live_run_against_its_own_earlier_run_names_what_got_slower() {
     );
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// `--json -`: the report goes on stdout after the text one, between marker lines, so a
+/// launcher's log (kubectl logs, a Slurm output file) carries it out of the pods; `meshrun
+/// verdict LOG` reads it back from that log, as Open MPI's --tag-output prints it too. The same
+/// for a collective's `-J -`.
+#[test]
+fn a_json_report_on_stdout_travels_in_the_log_and_is_read_back() {
+    let d = dir("a_json_report_on_stdout_travels_in_the_log_and_is_read_back");
+    let args = [
+        "pairwise",
+        "-s",
+        "64K",
+        "-n",
+        "20",
+        "--threshold",
+        VERDICT_NOT_THE_SUBJECT,
+        "--json",
+        "-",
+    ];
+    let r = mpirun(3, &args, &[], LIMIT);
+    r.expect_code(0);
+    let begin = "# ---- meshrun JSON report (--json -): from the next line to the END line ----\n";
+    let at = r
+        .stdout
+        .find(begin)
+        .unwrap_or_else(|| panic!("no JSON block:\n{}", r.stdout));
+    assert!(
+        r.stdout[..at].contains("# PASS: no slow pairs"),
+        "the text report comes first:\n{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.ends_with("# ---- END meshrun JSON report ----\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(!Path::new("-").exists(), "no file named `-` written");
+    // The log as a launcher keeps it, with an ssh warning before and Open MPI's tags on every line.
+    let tagged: String = r.stdout.lines().map(|l| format!("[1,0]<stdout>:{l}\n")).collect();
+    let log = d.join("launcher.log");
+    std::fs::write(
+        &log,
+        format!("Warning: Permanently added 'w-0' (ED25519) to the list of known hosts.\n{tagged}"),
+    )
+    .expect("log");
+    let r = meshrun(&["verdict", log.to_str().expect("utf-8")], LIMIT);
+    r.expect_code(0);
+    assert!(r.stdout.contains("(3 ranks, 6 directions measured)"), "{}", r.stdout);
+    // --csv and --heatmap cannot share stdout with the text report.
+    let r = mpirun(2, &["pairwise", "-n", "5", "--csv", "-"], &[], LIMIT);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--csv -: only --json writes to stdout"),
+        "{}",
+        r.all()
+    );
+    // A collective's nccl-tests JSON (-J -) the same way.
+    let r = mpirun(
+        2,
+        &["all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-J", "-"],
+        &[],
+        LIMIT,
+    );
+    r.expect_code(0);
+    let json = r
+        .stdout
+        .split_once(begin)
+        .map(|(_, j)| j)
+        .unwrap_or_else(|| panic!("{}", r.stdout));
+    let json = json
+        .trim_end()
+        .strip_suffix("# ---- END meshrun JSON report ----")
+        .expect("END line");
+    let doc: serde_json::Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}:\n{json}"));
+    assert!(doc.is_object(), "{doc}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -41,13 +41,18 @@ pub fn read(path: &Path) -> Result<PairwiseOutcome, SavedError> {
         what,
     };
     let bytes = std::fs::read(path).map_err(|e| err(format!("cannot read it: {e}")))?;
+    // A launcher's log with the report on stdout (`--json -`): the block between its markers.
+    if let Some(json) = std::str::from_utf8(&bytes).ok().and_then(crate::export::embedded_json) {
+        return parse(json.as_bytes()).map_err(err);
+    }
     parse(&bytes).map_err(err)
 }
 
 /// [`read`] on the file's bytes; the error says what is wrong, without the path.
 pub fn parse(bytes: &[u8]) -> Result<PairwiseOutcome, String> {
-    let doc: Value = serde_json::from_slice(bytes)
-        .map_err(|e| format!("not JSON ({e}); expected a `meshrun pairwise --json` file"))?;
+    let doc: Value = serde_json::from_slice(bytes).map_err(|e| {
+        format!("not JSON ({e}); expected a `meshrun pairwise --json` file, or a log with `--json -`'s report")
+    })?;
     match (
         doc.get("tool").and_then(Value::as_str),
         doc.get("test").and_then(Value::as_str),
