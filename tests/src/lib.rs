@@ -351,6 +351,12 @@ pub struct SlurmCluster {
 impl SlurmCluster {
     /// `nodes` nodes of `cpus` CPUs each, all idle in partition `debug`.
     pub fn up(nodes: usize, cpus: usize) -> SlurmCluster {
+        SlurmCluster::up_with_gpus(nodes, cpus, 0)
+    }
+
+    /// As [`SlurmCluster::up`], each node also offering `gpus` GPUs (a count-only gres: the GPU
+    /// job scripts schedule as on a GPU cluster, their ranks on meshrun's host stand-in).
+    pub fn up_with_gpus(nodes: usize, cpus: usize, gpus: usize) -> SlurmCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
@@ -358,7 +364,7 @@ impl SlurmCluster {
         );
         let dir = std::env::temp_dir().join(format!("meshrun-slurm-{}", std::process::id()));
         let mut cmd = Command::new(root().join("scripts/slurm-cluster"));
-        cmd.args(["up", &nodes.to_string(), &cpus.to_string()])
+        cmd.args(["up", &nodes.to_string(), &cpus.to_string(), &gpus.to_string()])
             .env("MR_SLURM_DIR", &dir);
         let r = run_bounded(&mut cmd, Duration::from_secs(120));
         assert_eq!(r.code, Some(0), "slurm-cluster up failed:\n{}", r.all());

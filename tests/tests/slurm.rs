@@ -10,12 +10,28 @@ const LIMIT: Duration = Duration::from_secs(300);
 
 /// `sbatch --wait FILE ARGS` from `cwd`; the job's output file and sbatch's result.
 fn submit(c: &SlurmCluster, cwd: &Path, file: &str, args: &[&str]) -> (String, Run) {
+    submit_with(c, cwd, &[], file, args, &[("PAIRWISE_ARGS", "-n 200")])
+}
+
+/// `sbatch --wait SBATCH_OPTS FILE ARGS` from `cwd` with `env` added; the job's output file and
+/// sbatch's result.
+fn submit_with(
+    c: &SlurmCluster,
+    cwd: &Path,
+    sbatch_opts: &[&str],
+    file: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (String, Run) {
     let mut cmd = c.command("sbatch", cwd);
     cmd.args(["--wait", "--parsable"])
+        .args(sbatch_opts)
         .arg(root().join("deploy/slurm").join(file))
         .args(args)
-        .env("MESHRUN", meshrun_bin())
-        .env("PAIRWISE_ARGS", "-n 200");
+        .env("MESHRUN", meshrun_bin());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
     let r = run_bounded(&mut cmd, LIMIT);
     let job = job_id(&r);
     let out_file = cwd.join(format!("meshrun-{job}.out"));
@@ -109,6 +125,12 @@ fn sbatch_files_run_pairwise_and_all_reduce_on_two_slurm_nodes() {
             r.all()
         );
         check_tables(file, &out);
+        for step in ["pairwise", "all_reduce"] {
+            assert!(
+                out.contains(&format!("== meshrun {step}: status 0")),
+                "{file}: {step}'s status line:\n{out}"
+            );
+        }
         // Both steps reached the second node through Slurm (mpirun's daemons, or srun's ranks):
         // no ssh or rsh agent is involved.
         let job = job_id(&r);
@@ -137,6 +159,79 @@ fn a_failing_step_fails_the_job_and_says_why() {
     );
     assert!(out.contains("# PASS: no slow pairs"), "{out}");
     assert!(out.contains("12Q"), "the error names the bad size:\n{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A slow-link verdict (forced: a bar no loopback pair reaches) does not stop the job: the
+/// all_reduce still runs and reports, and the job carries the worst status, pairwise's 1.
+#[test]
+fn a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it() {
+    let c = SlurmCluster::up(2, 2);
+    for file in ["meshrun-launch.sbatch", "meshrun-srun.sbatch"] {
+        let dir = work_dir(&format!("{}-fail", file.trim_end_matches(".sbatch")));
+        let pairwise = [("PAIRWISE_ARGS", "-n 50 --expect-gbps 100000")];
+        let (out, r) = submit_with(&c, &dir, &[], file, &["-b", "8", "-e", "64K", "-f", "8"], &pairwise);
+        assert_eq!(
+            r.code,
+            Some(1),
+            "{file}: the job's status is pairwise's:\n{}\n{out}",
+            r.all()
+        );
+        assert!(out.contains("# FAIL: "), "{file}: pairwise's verdict:\n{out}");
+        assert!(out.contains("== meshrun pairwise: status 1"), "{file}:\n{out}");
+        assert!(
+            out.contains("== meshrun all_reduce: status 0"),
+            "{file}: all_reduce ran after the FAIL:\n{out}"
+        );
+        assert!(out.contains("# Out of bounds values : 0 OK"), "{file}:\n{out}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The GPU job script: one rank per GPU, both steps over RDMA verbs by default, so a node
+/// without RDMA fails with meshrun's own error, not a TCP PASS; with TRANSPORT=tcp on GPUs of
+/// Slurm's count-only gres (ranks on the host stand-in, staged), both steps run and pass.
+#[test]
+fn the_gpu_sbatch_asks_for_verbs_and_runs_one_rank_per_gpu() {
+    let c = SlurmCluster::up_with_gpus(2, 2, 2);
+    let per_node = ["--gpus-per-node=2", "--ntasks-per-node=2"];
+    let file = "meshrun-gpu.sbatch";
+    let rdma_here = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    if rdma_here {
+        println!("skipped: the verbs default (this machine has RDMA devices, so it may not fail)");
+    } else {
+        let dir = work_dir("gpu-verbs");
+        let (out, r) = submit_with(&c, &dir, &per_node, file, &["-b", "8", "-e", "64K"], &[]);
+        assert_eq!(
+            r.code,
+            Some(2),
+            "no RDMA here: bad input, not a pass:\n{}\n{out}",
+            r.all()
+        );
+        assert!(out.contains("or use --transport tcp"), "meshrun's own error:\n{out}");
+        assert!(!out.contains("# PASS"), "{out}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    let dir = work_dir("gpu-tcp");
+    let env = [
+        ("TRANSPORT", "tcp"),
+        ("MESHRUN_GPU_STANDIN", "host"),
+        ("PAIRWISE_ARGS", "-n 50 --threshold 0.000001"),
+    ];
+    let args = ["-b", "8", "-e", "64K", "-f", "8", "--gpu-staging"];
+    let (out, r) = submit_with(&c, &dir, &per_node, file, &args, &env);
+    assert_eq!(r.code, Some(0), "{}\n{out}", r.all());
+    assert!(out.contains(": 2 nodes (mr-h[0-1]), 4 tasks, GPUs per node 2"), "{out}");
+    assert!(out.contains("== meshrun pairwise: status 0"), "{out}");
+    assert!(out.contains("== meshrun all_reduce: status 0"), "{out}");
+    // One rank per GPU: ranks 0-1 on mr-h0 drive its GPUs 0 and 1, ranks 2-3 on mr-h1's.
+    for (rank, host, gpu) in [(0, "mr-h0", 0), (1, "mr-h0", 1), (2, "mr-h1", 0), (3, "mr-h1", 1)] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("#  Rank  {rank} ")))
+            .unwrap_or_else(|| panic!("no device line for rank {rank}:\n{out}"));
+        assert!(line.contains(&format!(" on {host:>10} device {gpu:>2} ")), "{line}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
