@@ -25,6 +25,15 @@ pub fn parse_timeout(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// Seconds to wait, 0 (do not wait) to a day.
+pub fn parse_wait(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(0.0..=86_400.0).contains(&v) {
+        return Err(format!("{v} is out of range; expected seconds in [0, 86400]"));
+    }
+    Ok(v)
+}
+
 pub fn parse_nonzero_size(s: &str) -> Result<u64, String> {
     match parse_size(s)? {
         0 => Err("size 0 is not a message; expected 1 byte or more".into()),

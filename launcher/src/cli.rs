@@ -277,6 +277,12 @@ pub struct LaunchArgs {
     /// Do not check that host names resolve
     #[arg(long)]
     pub no_resolve_check: bool,
+    /// Wait up to SECONDS for every host to resolve (and, in an MPIJob, for its sshd to accept)
+    /// before starting mpirun, saying which are missing (default: 300 in an MPIJob, whose
+    /// workers may start after the launcher; elsewhere none: a name that does not resolve is
+    /// an error at once)
+    #[arg(long, value_name = "SECONDS", value_parser = units::parse_wait)]
+    pub wait_hosts: Option<f64>,
     /// Path of the meshrun binary on the hosts (default: this binary's path)
     #[arg(long)]
     pub meshrun: Option<PathBuf>,

@@ -96,6 +96,8 @@ pub enum LaunchError {
     VersionFailed { mpirun: String, why: String },
     #[error("host `{host}` (from {from}) does not resolve to an address: {why}")]
     Unresolvable { host: String, from: String, why: String },
+    #[error("{0}")]
+    HostsNotReady(String),
     #[error("-x {0}: expected VAR or VAR=VALUE with VAR made of letters, digits and `_`")]
     BadEnv(String),
     #[error("nothing to run after `--`; expected e.g. `meshrun launch --np 4 -- mesh-check`")]

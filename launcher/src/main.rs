@@ -13,9 +13,11 @@ mod nic_env;
 mod pairwise_cmd;
 mod rank;
 mod verdict_cmd;
+mod workers;
 
 use std::net::ToSocketAddrs;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use cli::{Cli, Command, LaunchArgs};
 use exit::Status;
@@ -221,19 +223,36 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
         }
     };
     if let (Some(s), false) = (&src, a.no_resolve_check) {
-        for (host, _) in &placement {
-            if let Err(e) = (host.as_str(), 0u16).to_socket_addrs() {
-                let e = LaunchError::Unresolvable {
-                    host: host.clone(),
-                    from: s.from.clone(),
-                    why: e.to_string(),
-                };
-                // A dry run may be made on a machine outside the cluster: say it, print the command.
-                if !a.dry_run {
-                    return Err(e);
+        let mpijob = workers::is_mpijob(&s.from, &env);
+        let limit = a
+            .wait_hosts
+            .unwrap_or(if mpijob { workers::MPIJOB_WAIT_S } else { 0.0 });
+        if a.dry_run || limit == 0.0 {
+            for (host, _) in &placement {
+                if let Err(e) = (host.as_str(), 0u16).to_socket_addrs() {
+                    let e = LaunchError::Unresolvable {
+                        host: host.clone(),
+                        from: s.from.clone(),
+                        why: e.to_string(),
+                    };
+                    // A dry run may be made on a machine outside the cluster: say it, print the command.
+                    if !a.dry_run {
+                        return Err(e);
+                    }
+                    ranks::eline!(
+                        "meshrun launch: warning (--dry-run): {e}; the command may still work on the cluster"
+                    );
                 }
-                ranks::eline!("meshrun launch: warning (--dry-run): {e}; the command may still work on the cluster");
             }
+        } else {
+            let wait = workers::Wait {
+                hosts: placement.iter().map(|(h, _)| h.as_str()).collect(),
+                from: &s.from,
+                // In an MPIJob mpirun reaches the workers over ssh: their sshd must accept too.
+                port: mpijob.then(|| workers::ssh_port(env("OMPI_MCA_plm_rsh_args").as_deref())),
+                limit: Duration::from_secs_f64(limit),
+            };
+            workers::wait(&wait, &mut |l| ranks::eline!("meshrun launch: {l}")).map_err(LaunchError::HostsNotReady)?;
         }
     }
     let flavour = match a.mpi {

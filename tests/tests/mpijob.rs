@@ -143,6 +143,19 @@ fn ssh_keygen(args: &[&str]) {
 /// Start the workers as the operator would: pods with the job's names, sshd in the foreground
 /// (the manifest's worker command) with the operator's key pair as authorized key.
 fn start_pods(m: &Manifest) -> Pods {
+    let mut pods = prepare_pods(m);
+    publish_names(m, &pods, 0..m.workers);
+    for i in 0..m.workers {
+        let child = start_sshd(m, &pods, i);
+        pods.sshd.push(child);
+    }
+    wait_for_sshd(m, &pods);
+    pods
+}
+
+/// The pods' network and the operator's Secret and hostfile, before any worker is up: no worker
+/// name resolves yet and no sshd runs.
+fn prepare_pods(m: &Manifest) -> Pods {
     assert!(
         Path::new("/usr/sbin/sshd").exists(),
         "sshd missing: scripts/install-deps installs openssh-server"
@@ -168,12 +181,9 @@ fn start_pods(m: &Manifest) -> Pods {
     let host_key = dir.join("ssh_host_ed25519_key");
     ssh_keygen(&["-q", "-t", "ed25519", "-N", "", "-f", host_key.to_str().expect("utf-8")]);
     std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
-    // Pod DNS: the workers' FQDNs (the headless service) and the launcher's name.
+    // Pod DNS: the launcher's name now; the workers' when their pods are up (publish_names).
     let mut hosts = std::fs::read_to_string(cluster.dir.join("hosts")).expect("hosts");
     hosts.push_str(&format!("10.77.0.10 {}-launcher\n", m.job));
-    for i in 0..m.workers {
-        hosts.push_str(&format!("10.77.0.{} {} {}\n", 11 + i, fqdn(m, i), pod_name(m, i)));
-    }
     std::fs::write(cluster.dir.join("hosts"), hosts).expect("hosts");
     // The hostfile as the operator writes it.
     let hostfile = dir.join("hostfile");
@@ -183,30 +193,46 @@ fn start_pods(m: &Manifest) -> Pods {
     std::fs::write(&hostfile, lines).expect("hostfile");
     assert_eq!(m.worker_command, ["/usr/sbin/sshd", "-De"], "the workers' command");
     // From here on, dropping `pods` (also on a failed assertion) stops every sshd started.
-    let mut pods = Pods {
+    Pods {
         cluster,
         sshd: Vec::new(),
-        dir: dir.clone(),
+        dir,
         hostfile,
         key,
-    };
-    for i in 0..m.workers {
-        let cmd = format!(
-            "/usr/sbin/sshd -De -o HostKey={} -o AuthorizedKeysFile={} -o StrictModes=no -o UsePAM=no \
-             -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password -o PidFile=none",
-            host_key.display(),
-            dir.join("authorized_keys").display()
-        );
-        let log = std::fs::File::create(dir.join(format!("sshd-{i}.log"))).expect("sshd log");
-        let child = in_pod(&pods.cluster, &format!("mr-h{}", i + 1), &pod_name(m, i), &cmd)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("sshd");
-        pods.sshd.push(child);
     }
-    // Until every worker's sshd answers on port 22.
+}
+
+/// Workers `which` get their DNS names (the headless service's FQDN and the pod name), as when
+/// their pods start. The pods see the same hosts file (bound on /etc/hosts): it is rewritten in
+/// place.
+fn publish_names(m: &Manifest, pods: &Pods, which: std::ops::Range<usize>) {
+    let path = pods.cluster.dir.join("hosts");
+    let mut hosts = std::fs::read_to_string(&path).expect("hosts");
+    for i in which {
+        hosts.push_str(&format!("10.77.0.{} {} {}\n", 11 + i, fqdn(m, i), pod_name(m, i)));
+    }
+    std::fs::write(&path, hosts).expect("hosts");
+}
+
+/// Worker `i`'s sshd, in its pod (the caller keeps it in `pods.sshd`, which stops it).
+fn start_sshd(m: &Manifest, pods: &Pods, i: usize) -> Child {
+    let cmd = format!(
+        "/usr/sbin/sshd -De -o HostKey={} -o AuthorizedKeysFile={} -o StrictModes=no -o UsePAM=no \
+         -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password -o PidFile=none",
+        pods.dir.join("ssh_host_ed25519_key").display(),
+        pods.dir.join("authorized_keys").display()
+    );
+    let log = std::fs::File::create(pods.dir.join(format!("sshd-{i}.log"))).expect("sshd log");
+    in_pod(&pods.cluster, &format!("mr-h{}", i + 1), &pod_name(m, i), &cmd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("sshd")
+}
+
+/// Until every worker's sshd answers on port 22.
+fn wait_for_sshd(m: &Manifest, pods: &Pods) {
     let until = Instant::now() + Duration::from_secs(20);
     for i in 0..m.workers {
         loop {
@@ -222,16 +248,20 @@ fn start_pods(m: &Manifest) -> Pods {
             assert!(
                 Instant::now() < until,
                 "sshd of worker {i} does not answer; its log:\n{}",
-                std::fs::read_to_string(dir.join(format!("sshd-{i}.log"))).unwrap_or_default()
+                std::fs::read_to_string(pods.dir.join(format!("sshd-{i}.log"))).unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-    pods
 }
 
 /// The manifest's launcher command, in the launcher pod, with the operator's environment.
 fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
+    run_launcher_with(m, pods, command, &[])
+}
+
+/// [`run_launcher`] with `env` added.
+fn run_launcher_with(m: &Manifest, pods: &Pods, command: &[String], env: &[(&str, &str)]) -> Run {
     assert_eq!(command.first().map(String::as_str), Some("meshrun"));
     let mut line: Vec<String> = vec![meshrun_bin().display().to_string()];
     line.extend(command[1..].iter().map(|a| format!("'{a}'")));
@@ -247,7 +277,12 @@ fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
                 pods.key.display()
             ),
         );
-    for (k, v) in &m.launcher_env {
+    for (k, v) in m
+        .launcher_env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .chain(env.iter().copied())
+    {
         cmd.env(k, v);
     }
     run_bounded(&mut cmd, LIMIT)
@@ -344,4 +379,64 @@ fn collectives_mpijob_gates_on_its_bar() {
         r.stdout
     );
     assert!(r.stdout.contains("on meshrun-collectives-worker-1"), "{}", r.stdout);
+}
+
+/// With the default `launcherCreationPolicy` the launcher starts before its workers: their
+/// names resolve and their sshd accepts only seconds later. `meshrun launch` waits for them,
+/// saying which it waits for, and the job runs.
+#[test]
+fn workers_that_come_up_after_the_launcher_are_waited_for() {
+    let m = manifest("mpijob.yaml");
+    let mut pods = prepare_pods(&m);
+    let (r, late) = std::thread::scope(|s| {
+        let late = s.spawn(|| {
+            // Names 3 s after the launcher starts, sshd 12 s after (past its first report).
+            std::thread::sleep(Duration::from_secs(3));
+            publish_names(&m, &pods, 0..m.workers);
+            std::thread::sleep(Duration::from_secs(9));
+            (0..m.workers).map(|i| start_sshd(&m, &pods, i)).collect::<Vec<_>>()
+        });
+        let r = run_launcher(&m, &pods, &m.launcher_command);
+        (r, late.join().expect("the late workers"))
+    });
+    pods.sshd.extend(late);
+    assert!(
+        matches!(r.code, Some(0) | Some(1)) && r.stdout.contains(" Ranks          : 4 on 2 host(s)"),
+        "launcher: status {:?}:\n{}",
+        r.code,
+        r.all()
+    );
+    assert!(
+        r.stderr.contains("meshrun launch: waiting for 2 of 2 host(s) ("),
+        "no word of what it waited for:\n{}",
+        r.stderr
+    );
+    drop(pods);
+}
+
+/// A worker that never comes: one line naming it and why, status 2, and no mpirun started.
+#[test]
+fn a_worker_that_never_comes_is_named_in_one_line() {
+    let m = manifest("mpijob.yaml");
+    let mut pods = prepare_pods(&m);
+    publish_names(&m, &pods, 0..1);
+    let child = start_sshd(&m, &pods, 0);
+    pods.sshd.push(child);
+    let r = run_launcher_with(&m, &pods, &m.launcher_command, &[("MESHRUN_WAIT_HOSTS", "4")]);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    let missing = fqdn(&m, 1);
+    let lines: Vec<&str> = r
+        .stderr
+        .lines()
+        .filter(|l| !l.starts_with("meshrun launch: waiting"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one line:\n{}", r.stderr);
+    assert!(
+        lines[0].starts_with("meshrun launch: 1 of 2 host(s) from ")
+            && lines[0].contains(" not ready after ")
+            && lines[0].contains(&format!("(--wait-hosts): {missing} does not resolve")),
+        "{}",
+        lines[0]
+    );
+    assert!(r.stdout.is_empty(), "nothing ran:\n{}", r.stdout);
 }
