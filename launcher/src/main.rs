@@ -245,11 +245,13 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
                 }
             }
         } else {
+            let rsh_args = env("OMPI_MCA_plm_rsh_args");
+            let ssh_port = |h: &str| workers::ssh_port_for(h, rsh_args.as_deref());
             let wait = workers::Wait {
                 hosts: placement.iter().map(|(h, _)| h.as_str()).collect(),
                 from: &s.from,
                 // In an MPIJob mpirun reaches the workers over ssh: their sshd must accept too.
-                port: mpijob.then(|| workers::ssh_port(env("OMPI_MCA_plm_rsh_args").as_deref())),
+                port: mpijob.then_some(&ssh_port as &dyn Fn(&str) -> u16),
                 limit: Duration::from_secs_f64(limit),
             };
             workers::wait(&wait, &mut |l| ranks::eline!("meshrun launch: {l}")).map_err(LaunchError::HostsNotReady)?;

@@ -19,8 +19,44 @@ pub fn is_mpijob(from: &str, env: &dyn Fn(&str) -> Option<String>) -> bool {
         || env("OMPI_MCA_orte_default_hostfile").is_some_and(|f| f == from)
 }
 
-/// The port mpirun's ssh reaches the hosts on: `-p N` or `-o Port=N` in Open MPI's
-/// `plm_rsh_args` (the MPI Operator's non-root examples run sshd on another port), else 22.
+/// The port mpirun's ssh reaches `host` on: what `ssh -G` says with Open MPI's `plm_rsh_args`
+/// (so the image's ssh_config counts, as the MPI Operator's base image sets `Port 2222`), or,
+/// where ssh cannot say, `-p N` / `-o Port=N` in those arguments, else 22.
+pub fn ssh_port_for(host: &str, rsh_args: Option<&str>) -> u16 {
+    ssh_says_port(host, rsh_args).unwrap_or_else(|| ssh_port(rsh_args))
+}
+
+/// `ssh -G [ARGS] HOST`'s `port` line (ssh prints its configuration and connects to nothing),
+/// within two seconds.
+fn ssh_says_port(host: &str, rsh_args: Option<&str>) -> Option<u16> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("ssh")
+        .arg("-G")
+        .args(rsh_args.unwrap_or_default().split_whitespace())
+        .arg(host)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
+    out.lines().find_map(|l| l.strip_prefix("port ")?.trim().parse().ok())
+}
+
+/// `-p N` or `-o Port=N` in Open MPI's `plm_rsh_args`, else 22.
 pub fn ssh_port(rsh_args: Option<&str>) -> u16 {
     let words: Vec<&str> = rsh_args.unwrap_or_default().split_whitespace().collect();
     let mut port = 22;
@@ -61,8 +97,9 @@ pub struct Wait<'a> {
     pub hosts: Vec<&'a str>,
     /// Where the host names came from, for messages.
     pub from: &'a str,
-    /// Also wait until this port accepts (the workers' sshd); None: resolving is enough.
-    pub port: Option<u16>,
+    /// Also wait until each host accepts on this port (its sshd): a host's own port. None:
+    /// resolving is enough.
+    pub port: Option<&'a dyn Fn(&str) -> u16>,
     /// How long to wait at most; zero: look once.
     pub limit: Duration,
 }
@@ -72,11 +109,16 @@ pub struct Wait<'a> {
 pub fn wait(w: &Wait, say: &mut dyn FnMut(&str)) -> Result<(), String> {
     let start = Instant::now();
     let mut next_report = start + REPORT_EVERY;
-    let mut pending: Vec<(&str, String)> = w.hosts.iter().map(|h| (*h, String::new())).collect();
+    // Each host's port asked once (ssh -G is a process per host).
+    let mut pending: Vec<(&str, Option<u16>, String)> = w
+        .hosts
+        .iter()
+        .map(|h| (*h, w.port.map(|p| p(h)), String::new()))
+        .collect();
     loop {
         pending = pending
             .into_iter()
-            .filter_map(|(h, _)| not_ready(h, w.port).map(|why| (h, why)))
+            .filter_map(|(h, port, _)| not_ready(h, port).map(|why| (h, port, why)))
             .collect();
         if pending.is_empty() {
             return Ok(());
@@ -84,7 +126,7 @@ pub fn wait(w: &Wait, say: &mut dyn FnMut(&str)) -> Result<(), String> {
         let list = || {
             pending
                 .iter()
-                .map(|(h, why)| format!("{h} {why}"))
+                .map(|(h, _, why)| format!("{h} {why}"))
                 .collect::<Vec<_>>()
                 .join("; ")
         };
@@ -132,6 +174,13 @@ mod tests {
         assert_eq!(ssh_port(Some("-o Port=2022 -o StrictHostKeyChecking=no")), 2022);
         assert_eq!(ssh_port(Some("-oPort=2023")), 2023);
         assert_eq!(ssh_port(Some("-p notaport")), 22);
+        // ssh itself, where it is installed: its configuration's port, the arguments' first.
+        if std::process::Command::new("ssh").arg("-V").output().is_ok() {
+            assert_eq!(ssh_port_for("w-0", Some("-o ConnectionAttempts=10 -p 2200")), 2200);
+            assert_eq!(ssh_port_for("w-0", Some("-o Port=2201")), 2201);
+        } else {
+            println!("skipped: ssh -G (no ssh client here)");
+        }
     }
 
     #[test]
@@ -167,10 +216,11 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let free = listener.local_addr().unwrap().port();
         drop(listener);
+        let closed = move |_: &str| free;
         let w = Wait {
             hosts: vec!["127.0.0.1"],
             from: "test.hosts",
-            port: Some(free),
+            port: Some(&closed),
             limit: Duration::ZERO,
         };
         let e = wait(&w, &mut |_| {}).unwrap_err();
@@ -180,10 +230,9 @@ mod tests {
         );
         // One that accepts: ready at once.
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let w = Wait {
-            port: Some(listener.local_addr().unwrap().port()),
-            ..w
-        };
+        let open_port = listener.local_addr().unwrap().port();
+        let open = move |_: &str| open_port;
+        let w = Wait { port: Some(&open), ..w };
         assert_eq!(wait(&w, &mut |_| {}), Ok(()));
     }
 }

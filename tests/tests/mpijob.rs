@@ -1,18 +1,23 @@
-//! The Kubeflow MPIJob manifests run the way the MPI Operator (v2beta1) runs them, without
-//! Kubernetes: each worker "pod" is a network namespace with the pod's host name and the job's
-//! DNS names in /etc/hosts, running real `sshd` with the key pair the operator would mount; the
-//! launcher "pod" gets the operator's hostfile (`<job>-worker-<i>.<job>.<ns>.svc slots=N`) and
-//! environment (`OMPI_MCA_orte_default_hostfile`, `K_MPI_JOB_ROLE=launcher`,
-//! `OMPI_MCA_orte_keep_fqdn_hostnames`) and runs the manifest's own launcher command. What CI
-//! does differently is said where it does it: the hostfile is not at /etc/mpi/hostfile (the
-//! variable names where it is), ssh gets the key with `-i` (the operator mounts it at
-//! ~/.ssh/id_rsa), and the GPU variant runs on host buffers at smaller sizes.
+//! The Kubeflow MPIJob manifests run the way the MPI Operator (v2beta1, v0.8.2) runs them,
+//! without Kubernetes: every pod is a container of the image CI builds from `deploy/Containerfile`
+//! (podman), in a network namespace of its own with the pod's host name and the job's DNS names
+//! in /etc/hosts. What the operator does, read from its source (`pkg/controller/
+//! mpi_job_controller.go`), and nothing more: its Secret (an ECDSA P-521 key in PEM, the public
+//! half also as `authorized_keys`) mounted read-only at `sshAuthMountPath` with mode 0600; on
+//! the workers the manifest's command (`/usr/sbin/sshd -De`) and `K_MPI_JOB_ROLE=worker`; on the
+//! launcher its hostfile at /etc/mpi/hostfile (`<job>-worker-<i>.<job>.<ns>.svc slots=N`) and its
+//! environment: `K_MPI_JOB_ROLE=launcher`, `OMPI_MCA_orte_keep_fqdn_hostnames=true`,
+//! `OMPI_MCA_orte_default_hostfile`, `OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10` (no
+//! host-key options: the image's ssh configuration must make that work),
+//! `OMPI_MCA_orte_set_default_slots`, and the NVIDIA variables emptied. What CI does differently
+//! is said where it does it: Open MPI is told to oversubscribe (4 ranks on 2 cores), and the
+//! GPU variant runs on host buffers at smaller sizes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e::{meshrun_bin, mpi_env, root, run_bounded, NetnsCluster, Run};
+use e2e::{root, run_bounded, NetnsCluster, Run};
 
 /// The image every manifest names: what `deploy/Containerfile` builds in CI.
 const IMAGE: &str = "localhost/meshrun:latest";
@@ -96,23 +101,45 @@ fn manifest(file: &str) -> Manifest {
     }
 }
 
-/// Worker pods running sshd, and what the launcher needs to reach them.
+/// The pods of one job: containers in the namespace hosts, the operator's Secret and hostfile.
 struct Pods {
     cluster: NetnsCluster,
-    sshd: Vec<Child>,
+    /// The image every pod runs.
+    image: String,
+    /// Containers started (removed on drop).
+    containers: std::sync::Mutex<Vec<String>>,
     dir: PathBuf,
     hostfile: PathBuf,
-    key: PathBuf,
+    secret: PathBuf,
 }
 
 impl Drop for Pods {
     fn drop(&mut self) {
-        for c in &mut self.sshd {
-            let _ = c.kill();
-            let _ = c.wait();
+        let containers = self.containers.get_mut().map(std::mem::take).unwrap_or_default();
+        if !containers.is_empty() {
+            let mut rm = Command::new("podman");
+            rm.args(["--runtime", "runc", "rm", "-f", "-t", "2"]).args(&containers);
+            let _ = run_bounded(&mut rm, Duration::from_secs(60));
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// `localhost/meshrun:latest` built from this checkout (scripts/container-image: this tree's
+/// release binary on the Containerfile's runtime stage), once per test process.
+fn built_image() -> &'static str {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        assert!(
+            Command::new("podman").arg("--version").output().is_ok(),
+            "podman missing: scripts/install-deps installs it"
+        );
+        let mut build = Command::new(root().join("scripts/container-image"));
+        build.arg("build").current_dir(root());
+        let r = run_bounded(&mut build, Duration::from_secs(2400));
+        assert_eq!(r.code, Some(0), "scripts/container-image build:\n{}", r.all());
+    });
+    IMAGE
 }
 
 fn pod_name(m: &Manifest, i: usize) -> String {
@@ -123,31 +150,40 @@ fn fqdn(m: &Manifest, i: usize) -> String {
     format!("{}.{}.{NAMESPACE}.svc", pod_name(m, i), m.job)
 }
 
-/// Run `cmd` in namespace host `ns` under the pod's host name, with the job's /etc/hosts.
-fn in_pod(c: &NetnsCluster, ns: &str, hostname: &str, cmd: &str) -> Command {
-    let hosts = c.dir.join("hosts");
-    let mut k = Command::new("ip");
-    k.args(["netns", "exec", ns, "unshare", "--uts", "--mount", "sh", "-c"])
-        .arg(format!(
-            "mount --bind '{}' /etc/hosts && hostname '{hostname}' && exec {cmd}",
-            hosts.display()
-        ));
-    k
-}
-
 fn ssh_keygen(args: &[&str]) {
     let r = run_bounded(Command::new("ssh-keygen").args(args), Duration::from_secs(30));
     assert_eq!(r.code, Some(0), "ssh-keygen {args:?}: {}", r.all());
 }
 
-/// Start the workers as the operator would: pods with the job's names, sshd in the foreground
-/// (the manifest's worker command) with the operator's key pair as authorized key.
+/// `podman run` of `image` as pod `hostname` in namespace host `ns`, with the job's /etc/hosts
+/// and the operator's Secret at /root/.ssh (the manifests' `sshAuthMountPath`).
+fn pod(pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
+    let mut k = Command::new("podman");
+    k.args(["--runtime", "runc", "run", "--rm", "--name", name])
+        .args(["--network", &format!("ns:/run/netns/{ns}"), "--hostname", hostname])
+        .args([
+            "--ulimit",
+            "nofile=20000:20000",
+            "--ulimit",
+            "nproc=32768:32768",
+            "--shm-size",
+            "1g",
+        ])
+        .args([
+            "-v",
+            &format!("{}:/etc/hosts", pods.cluster.dir.join("hosts").display()),
+        ])
+        .args(["-v", &format!("{}:/root/.ssh:ro", pods.secret.display())]);
+    k
+}
+
+/// Start the workers as the operator would: pods with the job's names running the manifest's
+/// worker command (sshd) with the operator's Secret.
 fn start_pods(m: &Manifest) -> Pods {
-    let mut pods = prepare_pods(m);
+    let pods = prepare_pods(m, built_image());
     publish_names(m, &pods, 0..m.workers);
     for i in 0..m.workers {
-        let child = start_sshd(m, &pods, i);
-        pods.sshd.push(child);
+        start_worker(m, &pods, i);
     }
     wait_for_sshd(m, &pods);
     pods
@@ -155,19 +191,19 @@ fn start_pods(m: &Manifest) -> Pods {
 
 /// The pods' network and the operator's Secret and hostfile, before any worker is up: no worker
 /// name resolves yet and no sshd runs.
-fn prepare_pods(m: &Manifest) -> Pods {
-    assert!(
-        Path::new("/usr/sbin/sshd").exists(),
-        "sshd missing: scripts/install-deps installs openssh-server"
-    );
+fn prepare_pods(m: &Manifest, image: &str) -> Pods {
     let cluster = NetnsCluster::up(m.workers + 1);
     let dir = std::env::temp_dir().join(format!("meshrun-mpijob-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    // The operator's Secret: one key pair, the public half as authorized_keys.
-    let key = dir.join("id_rsa");
+    // The operator's Secret as its volume shows it: id_rsa (an ECDSA P-521 key, PEM), id_rsa.pub,
+    // and the public key again as authorized_keys, every file mode 0600 (/root/.ssh).
+    let secret = dir.join("ssh-auth");
+    std::fs::create_dir_all(&secret).expect("dir");
+    let key = secret.join("id_rsa");
     ssh_keygen(&[
         "-q",
+        "-m",
+        "PEM",
         "-t",
         "ecdsa",
         "-b",
@@ -177,10 +213,11 @@ fn prepare_pods(m: &Manifest) -> Pods {
         "-f",
         key.to_str().expect("utf-8"),
     ]);
-    std::fs::copy(dir.join("id_rsa.pub"), dir.join("authorized_keys")).expect("authorized_keys");
-    let host_key = dir.join("ssh_host_ed25519_key");
-    ssh_keygen(&["-q", "-t", "ed25519", "-N", "", "-f", host_key.to_str().expect("utf-8")]);
-    std::fs::create_dir_all("/run/sshd").expect("/run/sshd");
+    std::fs::copy(secret.join("id_rsa.pub"), secret.join("authorized_keys")).expect("authorized_keys");
+    for f in ["id_rsa", "id_rsa.pub", "authorized_keys"] {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(secret.join(f), std::fs::Permissions::from_mode(0o600)).expect("mode");
+    }
     // Pod DNS: the launcher's name now; the workers' when their pods are up (publish_names).
     let mut hosts = std::fs::read_to_string(cluster.dir.join("hosts")).expect("hosts");
     hosts.push_str(&format!("10.77.0.10 {}-launcher\n", m.job));
@@ -192,13 +229,14 @@ fn prepare_pods(m: &Manifest) -> Pods {
         .collect();
     std::fs::write(&hostfile, lines).expect("hostfile");
     assert_eq!(m.worker_command, ["/usr/sbin/sshd", "-De"], "the workers' command");
-    // From here on, dropping `pods` (also on a failed assertion) stops every sshd started.
+    // From here on, dropping `pods` (also on a failed assertion) removes every container started.
     Pods {
         cluster,
-        sshd: Vec::new(),
+        image: image.to_string(),
+        containers: std::sync::Mutex::new(Vec::new()),
         dir,
         hostfile,
-        key,
+        secret,
     }
 }
 
@@ -214,26 +252,24 @@ fn publish_names(m: &Manifest, pods: &Pods, which: std::ops::Range<usize>) {
     std::fs::write(&path, hosts).expect("hosts");
 }
 
-/// Worker `i`'s sshd, in its pod (the caller keeps it in `pods.sshd`, which stops it).
-fn start_sshd(m: &Manifest, pods: &Pods, i: usize) -> Child {
-    let cmd = format!(
-        "/usr/sbin/sshd -De -o HostKey={} -o AuthorizedKeysFile={} -o StrictModes=no -o UsePAM=no \
-         -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password -o PidFile=none",
-        pods.dir.join("ssh_host_ed25519_key").display(),
-        pods.dir.join("authorized_keys").display()
-    );
-    let log = std::fs::File::create(pods.dir.join(format!("sshd-{i}.log"))).expect("sshd log");
-    in_pod(&pods.cluster, &format!("mr-h{}", i + 1), &pod_name(m, i), &cmd)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("sshd")
+/// Worker `i`'s pod: the manifest's worker command in the image, detached; its name is kept in
+/// `pods.containers` so dropping `pods` removes it.
+fn start_worker(m: &Manifest, pods: &Pods, i: usize) {
+    let name = format!("meshrun-mpijob-{}-w{i}", std::process::id());
+    pods.containers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(name.clone());
+    let mut k = pod(pods, &format!("mr-h{}", i + 1), &pod_name(m, i), &name);
+    k.args(["-d", "-e", "K_MPI_JOB_ROLE=worker", &pods.image])
+        .args(&m.worker_command);
+    let r = run_bounded(&mut k, Duration::from_secs(120));
+    assert_eq!(r.code, Some(0), "worker {i}'s pod:\n{}", r.all());
 }
 
 /// Until every worker's sshd answers on port 22.
 fn wait_for_sshd(m: &Manifest, pods: &Pods) {
-    let until = Instant::now() + Duration::from_secs(20);
+    let until = Instant::now() + Duration::from_secs(30);
     for i in 0..m.workers {
         loop {
             let probe = run_bounded(
@@ -245,17 +281,22 @@ fn wait_for_sshd(m: &Manifest, pods: &Pods) {
             if probe.code == Some(0) {
                 break;
             }
-            assert!(
-                Instant::now() < until,
-                "sshd of worker {i} does not answer; its log:\n{}",
-                std::fs::read_to_string(pods.dir.join(format!("sshd-{i}.log"))).unwrap_or_default()
-            );
+            if Instant::now() >= until {
+                let names = pods.containers.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                let logs = names
+                    .iter()
+                    .map(|c| run_bounded(Command::new("podman").args(["logs", c]), Duration::from_secs(20)).all())
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                panic!("sshd of worker {i} does not answer; the workers' logs:\n{logs}");
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 }
 
-/// The manifest's launcher command, in the launcher pod, with the operator's environment.
+/// The manifest's launcher command in the launcher pod, with the operator's hostfile and
+/// environment (and the manifest's).
 fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
     run_launcher_with(m, pods, command, &[])
 }
@@ -263,29 +304,32 @@ fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
 /// [`run_launcher`] with `env` added.
 fn run_launcher_with(m: &Manifest, pods: &Pods, command: &[String], env: &[(&str, &str)]) -> Run {
     assert_eq!(command.first().map(String::as_str), Some("meshrun"));
-    let mut line: Vec<String> = vec![meshrun_bin().display().to_string()];
-    line.extend(command[1..].iter().map(|a| format!("'{a}'")));
-    let mut cmd = in_pod(&pods.cluster, "mr-h0", &format!("{}-launcher", m.job), &line.join(" "));
-    mpi_env(&mut cmd)
-        .env("OMPI_MCA_orte_default_hostfile", &pods.hostfile)
-        .env("K_MPI_JOB_ROLE", "launcher")
-        .env("OMPI_MCA_orte_keep_fqdn_hostnames", "true")
-        .env(
-            "OMPI_MCA_plm_rsh_args",
-            format!(
-                "-i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectionAttempts=10",
-                pods.key.display()
-            ),
-        );
-    for (k, v) in m
-        .launcher_env
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .chain(env.iter().copied())
-    {
-        cmd.env(k, v);
+    let name = format!("meshrun-mpijob-{}-launcher", std::process::id());
+    let mut k = pod(pods, "mr-h0", &format!("{}-launcher", m.job), &name);
+    k.args(["-v", &format!("{}:/etc/mpi/hostfile:ro", pods.hostfile.display())]);
+    let slots = m.slots.to_string();
+    let operator = [
+        ("K_MPI_JOB_ROLE", "launcher"),
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_default_hostfile", "/etc/mpi/hostfile"),
+        ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
+        ("OMPI_MCA_orte_set_default_slots", slots.as_str()),
+        ("NVIDIA_VISIBLE_DEVICES", ""),
+        ("NVIDIA_DRIVER_CAPABILITIES", ""),
+        // CI's own: 4 ranks on this machine's 2 cores, so Open MPI is told so, as its docs say.
+        ("OMPI_MCA_rmaps_base_oversubscribe", "1"),
+        ("OMPI_MCA_mpi_yield_when_idle", "1"),
+    ];
+    let manifest_env = m.launcher_env.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+    for (k2, v) in operator.into_iter().chain(manifest_env).chain(env.iter().copied()) {
+        k.args(["-e", &format!("{k2}={v}")]);
     }
-    run_bounded(&mut cmd, LIMIT)
+    k.arg(&pods.image).args(command);
+    let r = run_bounded(&mut k, LIMIT);
+    let mut rm = Command::new("podman");
+    rm.args(["--runtime", "runc", "rm", "-f", "-t", "2", &name]);
+    let _ = run_bounded(&mut rm, Duration::from_secs(60));
+    r
 }
 
 #[test]
@@ -387,19 +431,20 @@ fn collectives_mpijob_gates_on_its_bar() {
 #[test]
 fn workers_that_come_up_after_the_launcher_are_waited_for() {
     let m = manifest("mpijob.yaml");
-    let mut pods = prepare_pods(&m);
-    let (r, late) = std::thread::scope(|s| {
-        let late = s.spawn(|| {
-            // Names 3 s after the launcher starts, sshd 12 s after (past its first report).
+    let pods = prepare_pods(&m, built_image());
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            // Names 3 s after the launcher starts, the workers' pods 12 s after (past its first
+            // report).
             std::thread::sleep(Duration::from_secs(3));
             publish_names(&m, &pods, 0..m.workers);
             std::thread::sleep(Duration::from_secs(9));
-            (0..m.workers).map(|i| start_sshd(&m, &pods, i)).collect::<Vec<_>>()
+            for i in 0..m.workers {
+                start_worker(&m, &pods, i);
+            }
         });
-        let r = run_launcher(&m, &pods, &m.launcher_command);
-        (r, late.join().expect("the late workers"))
+        run_launcher(&m, &pods, &m.launcher_command)
     });
-    pods.sshd.extend(late);
     assert!(
         matches!(r.code, Some(0) | Some(1)) && r.stdout.contains(" Ranks          : 4 on 2 host(s)"),
         "launcher: status {:?}:\n{}",
@@ -411,17 +456,15 @@ fn workers_that_come_up_after_the_launcher_are_waited_for() {
         "no word of what it waited for:\n{}",
         r.stderr
     );
-    drop(pods);
 }
 
 /// A worker that never comes: one line naming it and why, status 2, and no mpirun started.
 #[test]
 fn a_worker_that_never_comes_is_named_in_one_line() {
     let m = manifest("mpijob.yaml");
-    let mut pods = prepare_pods(&m);
+    let pods = prepare_pods(&m, built_image());
     publish_names(&m, &pods, 0..1);
-    let child = start_sshd(&m, &pods, 0);
-    pods.sshd.push(child);
+    start_worker(&m, &pods, 0);
     let r = run_launcher_with(&m, &pods, &m.launcher_command, &[("MESHRUN_WAIT_HOSTS", "4")]);
     assert_eq!(r.code, Some(2), "{}", r.all());
     let missing = fqdn(&m, 1);
@@ -439,4 +482,44 @@ fn a_worker_that_never_comes_is_named_in_one_line() {
         lines[0]
     );
     assert!(r.stdout.is_empty(), "nothing ran:\n{}", r.stdout);
+}
+
+/// The image's ssh configuration is what makes the operator's setup work: the same job on the
+/// same image without it stops at the first worker's host key, as a user's would.
+#[test]
+fn without_the_images_ssh_configuration_the_operators_setup_fails() {
+    let m = manifest("mpijob.yaml");
+    let base = built_image();
+    let stripped = "localhost/meshrun-no-ssh-config:test";
+    let dir = std::env::temp_dir().join(format!("meshrun-mpijob-strip-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(
+        dir.join("Containerfile"),
+        format!("FROM {base}\nRUN rm /etc/ssh/ssh_config.d/meshrun.conf\n"),
+    )
+    .expect("Containerfile");
+    let mut build = Command::new("podman");
+    build
+        .args(["--runtime", "runc", "build", "-q", "-t", stripped])
+        .arg(&dir);
+    let r = run_bounded(&mut build, Duration::from_secs(300));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(r.code, Some(0), "podman build:\n{}", r.all());
+    let pods = prepare_pods(&m, stripped);
+    publish_names(&m, &pods, 0..m.workers);
+    for i in 0..m.workers {
+        start_worker(&m, &pods, i);
+    }
+    wait_for_sshd(&m, &pods);
+    let r = run_launcher(&m, &pods, &m.launcher_command);
+    assert!(
+        !matches!(r.code, Some(0) | Some(1)),
+        "the job ran after all:\n{}",
+        r.all()
+    );
+    assert!(r.all().contains("Host key verification failed"), "{}", r.all());
+    drop(pods);
+    let mut rmi = Command::new("podman");
+    rmi.args(["rmi", "-f", stripped]);
+    let _ = run_bounded(&mut rmi, Duration::from_secs(60));
 }
