@@ -332,6 +332,31 @@ fn run_launcher_with(m: &Manifest, pods: &Pods, command: &[String], env: &[(&str
     r
 }
 
+/// `command` with `--transport verbs` made `--transport tcp` (CI's pods have no RDMA device).
+fn over_tcp(command: &[String]) -> Vec<String> {
+    let at = command
+        .windows(2)
+        .position(|w| w[0] == "--transport" && w[1] == "verbs")
+        .expect("the manifest asks for --transport verbs");
+    let mut c = command.to_vec();
+    c[at + 1] = "tcp".into();
+    c
+}
+
+/// The manifest's launcher command as it is, in pods without RDMA: meshrun's error naming what
+/// is missing and what to do, status 2, never a PASS over TCP. (Skipped, saying so, on a machine
+/// that has RDMA devices: there it could run.)
+fn no_rdma_no_pass(m: &Manifest, pods: &Pods) {
+    if std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some()) {
+        println!("skipped: the verbs manifest's failure without RDMA (this machine has RDMA devices)");
+        return;
+    }
+    let r = run_launcher(m, pods, &m.launcher_command);
+    assert_eq!(r.code, Some(2), "without RDMA: {}", r.all());
+    assert!(r.all().contains("or use --transport tcp"), "{}", r.all());
+    assert!(!r.stdout.contains("# PASS"), "{}", r.stdout);
+}
+
 #[test]
 fn pairwise_mpijob_runs_as_the_operator_runs_it() {
     let m = manifest("mpijob.yaml");
@@ -339,12 +364,25 @@ fn pairwise_mpijob_runs_as_the_operator_runs_it() {
     assert_eq!((m.launcher_image.as_str(), m.worker_image.as_str()), (IMAGE, IMAGE));
     assert_eq!(
         m.launcher_command,
-        ["meshrun", "launch", "--", "pairwise", "--timeout", "120"]
+        [
+            "meshrun",
+            "launch",
+            "--",
+            "pairwise",
+            "--transport",
+            "verbs",
+            "--timeout",
+            "120"
+        ]
     );
     assert!(m.launcher_env.is_empty());
     assert_eq!((m.slots, m.workers), (2, 2));
     let pods = start_pods(&m);
-    let r = run_launcher(&m, &pods, &m.launcher_command);
+    // The manifest's command as it is: these pods have no RDMA device, so it must fail with
+    // meshrun's own error, not pass over TCP.
+    no_rdma_no_pass(&m, &pods);
+    // CI's difference: the same job over TCP, so it runs to its verdict here.
+    let r = run_launcher(&m, &pods, &over_tcp(&m.launcher_command));
     // What this test proves is the deployment: the launcher reaches both workers over the
     // operator's ssh and the job measures every pair and ends with a verdict whose status the
     // MPIJob carries. Whether loopback "pods" on a loaded 2-core machine pass the default
@@ -403,14 +441,20 @@ fn collectives_mpijob_gates_on_its_bar() {
         "2",
         "-g",
         "1",
+        "--transport",
+        "verbs",
     ];
     assert_eq!(m.launcher_command, want);
     assert_eq!(m.launcher_env, [("NCCL_TESTS_MIN_BW".to_string(), "100".to_string())]);
-    // CI has no GPU: the same command on host buffers (-g 1 dropped), up to 1 MiB.
-    let mut command: Vec<String> = m.launcher_command[..m.launcher_command.len() - 2].to_vec();
+    let pods = start_pods(&m);
+    no_rdma_no_pass(&m, &pods);
+    // CI has no GPU and no RDMA: the same command on host buffers (-g 1 dropped) over TCP, up
+    // to 1 MiB.
+    let mut command = over_tcp(&m.launcher_command);
+    let g = command.iter().position(|a| a == "-g").expect("-g 1");
+    command.drain(g..g + 2);
     let e = command.iter().position(|a| a == "1G").expect("-e 1G");
     command[e] = "1M".into();
-    let pods = start_pods(&m);
     let r = run_launcher(&m, &pods, &command);
     // 100 GB/s is far above loopback between namespaces: the bar from the manifest's
     // environment reaches rank 0 through meshrun launch, and the job fails as nccl-tests' would.
@@ -443,7 +487,7 @@ fn workers_that_come_up_after_the_launcher_are_waited_for() {
                 start_worker(&m, &pods, i);
             }
         });
-        run_launcher(&m, &pods, &m.launcher_command)
+        run_launcher(&m, &pods, &over_tcp(&m.launcher_command))
     });
     assert!(
         matches!(r.code, Some(0) | Some(1)) && r.stdout.contains(" Ranks          : 4 on 2 host(s)"),
@@ -465,7 +509,12 @@ fn a_worker_that_never_comes_is_named_in_one_line() {
     let pods = prepare_pods(&m, built_image());
     publish_names(&m, &pods, 0..1);
     start_worker(&m, &pods, 0);
-    let r = run_launcher_with(&m, &pods, &m.launcher_command, &[("MESHRUN_WAIT_HOSTS", "4")]);
+    let r = run_launcher_with(
+        &m,
+        &pods,
+        &over_tcp(&m.launcher_command),
+        &[("MESHRUN_WAIT_HOSTS", "4")],
+    );
     assert_eq!(r.code, Some(2), "{}", r.all());
     let missing = fqdn(&m, 1);
     let lines: Vec<&str> = r
