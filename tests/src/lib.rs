@@ -354,7 +354,7 @@ impl SlurmCluster {
         SlurmCluster::up_with_gpus(nodes, cpus, 0)
     }
 
-    /// As [`SlurmCluster::up`], each node also offering `gpus` GPUs (a count-only gres: the GPU
+    /// As [`SlurmCluster::up`], each node also offering `gpus` GPUs (gres/gpu on stand-in device files: the GPU
     /// job scripts schedule as on a GPU cluster, their ranks on meshrun's host stand-in).
     pub fn up_with_gpus(nodes: usize, cpus: usize, gpus: usize) -> SlurmCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());

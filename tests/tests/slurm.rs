@@ -190,7 +190,7 @@ fn a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it() {
 
 /// The GPU job script: one rank per GPU, both steps over RDMA verbs by default, so a node
 /// without RDMA fails with meshrun's own error, not a TCP PASS; with TRANSPORT=tcp on GPUs of
-/// Slurm's count-only gres (ranks on the host stand-in, staged), both steps run and pass.
+/// Slurm's gres/gpu on stand-in device files (ranks on the host stand-in, staged), both steps run and pass.
 #[test]
 fn the_gpu_sbatch_asks_for_verbs_and_runs_one_rank_per_gpu() {
     let c = SlurmCluster::up_with_gpus(2, 2, 2);
