@@ -57,6 +57,12 @@ impl Bulk {
     /// The bulk of `scores` (higher is better; a score of 0 or less is always slow). None for no
     /// scores.
     pub fn of(scores: &[f64]) -> Option<Bulk> {
+        Bulk::of_at_least(scores, 0.0)
+    }
+
+    /// [`Bulk::of`] with the spread never below `min_spread` (log units): for a population too
+    /// small to show the run's noise, the noise the rest of the run shows.
+    pub fn of_at_least(scores: &[f64], min_spread: f64) -> Option<Bulk> {
         let logs: Vec<f64> = scores
             .iter()
             .map(|&s| if s > 0.0 { s.ln() } else { f64::NEG_INFINITY })
@@ -81,6 +87,7 @@ impl Bulk {
         let (mut m, mut s, mut bar) = (0.0, 0.0, 0.0);
         for _ in 0..64 {
             (m, s) = centre_and_spread(&mut bulk);
+            s = s.max(min_spread);
             bar = (m - (DEVIATIONS * s).max(MIN_DROP)).max(floor);
             let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= bar).collect();
             if next.len() == bulk.len() {

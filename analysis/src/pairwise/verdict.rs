@@ -163,12 +163,41 @@ fn bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(P
             };
             vec![(p, floor(b))]
         }
-        None => [Population::BetweenHosts, Population::WithinHost]
-            .into_iter()
-            .filter_map(|p| Bulk::of(&scores(Some(p))).map(|b| (p, floor(b))))
-            .collect(),
+        None => {
+            let own: Vec<(Population, Vec<f64>, Bulk)> = [Population::BetweenHosts, Population::WithinHost]
+                .into_iter()
+                .filter_map(|p| {
+                    let s = scores(Some(p));
+                    Bulk::of(&s).map(|b| (p, s, b))
+                })
+                .collect();
+            // A population too small to show the run's noise (a few ranks per host: 8 cells at
+            // 4 hosts of 2) is judged with at least the spread the other, larger one measured:
+            // on a busy machine 8 loopback cells can agree within 7% by chance while the run's
+            // noise is +-30%. On a quiet fabric the other spread is small too, and nothing changes.
+            let noise = |p: Population| {
+                own.iter()
+                    .filter(|(q, s, _)| *q != p && s.len() >= OWN_NOISE_CELLS)
+                    .map(|(_, _, b)| b.spread)
+                    .fold(0.0, f64::max)
+            };
+            own.iter()
+                .filter_map(|(p, s, b)| {
+                    let b = if s.len() < OWN_NOISE_CELLS && noise(*p) > b.spread {
+                        Bulk::of_at_least(s, noise(*p))?
+                    } else {
+                        *b
+                    };
+                    Some((*p, floor(b)))
+                })
+                .collect()
+        }
     }
 }
+
+/// Cells a population needs to be judged by its own spread alone (fewer: at least the spread of
+/// the run's other, larger population).
+pub const OWN_NOISE_CELLS: usize = 16;
 
 /// The bar that applies to `m`.
 fn bar_for(bars: &[(Population, Bulk)], rule: Rule, hosts: &[String], m: &Measurement) -> f64 {
