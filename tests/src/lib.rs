@@ -282,6 +282,8 @@ impl NetnsCluster {
             "the namespace cluster needs root (ip netns, unshare); run the tests as root, as CI does"
         );
         let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
+        // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics.
+        let cluster = NetnsCluster { dir, _lock: lock };
         let r = run_bounded(
             Command::new(root().join("scripts/netns-cluster"))
                 .args([
@@ -291,11 +293,11 @@ impl NetnsCluster {
                     &leaves.to_string(),
                     &rails.to_string(),
                 ])
-                .env("MR_NETNS_DIR", &dir),
+                .env("MR_NETNS_DIR", &cluster.dir),
             Duration::from_secs(60),
         );
         assert_eq!(r.code, Some(0), "netns-cluster up failed:\n{}", r.all());
-        NetnsCluster { dir, _lock: lock }
+        cluster
     }
 
     pub fn script(&self, args: &[&str]) -> Run {
@@ -341,6 +343,11 @@ impl Drop for NetnsCluster {
     }
 }
 
+/// Whether this machine has RDMA devices (anything under /sys/class/infiniband).
+pub fn rdma_devices_here() -> bool {
+    std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some())
+}
+
 /// A real Slurm (Debian's slurm-wlm and munge) whose nodes are namespace hosts mr-h0..: slurmctld
 /// on this machine, one slurmd per node (`scripts/slurm-cluster`). Shares the namespace lock.
 pub struct SlurmCluster {
@@ -363,12 +370,15 @@ impl SlurmCluster {
             "the Slurm cluster needs root (munged, slurmd in namespaces); run the tests as root, as CI does"
         );
         let dir = std::env::temp_dir().join(format!("meshrun-slurm-{}", std::process::id()));
+        // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics:
+        // a slurmctld left behind holds its port against every later cluster.
+        let cluster = SlurmCluster { dir, _lock: lock };
         let mut cmd = Command::new(root().join("scripts/slurm-cluster"));
         cmd.args(["up", &nodes.to_string(), &cpus.to_string(), &gpus.to_string()])
-            .env("MR_SLURM_DIR", &dir);
+            .env("MR_SLURM_DIR", &cluster.dir);
         let r = run_bounded(&mut cmd, Duration::from_secs(120));
         assert_eq!(r.code, Some(0), "slurm-cluster up failed:\n{}", r.all());
-        SlurmCluster { dir, _lock: lock }
+        cluster
     }
 
     /// The slurm.conf every client command needs (`SLURM_CONF`).

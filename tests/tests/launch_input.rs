@@ -231,7 +231,7 @@ fn version_names_the_revision_the_mpi_library_and_what_this_machine_has() {
         r.stdout
     );
     // What this machine has: RDMA devices under /sys/class/infiniband, or none.
-    let rdma = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
+    let rdma = e2e::rdma_devices_here();
     let want = if rdma {
         " RDMA device(s) here"
     } else {

@@ -155,8 +155,9 @@ fn ssh_keygen(args: &[&str]) {
     assert_eq!(r.code, Some(0), "ssh-keygen {args:?}: {}", r.all());
 }
 
-/// `podman run` of `image` as pod `hostname` in namespace host `ns`, with the job's /etc/hosts
-/// and the operator's Secret at /root/.ssh (the manifests' `sshAuthMountPath`).
+/// The start of `podman run` for pod `hostname` (container `name`) in namespace host `ns`, with
+/// the job's /etc/hosts and the operator's Secret at /root/.ssh (the manifests'
+/// `sshAuthMountPath`); the caller adds its own options, `pods.image` and the command.
 fn pod(pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
     let mut k = Command::new("podman");
     k.args(["--runtime", "runc", "run", "--rm", "--name", name])
@@ -347,7 +348,7 @@ fn over_tcp(command: &[String]) -> Vec<String> {
 /// is missing and what to do, status 2, never a PASS over TCP. (Skipped, saying so, on a machine
 /// that has RDMA devices: there it could run.)
 fn no_rdma_no_pass(m: &Manifest, pods: &Pods) {
-    if std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some()) {
+    if e2e::rdma_devices_here() {
         println!("skipped: the verbs manifest's failure without RDMA (this machine has RDMA devices)");
         return;
     }

@@ -196,8 +196,7 @@ fn the_gpu_sbatch_asks_for_verbs_and_runs_one_rank_per_gpu() {
     let c = SlurmCluster::up_with_gpus(2, 2, 2);
     let per_node = ["--gpus-per-node=2", "--ntasks-per-node=2"];
     let file = "meshrun-gpu.sbatch";
-    let rdma_here = std::fs::read_dir("/sys/class/infiniband").is_ok_and(|mut d| d.next().is_some());
-    if rdma_here {
+    if e2e::rdma_devices_here() {
         println!("skipped: the verbs default (this machine has RDMA devices, so it may not fail)");
     } else {
         let dir = work_dir("gpu-verbs");

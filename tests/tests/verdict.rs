@@ -20,26 +20,25 @@ fn dir(test: &str) -> PathBuf {
     d
 }
 
+/// A pairwise run of `np` ranks at `size`, 20 iterations, with `extra` flags (its verdict is not
+/// the subject).
+fn pairwise_run(np: usize, size: &str, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "pairwise",
+        "-s",
+        size,
+        "-n",
+        "20",
+        "--threshold",
+        VERDICT_NOT_THE_SUBJECT,
+    ];
+    args.extend_from_slice(extra);
+    mpirun(np, &args, &[], LIMIT)
+}
+
 /// A pairwise run of `np` ranks at `size`, saved as `path` (its verdict is not the subject).
 fn saved_run_of(np: usize, path: &Path, size: &str) {
-    let p = path.to_str().expect("utf-8");
-    let r = mpirun(
-        np,
-        &[
-            "pairwise",
-            "-s",
-            size,
-            "-n",
-            "20",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-            "--json",
-            p,
-        ],
-        &[],
-        LIMIT,
-    );
-    r.expect_code(0);
+    pairwise_run(np, size, &["--json", path.to_str().expect("utf-8")]).expect_code(0);
 }
 
 /// A 3-rank run.
@@ -204,22 +203,7 @@ fn a_live_run_against_its_own_earlier_run_names_what_got_slower() {
     }
     std::fs::write(&good, serde_json::to_vec(&doc).expect("JSON")).expect("write");
     let g = good.to_str().expect("utf-8");
-    let r = mpirun(
-        3,
-        &[
-            "pairwise",
-            "-s",
-            "64K",
-            "-n",
-            "20",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-            "--baseline",
-            g,
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_run(3, "64K", &["--baseline", g]);
     // Today's verdict passes; the baseline fails the run.
     r.expect_code(1);
     assert!(r.stdout.contains("# PASS: no slow pairs"), "{}", r.stdout);
@@ -247,18 +231,7 @@ fn a_live_run_against_its_own_earlier_run_names_what_got_slower() {
 #[test]
 fn a_json_report_on_stdout_travels_in_the_log_and_is_read_back() {
     let d = dir("a_json_report_on_stdout_travels_in_the_log_and_is_read_back");
-    let args = [
-        "pairwise",
-        "-s",
-        "64K",
-        "-n",
-        "20",
-        "--threshold",
-        VERDICT_NOT_THE_SUBJECT,
-        "--json",
-        "-",
-    ];
-    let r = mpirun(3, &args, &[], LIMIT);
+    let r = pairwise_run(3, "64K", &["--json", "-"]);
     r.expect_code(0);
     let begin = "# ---- meshrun JSON report (--json -): from the next line to the END line ----\n";
     let at = r

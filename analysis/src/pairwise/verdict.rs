@@ -183,8 +183,9 @@ fn bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(P
             };
             own.iter()
                 .filter_map(|(p, s, b)| {
-                    let b = if s.len() < OWN_NOISE_CELLS && noise(*p) > b.spread {
-                        Bulk::of_at_least(s, noise(*p))?
+                    let run_noise = noise(*p);
+                    let b = if s.len() < OWN_NOISE_CELLS && run_noise > b.spread {
+                        Bulk::of_at_least(s, run_noise)?
                     } else {
                         *b
                     };
