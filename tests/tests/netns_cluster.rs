@@ -244,6 +244,20 @@ fn a_quick_pass_follows_its_suspects_up_all_pairs_and_names_the_node() {
 }
 
 /// Poll `f` every 100 ms until it holds or `limit` passes.
+/// How many meshrun processes run in namespace `host`.
+fn ranks_in(host: &str) -> usize {
+    let out = std::process::Command::new("ip")
+        .args(["netns", "pids", host])
+        .output()
+        .expect("ip netns pids");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "meshrun")
+        })
+        .count()
+}
+
 fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     let until = std::time::Instant::now() + limit;
     while std::time::Instant::now() < until {
@@ -281,10 +295,17 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
     let running = wait_for(Duration::from_secs(90), || read(&err).contains("round 1/"));
     let cut = std::time::Instant::now();
     let down = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "down"]);
+    // Both collectors conclude while the link is down: rank 0 (mr-h0), whose line mpirun prints
+    // at once, and rank 5 (mr-h2), whose line waits in mr-h2's orted until the link is back. So
+    // the link comes back only once rank 0 has spoken and no rank process is left in mr-h2 (a
+    // collector exits once it has printed, the other rank after its alarm): a collector still
+    // querying when the link came back would see a half-restored network (CI once saw rank 5
+    // reach mr-h1 again but not yet mr-h0, and name mr-h0).
     let named = wait_for(Duration::from_secs(6 + 15), || {
         read(&err).contains("root cause of the stall")
     });
     let to_verdict = cut.elapsed();
+    let h2_done = wait_for(Duration::from_secs(30), || ranks_in("mr-h2") == 0);
     let up = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "up"]);
     let ended = wait_for(Duration::from_secs(60), || matches!(child.try_wait(), Ok(Some(_))));
     if !ended {
@@ -305,6 +326,10 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
     );
     assert!(named, "no root cause within the deadline + 15 s of the cut:\n{stderr}");
     assert!(
+        h2_done,
+        "the ranks on mr-h2 had not ended 30 s after rank 0's verdict:\n{stderr}"
+    );
+    assert!(
         ended,
         "the job did not end within 60 s of the link coming back:\n{stderr}"
     );
@@ -317,6 +342,12 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         roots
             .iter()
             .any(|l| l.contains("host mr-h2 (ranks 4, 5) cannot be reached from rank 0 (mr-h0)")),
+        "{stderr}"
+    );
+    assert!(
+        roots
+            .iter()
+            .any(|l| l.contains("host mr-h2 (of rank 5) reaches none of the other 2 hosts")),
         "{stderr}"
     );
     for l in &roots {
