@@ -7,7 +7,7 @@
 //! deviation), both taken over the healthy cells only: starting from the fastest quarter (a fault
 //! makes a link slower, never faster, so the fastest cells are healthy even when most are slow,
 //! as across a slow uplink between two leaves of two hosts each), every cell above the bar is
-//! taken in and the estimate made again, until it no longer changes. The bar is the larger of
+//! taken in and the estimate made again, until it no longer changes (or, where it cycles at the [`MIN_CELLS`] boundary, the estimate made from the most cells is kept). The bar is the larger of
 //! [`DEVIATIONS`] spreads and [`MIN_DROP`] (7%), so a very quiet fabric does not flag a few percent,
 //! and a noisy one (other tenants' traffic: +-60% is common on shared Ethernet) does not flag
 //! its own noise.
@@ -84,22 +84,43 @@ impl Bulk {
         };
         // Never below the middle of a clear gap: a noisy healthy bulk must not reach across it.
         let floor = gap.map_or(f64::NEG_INFINITY, |(lo, hi)| (lo + hi) / 2.0);
-        let (mut m, mut s, mut bar) = (0.0, 0.0, 0.0);
-        for _ in 0..64 {
-            (m, s) = centre_and_spread(&mut bulk);
-            s = s.max(min_spread);
-            bar = (m - (DEVIATIONS * s).max(MIN_DROP)).max(floor);
-            let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= bar).collect();
-            if next.len() == bulk.len() {
-                break;
+        // Each estimate's bulk is the top k cells, so an estimate is known by k. The estimate is
+        // made again until the bulk stops changing; at the MIN_CELLS boundary it can cycle
+        // instead (7 cells: the prior spread takes a close group in; 8 or more: their own
+        // spread puts it out again), and then the estimate made from the most cells is kept:
+        // it rests on the most data, and its suspects are retested alone in any case.
+        let mut tried: Vec<Estimate> = Vec::new();
+        let est = loop {
+            let (m, s) = centre_and_spread(&mut bulk);
+            let s = s.max(min_spread);
+            let e = Estimate {
+                from: bulk.len(),
+                median: m,
+                spread: s,
+                bar: (m - (DEVIATIONS * s).max(MIN_DROP)).max(floor),
+            };
+            if let Some(first) = tried.iter().position(|t| t.from == e.from) {
+                let cycle = &tried[first..];
+                break cycle
+                    .iter()
+                    .copied()
+                    .max_by(|a, b| a.from.cmp(&b.from).then(b.bar.total_cmp(&a.bar)))
+                    .unwrap_or(e);
             }
+            let next: Vec<f64> = logs.iter().copied().filter(|&x| x >= e.bar).collect();
+            if next.len() == e.from {
+                break e;
+            }
+            tried.push(e);
             bulk = next;
-        }
+        };
+        let (m, s, bar) = (est.median, est.spread, est.bar);
+        let healthy = logs.iter().filter(|&&x| x >= bar).count();
         Some(Bulk {
             median: m.exp(),
             spread: s,
             bar: bar.exp(),
-            healthy: bulk.len(),
+            healthy,
             cells: logs.len(),
         })
     }
@@ -112,6 +133,15 @@ impl Bulk {
             0.0
         }
     }
+}
+
+/// One estimate of the bulk (log units), made from its `from` fastest cells.
+#[derive(Debug, Clone, Copy)]
+struct Estimate {
+    from: usize,
+    median: f64,
+    spread: f64,
+    bar: f64,
 }
 
 /// How many of `n` cells the healthy bulk is seeded from: the fastest quarter, but never one cell
@@ -229,6 +259,21 @@ mod tests {
 
     /// Eight loopback directions on a busy machine (the same namespace run): a factor of 7 between
     /// them is noise there, and too few cells to say otherwise.
+    /// Seven cells within 1% and three 30% below: from seven cells the prior spread takes the
+    /// three in; from all ten their own spread (1%) puts them out again. The estimate settles on
+    /// the one made from ten cells, whatever the order it was reached in, and names the three.
+    #[test]
+    fn the_estimate_at_the_min_cells_boundary_settles() {
+        let mut v = noisy(7, 10.0, 0.01, 11);
+        v.extend([7.0, 7.05, 6.95]);
+        let b = Bulk::of(&v).unwrap();
+        assert_eq!(b.healthy, 7, "{b:?}");
+        assert!(b.bar > 9.0 && b.bar < 10.0, "{b:?}");
+        let mut r = v.clone();
+        r.reverse();
+        assert_eq!(Bulk::of(&r), Some(b), "the order of the cells does not matter");
+    }
+
     #[test]
     fn eight_noisy_cells_are_not_split() {
         let b = Bulk::of(&[8.49, 10.45, 2.99, 1.73, 1.38, 3.55, 6.37, 9.54]).unwrap();
