@@ -107,8 +107,11 @@ pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[V
         })
         .collect();
     let pairs = n * (n - 1) / 2;
-    let ok = failures.is_empty() && missing.is_empty();
-    if ok {
+    let ok = failures.is_empty() && missing.is_empty() && pairs > 0;
+    if pairs == 0 {
+        // The rank commands refuse a job of one rank; a report of no pair never passes.
+        let _ = writeln!(s, "# FAILED: {n} rank(s): no pair to check");
+    } else if ok {
         let min = all_rtts.iter().copied().fold(f64::INFINITY, f64::min);
         let max = all_rtts.iter().copied().fold(0.0, f64::max);
         let med = median(&mut all_rtts);
@@ -130,6 +133,21 @@ pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn no_pair_is_not_a_pass() {
+        let cfg = MeshCheckConfig {
+            bytes: 8,
+            iters: 1,
+            op_timeout: std::time::Duration::from_secs(1),
+        };
+        let (text, ok) = report(&["a".to_string()], "tcp", &cfg, &[vec![]]);
+        assert!(!ok, "{text}");
+        assert!(
+            text.contains("# FAILED: 1 rank(s): no pair to check") && !text.contains("inf"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn report_marks_failures_and_fills_both_cells() {

@@ -102,6 +102,11 @@ pub enum LaunchError {
     BadEnv(String),
     #[error("nothing to run after `--`; expected e.g. `meshrun launch --np 4 -- mesh-check`")]
     NoCommand,
+    #[error("--np 0 starts no rank; expected --np 2 or more (a test needs a pair)")]
+    NoRanks,
+    /// The rank command was refused before mpirun started (see precheck.rs).
+    #[error("{0}")]
+    RankCommand(String),
     #[error("cannot find this program's own path to start it on the ranks: {0}; pass --meshrun PATH")]
     SelfPath(std::io::Error),
     #[error(transparent)]

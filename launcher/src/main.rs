@@ -11,6 +11,7 @@ mod launch;
 mod mesh_check_cmd;
 mod nic_env;
 mod pairwise_cmd;
+mod precheck;
 mod rank;
 mod verdict_cmd;
 mod workers;
@@ -88,11 +89,33 @@ fn parse_cli() -> (Cli, clap::ArgMatches) {
     use clap::{CommandFactory, FromArgMatches};
     // Built once per process; clap keeps a `&'static str`.
     let long: &'static str = Box::leak(long_version().into_boxed_str());
-    let matches = nic_env::with_env(Cli::command().long_version(long)).get_matches();
+    let matches = match nic_env::with_env(Cli::command().long_version(long)).try_get_matches() {
+        Ok(m) => m,
+        Err(e) => bad_command_line(e),
+    };
     match Cli::from_arg_matches(&matches) {
         Ok(c) => (c, matches),
-        Err(e) => e.exit(),
+        Err(e) => bad_command_line(e),
     }
+}
+
+/// A command line clap refused: help and version as clap prints them; an error as one line,
+/// said by rank 0 alone when mpirun started the ranks directly (every rank has the same
+/// arguments, so the others leave quietly with the same status).
+fn bad_command_line(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit()
+    }
+    if ranks::world::rank_from_env().is_none_or(|r| r == 0) {
+        let sub = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+        let help = sub.map_or("meshrun --help".to_string(), |s| format!("meshrun {s} --help"));
+        ranks::eline!("meshrun: {}; see `{help}`", precheck::clap_line(&e));
+    }
+    std::process::exit(Status::Usage.code())
 }
 
 /// `meshrun manpage`: meshrun(1) in roff, with every subcommand and its flags (and the
@@ -138,9 +161,14 @@ fn manpage() -> i32 {
 fn resolve(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     nic_choices(cmd, m)?;
     busbw_bar(cmd, m)?;
+    perftest_spellings(cmd);
+    Ok(())
+}
+
+/// perftest's -d/-i/-x are the same as --ib-dev/--ib-port/--gid-index (and win, as those flags
+/// do, over a choice made from NCCL's variables).
+fn perftest_spellings(cmd: &mut Command) {
     if let Command::Pairwise(a) = cmd {
-        // perftest's -d/-i/-x are the same as --ib-dev/--ib-port/--gid-index (and win, as those
-        // flags do, over a choice made from NCCL's variables).
         if a.d.is_some() {
             a.rank.ib_dev = a.d.clone();
         }
@@ -151,7 +179,6 @@ fn resolve(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
             a.rank.gid_index = a.x;
         }
     }
-    Ok(())
 }
 
 /// The NIC choices of a rank subcommand that neither a flag nor `MESHRUN_<FLAG>` made, from
@@ -213,6 +240,9 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     if a.command.is_empty() {
         return Err(LaunchError::NoCommand);
     }
+    if a.np == Some(0) {
+        return Err(LaunchError::NoRanks);
+    }
     let env = |k: &str| std::env::var(k).ok();
     let src = launch::host_source(a.hostfile.as_deref(), a.hosts.as_deref(), &env)?;
     let placement = match &src {
@@ -222,6 +252,9 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
             vec![("localhost".to_string(), np)]
         }
     };
+    // The rank command is checked here, dry runs included, before any host is waited for or
+    // any rank started.
+    precheck::rank_command(&a.command, &precheck::Job { placement: &placement }).map_err(LaunchError::RankCommand)?;
     if let (Some(s), false) = (&src, a.no_resolve_check) {
         let mpijob = workers::is_mpijob(&s.from, &env);
         let limit = a

@@ -13,6 +13,14 @@ use crate::exit::{RankFailure, Status};
 /// The largest payload one pair swaps.
 const MAX_BYTES: u64 = 1 << 30;
 
+/// The checks of mesh-check's flags alone (the launcher makes them too, before any rank starts).
+pub fn check_args(a: &MeshCheckArgs) -> Result<(), String> {
+    if a.bytes > MAX_BYTES {
+        return Err(format!("--bytes {} is over the 1 GiB limit of mesh-check", a.bytes));
+    }
+    Ok(())
+}
+
 pub struct MeshCheck {
     args: MeshCheckArgs,
     cfg: MeshCheckConfig,
@@ -43,11 +51,13 @@ impl RankCommand for MeshCheck {
         &self.args.rank
     }
 
-    fn check(&mut self, _world: &World, _t: &dyn Transport) -> Result<(), String> {
-        if self.args.bytes > MAX_BYTES {
+    fn check(&mut self, world: &World, _t: &dyn Transport) -> Result<(), String> {
+        check_args(&self.args)?;
+        if world.size() < 2 {
+            // As pairwise: a check of no pair would pass on nothing.
             return Err(format!(
-                "--bytes {} is over the 1 GiB limit of mesh-check",
-                self.args.bytes
+                "mesh-check needs at least 2 ranks to have a pair to check; this job has {}",
+                world.size()
             ));
         }
         Ok(())

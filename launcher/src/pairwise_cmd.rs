@@ -36,7 +36,7 @@ fn default_bw_warmup(size: usize, tx_depth: u64) -> u64 {
     n.clamp(8.min(tx_depth), tx_depth.max(1))
 }
 
-fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, String> {
+pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, String> {
     // One-sided write and read need the transport's RDMA extension.
     let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
     let test = match a.test {

@@ -92,6 +92,15 @@ pub fn expected_nodes(get: impl Fn(&str) -> Option<String>, size: usize) -> Opti
     Some((hosts.len().min(size), format!("the MPIJob hostfile {file}")))
 }
 
+/// This process's rank as the MPI launcher's environment gives it (Open MPI, MPICH/Hydra, PMIx,
+/// srun), before MPI is initialised; None outside an MPI job.
+pub fn rank_from_env() -> Option<usize> {
+    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
+        .iter()
+        .find_map(|v| std::env::var(v).ok())
+        .and_then(|r| r.trim().parse().ok())
+}
+
 impl World {
     /// Initialise MPI and learn where every rank runs. Every MPI step is bounded by `mpi_timeout`.
     pub fn init(mpi_timeout: Duration) -> Result<World, WorldError> {

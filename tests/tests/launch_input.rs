@@ -101,7 +101,15 @@ fn missing_mpirun() {
 fn unresolvable_host() {
     // A real launch stops before starting mpirun.
     let r = meshrun(
-        &["launch", "--hosts", "no-such-host-meshrun.invalid", "--", "mesh-check"],
+        &[
+            "launch",
+            "--hosts",
+            "no-such-host-meshrun.invalid",
+            "--ppn",
+            "2",
+            "--",
+            "mesh-check",
+        ],
         LIMIT,
     );
     one_line_error(
@@ -114,6 +122,8 @@ fn unresolvable_host() {
             "launch",
             "--hosts",
             "no-such-host-meshrun.invalid",
+            "--ppn",
+            "2",
             "--dry-run",
             "--",
             "mesh-check",
@@ -132,7 +142,7 @@ fn unresolvable_host() {
         r.stderr
     );
     assert!(
-        r.stdout.contains("--host no-such-host-meshrun.invalid:1"),
+        r.stdout.contains("--host no-such-host-meshrun.invalid:2"),
         "{}",
         r.stdout
     );
@@ -285,4 +295,68 @@ fn completions_and_man_page() {
         "groff: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A bad rank command is refused where `meshrun launch` runs, dry run or not, before mpirun
+/// starts: `--mpirun` names a program that does not exist, so reaching mpirun would be a
+/// different error.
+#[test]
+fn launch_refuses_a_bad_rank_command_before_mpirun() {
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--np", "4", "--", "all_reduce", "-b", "64M", "-e", "8"],
+            "the rank command `all_reduce -b 64M -e 8`: -b 67108864 is larger than -e 8; expected -b <= -e",
+        ),
+        (
+            &["--np", "4", "--dry-run", "--", "pairwise", "--bogus"],
+            "the rank command `pairwise --bogus`: unexpected argument '--bogus' found",
+        ),
+        (&["--np", "4", "--", "pairwise", "-s", "0"], "size 0 is not a message"),
+        (
+            &["--np", "0", "--", "mesh-check"],
+            "--np 0 starts no rank; expected --np 2 or more",
+        ),
+        (
+            &["--np", "1", "--dry-run", "--", "mesh-check"],
+            "mesh-check needs at least 2 ranks to have a pair to check; this job has 1",
+        ),
+        (
+            &["--np", "4", "--", "broadcast", "-r", "4"],
+            "-r 4: this job has ranks 0 to 3",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut all = vec!["launch", "--mpirun", "/nonexistent/mpirun"];
+        all.extend_from_slice(args);
+        let r = meshrun(&all, LIMIT);
+        one_line_error(&r, want);
+        assert_eq!(r.stderr.lines().count(), 1, "{args:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("nonexistent"), "mpirun was reached: {}", r.stderr);
+    }
+}
+
+/// Ranks started by mpirun directly with a bad argument: rank 0 alone says it, in one line, and
+/// every rank leaves with status 2.
+#[test]
+fn a_bad_argument_under_mpirun_is_said_once() {
+    let r = mpirun(3, &["pairwise", "-s", "0"], &[], LIMIT);
+    let said: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("meshrun:")).collect();
+    assert_eq!(said.len(), 1, "{}", r.stderr);
+    assert!(
+        said[0].contains("size 0 is not a message") && said[0].ends_with("see `meshrun pairwise --help`"),
+        "{}",
+        said[0]
+    );
+    assert!(!r.stderr.contains("Usage:"), "{}", r.stderr);
+    r.expect_code(2);
+    // mesh-check on one rank refuses, as pairwise does, and nothing says `inf`.
+    let r = mpirun(1, &["mesh-check"], &[], LIMIT);
+    r.expect_code(2);
+    assert!(
+        r.stderr
+            .contains("mesh-check needs at least 2 ranks to have a pair to check; this job has 1"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.all().contains(" inf "), "{}", r.all());
 }

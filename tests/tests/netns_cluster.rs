@@ -252,9 +252,7 @@ fn ranks_in(host: &str) -> usize {
         .expect("ip netns pids");
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
-        .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "meshrun")
-        })
+        .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "meshrun"))
         .count()
 }
 

@@ -1,0 +1,196 @@
+//! The rank command checked where `meshrun launch` runs, before mpirun starts a single rank: the
+//! same parser and the same argument checks the ranks use, so a typo costs one line, not an ssh
+//! fan-out to every node and a rank count of clap errors between mpirun's abort banners.
+//!
+//! Only what does not depend on the ranks' own hosts is checked here (flags, sizes, factors,
+//! data types, ops, flag combinations, rank numbers against the job's size, whether the job has
+//! any pair to test). A NIC named by NCCL's variables, files rank 0 writes and the transport
+//! `auto` chooses are the ranks' to judge: the launcher may run on a machine without them (an
+//! MPIJob launcher pod has no RDMA device).
+
+use clap::{CommandFactory, FromArgMatches};
+
+use crate::cli::{Cli, Command, TransportChoice};
+
+/// The job as the launcher placed it: ranks per host, in rank order.
+pub struct Job<'a> {
+    pub placement: &'a [(String, u64)],
+}
+
+impl Job<'_> {
+    fn size(&self) -> usize {
+        self.placement.iter().map(|(_, n)| *n as usize).sum()
+    }
+
+    /// Each rank's host index, ranks filled host by host (mpirun's default mapping by slot).
+    fn node_of(&self) -> Vec<usize> {
+        self.placement
+            .iter()
+            .enumerate()
+            .flat_map(|(i, (_, n))| std::iter::repeat_n(i, *n as usize))
+            .collect()
+    }
+}
+
+/// Check the rank command `args` (after `--`) for `job`; the error is one line saying what is
+/// wrong and what would be right.
+pub fn rank_command(args: &[String], job: &Job<'_>) -> Result<(), String> {
+    let shown = args.join(" ");
+    let argv = std::iter::once("meshrun".to_string()).chain(args.iter().cloned());
+    let matches = crate::nic_env::with_env(Cli::command())
+        .try_get_matches_from(argv)
+        .map_err(|e| format!("the rank command `{shown}`: {}", clap_line(&e)))?;
+    let mut cli =
+        Cli::from_arg_matches(&matches).map_err(|e| format!("the rank command `{shown}`: {}", clap_line(&e)))?;
+    crate::perftest_spellings(&mut cli.command);
+    crate::busbw_bar(&mut cli.command, &matches).map_err(|e| format!("the rank command `{shown}`: {e}"))?;
+    rank_checks(&cli.command, job).map_err(|e| format!("the rank command `{shown}`: {e}"))
+}
+
+/// The checks of each rank command that need only the job's shape.
+fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
+    let size = job.size();
+    match cmd {
+        Command::Launch(_) => Err("`launch` cannot be a rank command; give the test to run, e.g. `-- pairwise`".into()),
+        Command::MeshCheck(a) => {
+            crate::mesh_check_cmd::check_args(a)?;
+            if size < 2 {
+                return Err(format!(
+                    "mesh-check needs at least 2 ranks to have a pair to check; this job has {size}"
+                ));
+            }
+            Ok(())
+        }
+        Command::Pairwise(a) => {
+            // `auto` may end on either; RDMA is assumed, so only what no transport could do is
+            // refused here (the ranks refuse --op write if auto ends on TCP).
+            let kind = match a.rank.transport {
+                TransportChoice::Tcp => ranks::TransportKind::Tcp,
+                TransportChoice::Verbs | TransportChoice::Auto => ranks::TransportKind::Verbs,
+            };
+            let cfg = crate::pairwise_cmd::config(a, kind)?;
+            if let Some((x, y)) = a.pair {
+                if x.max(y) >= size {
+                    return Err(format!(
+                        "--pair {x},{y}: this job has ranks 0 to {}",
+                        size.saturating_sub(1)
+                    ));
+                }
+            }
+            let node_of = job.node_of();
+            if analysis::pairwise::rounds_for(size, cfg.selection, cfg.pattern, &node_of).is_empty() {
+                return Err(format!(
+                    "no pairs to test: {size} rank(s) on {} host(s) with this selection",
+                    job.placement.len()
+                ));
+            }
+            Ok(())
+        }
+        Command::Coll(c) => {
+            let cfg = crate::coll_cmd::config(&c.args)?;
+            if cfg.root >= size {
+                return Err(format!(
+                    "-r {}: this job has ranks 0 to {}",
+                    cfg.root,
+                    size.saturating_sub(1)
+                ));
+            }
+            Ok(())
+        }
+        // Commands that are not tests (devices, compare, ...) run as they are on every host.
+        _ => Ok(()),
+    }
+}
+
+/// clap's message on one line: its first line without the `error: ` prefix, and where it has a
+/// tip (`tip: a similar argument exists: '--iters'`), the tip.
+pub fn clap_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("invalid arguments");
+    let first = first.strip_prefix("error: ").unwrap_or(first);
+    let tip = lines.find(|l| l.starts_with("tip: ")).map(|t| format!(" ({t})"));
+    format!("{first}{}", tip.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(hosts: &[(&str, u64)]) -> Vec<(String, u64)> {
+        hosts.iter().map(|(h, n)| (h.to_string(), *n)).collect()
+    }
+
+    fn check(args: &str, hosts: &[(&str, u64)]) -> Result<(), String> {
+        let p = job(hosts);
+        let v: Vec<String> = args.split_whitespace().map(String::from).collect();
+        rank_command(&v, &Job { placement: &p })
+    }
+
+    #[test]
+    fn good_commands_pass() {
+        for c in [
+            "mesh-check",
+            "pairwise -s 1M -n 60",
+            "pairwise --inter-node",
+            "all_reduce -b 8 -e 64M -f 2",
+            "broadcast -r 3",
+            "devices",
+        ] {
+            assert_eq!(check(c, &[("a", 2), ("b", 2)]), Ok(()), "{c}");
+        }
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_naming_the_command() {
+        let e = check("pairwise --bogus", &[("a", 2)]).unwrap_err();
+        assert!(
+            e.starts_with("the rank command `pairwise --bogus`: unexpected argument '--bogus' found"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+        let e = check("all_reduce -b 64M -e 8", &[("a", 4)]).unwrap_err();
+        assert_eq!(
+            e,
+            "the rank command `all_reduce -b 64M -e 8`: -b 67108864 is larger than -e 8; expected -b <= -e"
+        );
+        let e = check("pairwise -s 0", &[("a", 4)]).unwrap_err();
+        assert!(
+            e.starts_with("the rank command `pairwise -s 0`: invalid value '0' for"),
+            "{e}"
+        );
+        let e = check("all_reduce -d float99", &[("a", 2)]).unwrap_err();
+        assert!(e.contains("-d: "), "{e}");
+        let e = check("all_reduce -f 1", &[("a", 2)]).unwrap_err();
+        assert!(e.contains("-f 1 would never grow the size"), "{e}");
+    }
+
+    #[test]
+    fn rank_numbers_and_pairs_are_checked_against_the_job() {
+        let e = check("broadcast -r 4", &[("a", 2), ("b", 2)]).unwrap_err();
+        assert!(e.ends_with("-r 4: this job has ranks 0 to 3"), "{e}");
+        let e = check("pairwise --pair 0,5", &[("a", 2), ("b", 2)]).unwrap_err();
+        assert!(e.ends_with("--pair 0,5: this job has ranks 0 to 3"), "{e}");
+        let e = check("pairwise --inter-node", &[("a", 4)]).unwrap_err();
+        assert!(
+            e.ends_with("no pairs to test: 4 rank(s) on 1 host(s) with this selection"),
+            "{e}"
+        );
+        let e = check("pairwise", &[("a", 1)]).unwrap_err();
+        assert!(e.contains("no pairs to test: 1 rank(s)"), "{e}");
+        let e = check("mesh-check", &[("a", 1)]).unwrap_err();
+        assert!(
+            e.ends_with("mesh-check needs at least 2 ranks to have a pair to check; this job has 1"),
+            "{e}"
+        );
+        let e = check("launch --np 2 -- mesh-check", &[("a", 2)]).unwrap_err();
+        assert!(e.contains("`launch` cannot be a rank command"), "{e}");
+    }
+
+    #[test]
+    fn an_explicit_tcp_transport_refuses_one_sided_ops_and_auto_leaves_it_to_the_ranks() {
+        let e = check("pairwise --transport tcp --op write", &[("a", 2)]).unwrap_err();
+        assert!(e.contains("the tcp transport cannot do RDMA write"), "{e}");
+        assert_eq!(check("pairwise --op write", &[("a", 2)]), Ok(()));
+    }
+}
