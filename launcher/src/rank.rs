@@ -38,6 +38,16 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
     if let Err(code) = check_open_files(&world, args, files) {
         return code;
     }
+    if world.rank() == 0 {
+        for names in world.one_machine() {
+            ranks::eline!(
+                "meshrun: warning: hosts {} are one machine (one kernel boot id): traffic between them never leaves it, \
+                 so their pairs measure that machine, not the fabric; place one rank group per node (Kubernetes: \
+                 podAntiAffinity or topologySpreadConstraints; Slurm: check the allocation)",
+                names.join(", ")
+            );
+        }
+    }
     let started = std::time::Instant::now();
     // The address the TCP mesh uses, chosen once: the post-mortem's control port listens there too.
     let ip = mesh::choose_ip(&world, &tcp_options(args, world.local_rank()));

@@ -14,6 +14,8 @@ use hostfiles::placement;
 
 /// Host names are exchanged in fixed-size records of this many bytes.
 const HOST_LEN: usize = 256;
+/// A kernel boot id (`/proc/sys/kernel/random/boot_id`, a UUID: 36 bytes).
+const BOOT_ID_LEN: usize = 36;
 
 /// The environment variable the launcher sets to the number of distinct hosts it placed ranks on.
 pub const EXPECT_NODES_ENV: &str = "MESHRUN_EXPECT_NODES";
@@ -56,11 +58,30 @@ pub struct World {
     size: usize,
     my_host: String,
     hosts: Vec<String>,
+    /// Every rank's kernel boot id (empty where it could not be read).
+    boot_ids: Vec<String>,
     node_of: Vec<usize>,
     node_count: usize,
     local_rank: usize,
     local_size: usize,
     mpi_timeout: Duration,
+}
+
+/// Groups of distinct host names that share one kernel boot id, in rank order; a rank whose boot
+/// id is unknown joins none.
+pub fn one_machine(hosts: &[String], boot_ids: &[String]) -> Vec<Vec<String>> {
+    let mut groups: Vec<(&str, Vec<String>)> = Vec::new();
+    for (h, b) in hosts.iter().zip(boot_ids) {
+        if b.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|(id, _)| *id == b.as_str()) {
+            Some((_, names)) if !names.contains(h) => names.push(h.clone()),
+            Some(_) => {}
+            None => groups.push((b.as_str(), vec![h.clone()])),
+        }
+    }
+    groups.into_iter().map(|(_, n)| n).filter(|n| n.len() > 1).collect()
 }
 
 /// The launcher environment's idea of the world size, if it has one: (variable, value).
@@ -135,23 +156,32 @@ impl World {
             size,
             my_host: host.clone(),
             hosts: Vec::new(),
+            boot_ids: Vec::new(),
             node_of: Vec::new(),
             node_count: 0,
             local_rank: 0,
             local_size: 0,
             mpi_timeout,
         };
-        let mut rec = [0u8; HOST_LEN];
+        // Host name and kernel boot id, in one record per rank.
+        let mut rec = [0u8; HOST_LEN + BOOT_ID_LEN];
         let hb = host.as_bytes();
         let n = hb.len().min(HOST_LEN);
         rec[..n].copy_from_slice(&hb[..n]);
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let bb = boot.trim().as_bytes();
+        let m = bb.len().min(BOOT_ID_LEN);
+        rec[HOST_LEN..HOST_LEN + m].copy_from_slice(&bb[..m]);
         let all = world.all_gather_bytes(&rec, "exchanging host names");
-        world.hosts = all
-            .chunks(HOST_LEN)
-            .map(|c| {
-                let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
-                String::from_utf8_lossy(&c[..end]).into_owned()
-            })
+        let text = |c: &[u8]| {
+            let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+            String::from_utf8_lossy(&c[..end]).into_owned()
+        };
+        let records: Vec<&[u8]> = all.chunks(HOST_LEN + BOOT_ID_LEN).collect();
+        world.hosts = records.iter().map(|c| text(&c[..HOST_LEN.min(c.len())])).collect();
+        world.boot_ids = records
+            .iter()
+            .map(|c| text(c.get(HOST_LEN..).unwrap_or_default()))
             .collect();
         let (node_of, node_count, local_rank, local_size) = placement(&world.hosts);
         world.local_rank = local_rank[rank];
@@ -186,6 +216,11 @@ impl World {
     /// Host name of every rank, indexed by rank.
     pub fn hosts(&self) -> &[String] {
         &self.hosts
+    }
+    /// Host names that are one machine (one kernel boot id under several names: pods or
+    /// namespaces on one node), each group in rank order; empty when every host is its own.
+    pub fn one_machine(&self) -> Vec<Vec<String>> {
+        one_machine(&self.hosts, &self.boot_ids)
     }
     /// Node index of every rank (nodes numbered in order of first appearance).
     pub fn node_of(&self) -> &[usize] {
@@ -324,6 +359,18 @@ pub fn this_host() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_sharing_a_boot_id_are_one_machine() {
+        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Two pods on node A (two ranks each), one on node B, one rank whose boot id is unknown.
+        let hosts = v(&["w0", "w0", "w1", "w1", "w2", "w3"]);
+        let boots = v(&["A", "A", "A", "A", "B", ""]);
+        assert_eq!(one_machine(&hosts, &boots), vec![v(&["w0", "w1"])]);
+        // Every host its own machine; several ranks of one host are not a finding.
+        assert!(one_machine(&v(&["a", "a", "b"]), &v(&["A", "A", "B"])).is_empty());
+        assert!(one_machine(&v(&["a", "b"]), &v(&["", ""])).is_empty());
+    }
 
     #[test]
     fn launcher_size_prefers_open_mpi_then_pmi() {

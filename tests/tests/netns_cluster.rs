@@ -85,6 +85,19 @@ fn pairwise_without_shaping_passes() {
         .collect();
     assert_eq!(matrix.len(), 3, "matrix rows:\n{}", r.stdout);
     assert!(matrix.iter().all(|l| l.contains("mr-h")), "{matrix:?}");
+    // The namespace "hosts" are one machine (one kernel boot id), and rank 0 says so once: what
+    // an operator sees when two MPIJob workers land on one node.
+    let warned: Vec<&str> = r.stderr.lines().filter(|l| l.contains("are one machine")).collect();
+    assert_eq!(
+        warned,
+        [
+            "meshrun: warning: hosts mr-h0, mr-h1, mr-h2 are one machine (one kernel boot id): traffic between them \
+          never leaves it, so their pairs measure that machine, not the fabric; place one rank group per node \
+          (Kubernetes: podAntiAffinity or topologySpreadConstraints; Slurm: check the allocation)"
+        ],
+        "{}",
+        r.stderr
+    );
 }
 
 /// Four hosts with two ranks each, default options: no blame in five runs in a row.
