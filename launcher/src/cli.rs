@@ -265,6 +265,11 @@ pub struct LaunchArgs {
     /// Remote shell agent the MPI launcher uses to reach hosts (as a Kubeflow MPIJob does)
     #[arg(long)]
     pub rsh_agent: Option<String>,
+    /// Port of the hosts' sshd where it is not 22 (a hostNetwork pod's sshd beside the node's
+    /// own): ssh gets `-p PORT` through Open MPI's plm_rsh_args, after the arguments
+    /// OMPI_MCA_plm_rsh_args already holds (an MPIJob's `-o ConnectionAttempts=10`)
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub ssh_port: Option<u16>,
     /// Pass an environment variable to the ranks: VAR or VAR=VALUE (repeatable)
     #[arg(short = 'x', long = "env", value_name = "VAR[=VALUE]")]
     pub env: Vec<String>,

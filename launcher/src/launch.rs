@@ -102,6 +102,8 @@ pub enum LaunchError {
     BadEnv(String),
     #[error("nothing to run after `--`; expected e.g. `meshrun launch --np 4 -- mesh-check`")]
     NoCommand,
+    #[error("--ssh-port: {flavour}'s mpiexec has no option for the ssh port; set `Port {port}` for the hosts in ~/.ssh/config (or use Open MPI)")]
+    SshPortUnsupported { flavour: &'static str, port: u16 },
     #[error("--np 0 starts no rank; expected --np 2 or more (a test needs a pair)")]
     NoRanks,
     /// The rank command was refused before mpirun started (see precheck.rs).
@@ -278,6 +280,8 @@ pub struct LaunchPlan {
     pub as_root: bool,
     pub oversubscribe: bool,
     pub rsh_agent: Option<String>,
+    /// Arguments for the remote shell (Open MPI's plm_rsh_args), where the launch sets them.
+    pub rsh_args: Option<String>,
     /// Variables to pass to the ranks: (name, value given on the command line, if any).
     pub env: Vec<(String, Option<String>)>,
     pub extra_mpi_args: Vec<String>,
@@ -307,6 +311,9 @@ pub fn build_argv(p: &LaunchPlan) -> Vec<String> {
             }
             if let Some(agent) = &p.rsh_agent {
                 push(&["--mca", "plm_rsh_agent", agent]);
+            }
+            if let Some(args) = &p.rsh_args {
+                push(&["--mca", "plm_rsh_args", args]);
             }
             for (k, v) in &p.env {
                 match v {
@@ -465,6 +472,7 @@ mod tests {
             as_root: true,
             oversubscribe: false,
             rsh_agent: Some("/opt/agent.sh".into()),
+            rsh_args: None,
             env: vec![
                 ("MESHRUN_EXPECT_NODES".into(), Some("2".into())),
                 ("NCCL_DEBUG".into(), None),

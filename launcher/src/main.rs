@@ -255,6 +255,28 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     // The rank command is checked here, dry runs included, before any host is waited for or
     // any rank started.
     precheck::rank_command(&a.command, &precheck::Job { placement: &placement }).map_err(LaunchError::RankCommand)?;
+    let flavour = match a.mpi {
+        Some(f) => f,
+        None => launch::detect_flavour(&a.mpirun)?,
+    };
+    // --ssh-port: ssh's -p after what OMPI_MCA_plm_rsh_args holds (an MPIJob's operator sets it).
+    let rsh_args = match (a.ssh_port, flavour) {
+        (None, _) => None,
+        (Some(port), launch::MpiFlavour::Openmpi) => {
+            let given = env("OMPI_MCA_plm_rsh_args").unwrap_or_default();
+            Some(format!("{given} -p {port}").trim_start().to_string())
+        }
+        (Some(port), f) => {
+            return Err(LaunchError::SshPortUnsupported {
+                flavour: if f == launch::MpiFlavour::Mpich {
+                    "MPICH"
+                } else {
+                    "Intel MPI"
+                },
+                port,
+            })
+        }
+    };
     if let (Some(s), false) = (&src, a.no_resolve_check) {
         let mpijob = workers::is_mpijob(&s.from, &env);
         let limit = a
@@ -278,7 +300,7 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
                 }
             }
         } else {
-            let rsh_args = env("OMPI_MCA_plm_rsh_args");
+            let rsh_args = rsh_args.clone().or_else(|| env("OMPI_MCA_plm_rsh_args"));
             let ssh_port = |h: &str| workers::ssh_port_for(h, rsh_args.as_deref());
             let wait = workers::Wait {
                 hosts: placement.iter().map(|(h, _)| h.as_str()).collect(),
@@ -290,10 +312,6 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
             workers::wait(&wait, &mut |l| ranks::eline!("meshrun launch: {l}")).map_err(LaunchError::HostsNotReady)?;
         }
     }
-    let flavour = match a.mpi {
-        Some(f) => f,
-        None => launch::detect_flavour(&a.mpirun)?,
-    };
     let mut env_pass = vec![(
         ranks::world::EXPECT_NODES_ENV.to_string(),
         Some(placement.len().to_string()),
@@ -321,6 +339,7 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
         as_root: nix::unistd::geteuid().is_root(),
         oversubscribe: a.oversubscribe || src.is_none(),
         rsh_agent: a.rsh_agent.clone(),
+        rsh_args,
         env: env_pass,
         extra_mpi_args: a.mpi_args.clone(),
         program,

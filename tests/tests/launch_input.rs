@@ -360,3 +360,48 @@ fn a_bad_argument_under_mpirun_is_said_once() {
     );
     assert!(!r.all().contains(" inf "), "{}", r.all());
 }
+
+/// --ssh-port reaches ssh through Open MPI's plm_rsh_args, after what OMPI_MCA_plm_rsh_args
+/// holds (an MPIJob operator's `-o ConnectionAttempts=10`); MPICH has no such option: one line.
+#[test]
+fn ssh_port_is_added_to_the_operators_rsh_args() {
+    let mut cmd = std::process::Command::new(meshrun_bin());
+    without_forwarded_env(mpi_env(&mut cmd))
+        .env("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10")
+        .args([
+            "launch",
+            "--mpi",
+            "openmpi",
+            "--np",
+            "2",
+            "--ssh-port",
+            "2222",
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ]);
+    let r = run_bounded(&mut cmd, LIMIT);
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains(" --mca plm_rsh_args '-o ConnectionAttempts=10 -p 2222' "),
+        "{}",
+        r.stdout
+    );
+    let r = meshrun(
+        &[
+            "launch",
+            "--mpi",
+            "mpich",
+            "--np",
+            "2",
+            "--ssh-port",
+            "2222",
+            "--dry-run",
+            "--",
+            "mesh-check",
+        ],
+        LIMIT,
+    );
+    one_line_error(&r, "--ssh-port: MPICH's mpiexec has no option for the ssh port");
+}

@@ -34,6 +34,14 @@ struct Manifest {
     launcher_env: Vec<(String, String)>,
     worker_image: String,
     worker_command: Vec<String>,
+    /// Where the operator mounts its Secret (`sshAuthMountPath`).
+    ssh_path: String,
+    /// The pods' `securityContext.runAsUser`, where set.
+    run_as: Option<u64>,
+    /// The workers' sshd port (their readinessProbe's, else 22).
+    ssh_port: u16,
+    /// The pods run on their node's network (`hostNetwork`).
+    host_network: bool,
 }
 
 fn strings(v: &serde_yaml::Value) -> Vec<String> {
@@ -57,15 +65,30 @@ fn manifest(file: &str) -> Manifest {
     assert_eq!(doc["kind"].as_str(), Some("MPIJob"), "{file}");
     let spec = &doc["spec"];
     assert_eq!(spec["mpiImplementation"].as_str(), Some("OpenMPI"), "{file}");
-    assert_eq!(spec["sshAuthMountPath"].as_str(), Some("/root/.ssh"), "{file}");
-    let container = |role: &str| spec["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0].clone();
+    let ssh_path = spec["sshAuthMountPath"].as_str().expect("sshAuthMountPath").to_string();
+    let pod_spec = |role: &str| spec["mpiReplicaSpecs"][role]["template"]["spec"].clone();
+    let container = |role: &str| pod_spec(role)["containers"][0].clone();
     let l = container("Launcher");
     let w = container("Worker");
+    let run_as = pod_spec("Worker")["securityContext"]["runAsUser"].as_u64();
     assert_eq!(
-        w["securityContext"]["capabilities"]["add"][0].as_str(),
-        Some("IPC_LOCK"),
-        "{file}: workers pin memory for the NIC"
+        pod_spec("Launcher")["securityContext"]["runAsUser"].as_u64(),
+        run_as,
+        "{file}: launcher and workers run as one user"
     );
+    let host_network = pod_spec("Worker")["hostNetwork"].as_bool().unwrap_or(false);
+    assert_eq!(
+        pod_spec("Launcher")["hostNetwork"].as_bool().unwrap_or(false),
+        host_network,
+        "{file}"
+    );
+    if run_as.is_none() {
+        assert_eq!(
+            w["securityContext"]["capabilities"]["add"][0].as_str(),
+            Some("IPC_LOCK"),
+            "{file}: workers pin memory for the NIC"
+        );
+    }
     assert!(
         w["resources"]["limits"]["nvidia.com/gpu"].as_u64().is_some(),
         "{file}: GPU resource"
@@ -98,6 +121,12 @@ fn manifest(file: &str) -> Manifest {
         launcher_env: env,
         worker_image: w["image"].as_str().expect("image").to_string(),
         worker_command: strings(&w["command"]),
+        ssh_path,
+        run_as,
+        ssh_port: w["readinessProbe"]["tcpSocket"]["port"]
+            .as_u64()
+            .map_or(22, |p| p as u16),
+        host_network,
     }
 }
 
@@ -156,9 +185,9 @@ fn ssh_keygen(args: &[&str]) {
 }
 
 /// The start of `podman run` for pod `hostname` (container `name`) in namespace host `ns`, with
-/// the job's /etc/hosts and the operator's Secret at /root/.ssh (the manifests'
-/// `sshAuthMountPath`); the caller adds its own options, `pods.image` and the command.
-fn pod(pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
+/// the job's /etc/hosts, the operator's Secret at the manifest's `sshAuthMountPath`, and its
+/// `runAsUser`; the caller adds its own options, `pods.image` and the command.
+fn pod(m: &Manifest, pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
     let mut k = Command::new("podman");
     k.args(["--runtime", "runc", "run", "--rm", "--name", name])
         .args(["--network", &format!("ns:/run/netns/{ns}"), "--hostname", hostname])
@@ -174,7 +203,10 @@ fn pod(pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
             "-v",
             &format!("{}:/etc/hosts", pods.cluster.dir.join("hosts").display()),
         ])
-        .args(["-v", &format!("{}:/root/.ssh:ro", pods.secret.display())]);
+        .args(["-v", &format!("{}:{}:ro", pods.secret.display(), m.ssh_path)]);
+    if let Some(uid) = m.run_as {
+        k.args(["--user", &uid.to_string()]);
+    }
     k
 }
 
@@ -197,7 +229,8 @@ fn prepare_pods(m: &Manifest, image: &str) -> Pods {
     let dir = std::env::temp_dir().join(format!("meshrun-mpijob-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     // The operator's Secret as its volume shows it: id_rsa (an ECDSA P-521 key, PEM), id_rsa.pub,
-    // and the public key again as authorized_keys, every file mode 0600 (/root/.ssh).
+    // and the public key again as authorized_keys; mode 0600 when mounted at /root/.ssh, else
+    // the volume's default 0644 (setupSSHOnPod), owned by root.
     let secret = dir.join("ssh-auth");
     std::fs::create_dir_all(&secret).expect("dir");
     let key = secret.join("id_rsa");
@@ -217,7 +250,8 @@ fn prepare_pods(m: &Manifest, image: &str) -> Pods {
     std::fs::copy(secret.join("id_rsa.pub"), secret.join("authorized_keys")).expect("authorized_keys");
     for f in ["id_rsa", "id_rsa.pub", "authorized_keys"] {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(secret.join(f), std::fs::Permissions::from_mode(0o600)).expect("mode");
+        let mode = if m.ssh_path == "/root/.ssh" { 0o600 } else { 0o644 };
+        std::fs::set_permissions(secret.join(f), std::fs::Permissions::from_mode(mode)).expect("mode");
     }
     // Pod DNS: the launcher's name now; the workers' when their pods are up (publish_names).
     let mut hosts = std::fs::read_to_string(cluster.dir.join("hosts")).expect("hosts");
@@ -229,7 +263,7 @@ fn prepare_pods(m: &Manifest, image: &str) -> Pods {
         .map(|i| format!("{} slots={}\n", fqdn(m, i), m.slots))
         .collect();
     std::fs::write(&hostfile, lines).expect("hostfile");
-    assert_eq!(m.worker_command, ["/usr/sbin/sshd", "-De"], "the workers' command");
+    assert_eq!(m.worker_command[..2], ["/usr/sbin/sshd", "-De"], "the workers' command");
     // From here on, dropping `pods` (also on a failed assertion) removes every container started.
     Pods {
         cluster,
@@ -261,14 +295,17 @@ fn start_worker(m: &Manifest, pods: &Pods, i: usize) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push(name.clone());
-    let mut k = pod(pods, &format!("mr-h{}", i + 1), &pod_name(m, i), &name);
+    // A hostNetwork pod has its node's host name.
+    let node = format!("mr-h{}", i + 1);
+    let hostname = if m.host_network { node.clone() } else { pod_name(m, i) };
+    let mut k = pod(m, pods, &node, &hostname, &name);
     k.args(["-d", "-e", "K_MPI_JOB_ROLE=worker", &pods.image])
         .args(&m.worker_command);
     let r = run_bounded(&mut k, Duration::from_secs(120));
     assert_eq!(r.code, Some(0), "worker {i}'s pod:\n{}", r.all());
 }
 
-/// Until every worker's sshd answers on port 22.
+/// Until every worker's sshd answers on its port.
 fn wait_for_sshd(m: &Manifest, pods: &Pods) {
     let until = Instant::now() + Duration::from_secs(30);
     for i in 0..m.workers {
@@ -276,7 +313,7 @@ fn wait_for_sshd(m: &Manifest, pods: &Pods) {
             let probe = run_bounded(
                 Command::new("ip")
                     .args(["netns", "exec", "mr-h0", "bash", "-c"])
-                    .arg(format!("exec 3<>/dev/tcp/10.77.0.{}/22", 11 + i)),
+                    .arg(format!("exec 3<>/dev/tcp/10.77.0.{}/{}", 11 + i, m.ssh_port)),
                 Duration::from_secs(5),
             );
             if probe.code == Some(0) {
@@ -306,7 +343,12 @@ fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
 fn run_launcher_with(m: &Manifest, pods: &Pods, command: &[String], env: &[(&str, &str)]) -> Run {
     assert_eq!(command.first().map(String::as_str), Some("meshrun"));
     let name = format!("meshrun-mpijob-{}-launcher", std::process::id());
-    let mut k = pod(pods, "mr-h0", &format!("{}-launcher", m.job), &name);
+    let hostname = if m.host_network {
+        "mr-h0".to_string()
+    } else {
+        format!("{}-launcher", m.job)
+    };
+    let mut k = pod(m, pods, "mr-h0", &hostname, &name);
     k.args(["-v", &format!("{}:/etc/mpi/hostfile:ro", pods.hostfile.display())]);
     let slots = m.slots.to_string();
     let operator = [
@@ -379,11 +421,18 @@ fn pairwise_mpijob_runs_as_the_operator_runs_it() {
     assert!(m.launcher_env.is_empty());
     assert_eq!((m.slots, m.workers), (2, 2));
     let pods = start_pods(&m);
+    runs_to_its_verdict(&m, &pods, ["meshrun-worker-0", "meshrun-worker-1"]);
+}
+
+/// The pairwise manifest `m`'s launcher command in `pods`: as it is, meshrun's error (no RDMA
+/// here); over TCP, every pair measured and a verdict, with the ranks on `workers` (the host
+/// names the ranks see).
+fn runs_to_its_verdict(m: &Manifest, pods: &Pods, workers: [&str; 2]) {
     // The manifest's command as it is: these pods have no RDMA device, so it must fail with
     // meshrun's own error, not pass over TCP.
-    no_rdma_no_pass(&m, &pods);
+    no_rdma_no_pass(m, pods);
     // CI's difference: the same job over TCP, so it runs to its verdict here.
-    let r = run_launcher(&m, &pods, &over_tcp(&m.launcher_command));
+    let r = run_launcher(m, pods, &over_tcp(&m.launcher_command));
     // What this test proves is the deployment: the launcher reaches both workers over the
     // operator's ssh and the job measures every pair and ends with a verdict whose status the
     // MPIJob carries. Whether loopback "pods" on a loaded 2-core machine pass the default
@@ -414,15 +463,49 @@ fn pairwise_mpijob_runs_as_the_operator_runs_it() {
                 .and_then(|w| w.parse::<u64>().ok())
                 .is_some_and(|b| b >= 8)
         })
-        .filter(|l| l.matches("meshrun-worker-").count() == 2)
+        // Source and destination host: two worker names in the row.
+        .filter(|l| workers.iter().map(|w| l.matches(*w).count()).sum::<usize>() == 2)
         .count();
     assert!(rows >= 12, "{rows} measured directions, 12 expected:\n{}", r.stdout);
     // Ranks on the workers, under the pods' names, over the ssh the operator sets up.
     assert!(
-        r.stdout.contains("meshrun-worker-0") && r.stdout.contains("meshrun-worker-1"),
+        r.stdout.contains(workers[0]) && r.stdout.contains(workers[1]),
         "{}",
         r.stdout
     );
+}
+
+/// The non-root variant, as the operator's own examples run: every pod as mpiuser (uid 1000),
+/// the Secret at /home/mpiuser/.ssh with the volume's default mode, sshd as mpiuser on 2222
+/// from the image's /home/mpiuser/.sshd_config, and the image's ssh client on 2222 for mpiuser.
+#[test]
+fn nonroot_mpijob_runs_as_the_operators_examples_do() {
+    let m = manifest("mpijob-nonroot.yaml");
+    assert_eq!((m.launcher_image.as_str(), m.worker_image.as_str()), (IMAGE, IMAGE));
+    assert_eq!(
+        (m.ssh_path.as_str(), m.run_as, m.ssh_port),
+        ("/home/mpiuser/.ssh", Some(1000), 2222)
+    );
+    assert_eq!(
+        m.worker_command,
+        ["/usr/sbin/sshd", "-De", "-f", "/home/mpiuser/.sshd_config"]
+    );
+    let pods = start_pods(&m);
+    runs_to_its_verdict(&m, &pods, ["meshrun-nonroot-worker-0", "meshrun-nonroot-worker-1"]);
+}
+
+/// The hostNetwork variant: the pods on their nodes' network (here: the namespace "nodes"
+/// themselves, with the nodes' host names), the workers' sshd on 2222 beside the node's own on
+/// 22, which `meshrun launch --ssh-port 2222` gives mpirun's ssh after the operator's own
+/// argument.
+#[test]
+fn hostnetwork_mpijob_reaches_the_workers_sshd_on_its_port() {
+    let m = manifest("mpijob-hostnetwork.yaml");
+    assert!(m.host_network && m.ssh_port == 2222 && m.run_as.is_none());
+    assert_eq!(m.worker_command, ["/usr/sbin/sshd", "-De", "-p", "2222"]);
+    assert_eq!(m.launcher_command[..4], ["meshrun", "launch", "--ssh-port", "2222"]);
+    let pods = start_pods(&m);
+    runs_to_its_verdict(&m, &pods, ["mr-h1", "mr-h2"]);
 }
 
 #[test]
