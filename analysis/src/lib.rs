@@ -6,6 +6,7 @@
 
 pub mod coll;
 pub mod compare;
+pub mod counters;
 pub mod dtype;
 pub mod export;
 pub mod findings;

@@ -70,6 +70,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         config_findings: Vec::new(),
         rails: Vec::new(),
         follow_up: Vec::new(),
+        counters: Vec::new(),
         timings: None,
     }
 }

@@ -321,7 +321,25 @@ impl RankCommand for Pairwise {
             topology: self.topology.as_ref(),
             nics: &gathered.nics,
         };
+        // The NIC's counters before and after the traffic: what moved is evidence beside a
+        // blamed part (analysis::counters).
+        let read_counters = |t: &dyn ranks::Transport| {
+            ranks::counters::snapshot(
+                &a.rank.sysfs_root,
+                std::path::Path::new("/proc"),
+                t.kind(),
+                &t.endpoint(),
+            )
+        };
+        let before = read_counters(&*t);
         let mut outcome = pairwise::run(world, t, cfg, fabric, &mut progress)?;
+        let after = read_counters(&*t);
+        let moved = counter_deltas(&before, &after);
+        let mine: Vec<(usize, String, String, std::collections::BTreeMap<String, u64>)> = moved
+            .into_iter()
+            .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
+            .collect();
+        let counters = collectives::gather_json(world, &mine, "gathering port counters")?;
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.
         if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
@@ -344,6 +362,7 @@ impl RankCommand for Pairwise {
         );
         if let Some(o) = outcome.as_mut() {
             o.config_findings = gathered.findings;
+            o.counters = analysis::counters::per_source(counters.unwrap_or_default().into_iter().flatten().collect());
             if let Some(tm) = o.timings.as_mut() {
                 tm.setup_s = crate::rank::setup_seconds();
                 tm.peak_rss = rss.first().copied().unwrap_or(0.0) as u64;
@@ -383,6 +402,26 @@ impl RankCommand for Pairwise {
             Status::Ok
         }
     }
+}
+
+/// What moved between two snapshots of this rank's counters, as `analysis::counters` takes them.
+fn counter_deltas(
+    before: &[ranks::counters::Counters],
+    after: &[ranks::counters::Counters],
+) -> Vec<(String, std::collections::BTreeMap<String, u64>)> {
+    use analysis::counters::{deltas, Snapshot};
+    let snap = |c: &[ranks::counters::Counters]| -> Vec<Snapshot> {
+        c.iter()
+            .map(|(source, values)| Snapshot {
+                source: source.clone(),
+                values: values.clone(),
+            })
+            .collect()
+    };
+    deltas(&snap(before), &snap(after))
+        .into_iter()
+        .filter(|(_, d)| !d.is_empty())
+        .collect()
 }
 
 #[cfg(test)]

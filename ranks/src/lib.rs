@@ -1,6 +1,7 @@
 //! Everything one meshrun rank needs to join a job: MPI bootstrap ([`World`]), bounded waits
 //! ([`watchdog`]), and an all-to-all mesh of connections ([`mesh`]) behind the [`Transport`] trait.
 
+pub mod counters;
 pub mod devices;
 pub mod limits;
 pub mod mesh;

@@ -273,6 +273,7 @@ mod tests {
             config_findings: Vec::new(),
             rails: Vec::new(),
             follow_up: Vec::new(),
+            counters: Vec::new(),
             timings: None,
         }
     }

@@ -229,6 +229,9 @@ pub struct PairwiseOutcome {
     /// After a quick pattern: the ranks tested all-pairs around the confirmed slow pairs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub follow_up: Vec<usize>,
+    /// What each NIC's counters counted during the run (one entry per host and source).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counters: Vec<crate::counters::Moved>,
     /// What the run cost: setup, rounds against wire time, retests, memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,

@@ -126,6 +126,10 @@ pub fn parse(bytes: &[u8]) -> Result<PairwiseOutcome, String> {
         config_findings: Vec::new(),
         rails,
         follow_up: Vec::new(),
+        counters: doc
+            .get("counters")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default(),
         timings: None,
     })
 }

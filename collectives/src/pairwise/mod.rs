@@ -292,6 +292,7 @@ pub fn run(
             config_findings: Vec::new(),
             rails,
             follow_up: follow,
+            counters: Vec::new(),
             timings: Some(Timings {
                 rounds: rounds.len(),
                 sweep_s: clock.wall,

@@ -87,6 +87,10 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
         doc["rails"] = json!(o.rails);
     }
     // After a quick pattern: the ranks tested all-pairs around the slow pairs (absent otherwise).
+    if !o.counters.is_empty() {
+        // Every counter that moved on every host's NIC (and its TCP), traffic included.
+        doc["counters"] = json!(o.counters);
+    }
     if !o.follow_up.is_empty() {
         doc["follow_up"] = json!(o.follow_up);
     }

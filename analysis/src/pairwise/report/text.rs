@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{matrix, score_to_value, unit};
+use crate::counters;
 use crate::pairwise::blame::{Counts, Part};
 use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::rails::RailOutcome;
@@ -32,6 +33,7 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
         matrix_table(&mut s, o, &mx, &all);
         summaries(&mut s, o, &mx);
         verdict(&mut s, o, &o.verdict);
+        unblamed_counters(&mut s, o);
         pass_line(&mut s, &o.verdict);
     } else {
         for r in &o.rails {
@@ -45,6 +47,7 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
         rest.cleared
             .retain(|p| !o.rails.iter().any(|r| r.verdict.cleared.contains(p)));
         verdict(&mut s, o, &rest);
+        unblamed_counters(&mut s, o);
         pass_line(&mut s, &o.verdict);
     }
     s
@@ -409,7 +412,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         format!("worst {:.2} {u}{alone}{}", val(k.worst), bulk_of(false))
     };
     for part in &v.blamed {
-        let _ = match part {
+        let written = match part {
             Part::Uplink {
                 switch_a,
                 switch_b,
@@ -488,6 +491,46 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 )
             }
         };
+        if written.is_ok() {
+            for line in counters::evidence(&o.counters, &part_ranks(o, part)) {
+                let _ = writeln!(s, "#   counters: {line}");
+            }
+        }
+    }
+}
+
+/// The ranks whose traffic a blamed part carried, whose NICs' counters are its evidence (none
+/// for an uplink: the switches' counters are not the hosts').
+fn part_ranks(o: &PairwiseOutcome, part: &Part) -> Vec<usize> {
+    let on = |hosts: &[&str]| -> Vec<usize> {
+        (0..o.hosts.len())
+            .filter(|&r| hosts.contains(&o.hosts[r].as_str()))
+            .collect()
+    };
+    match part {
+        Part::Uplink { .. } => Vec::new(),
+        Part::Node { host, .. } => on(&[host]),
+        Part::HostLink { host_a, host_b, .. } => on(&[host_a, host_b]),
+        Part::Nic { rank, .. } | Part::RailNic { rank, .. } => vec![*rank],
+        Part::RankPair { pair } => vec![pair.a, pair.b],
+    }
+}
+
+/// Sources that counted errors though no blamed part involves them: a link that corrects its
+/// errors can be fast enough to pass.
+fn unblamed_counters(s: &mut String, o: &PairwiseOutcome) {
+    let blamed: Vec<usize> = o
+        .verdict
+        .blamed
+        .iter()
+        .chain(o.rails.iter().flat_map(|r| &r.verdict.blamed))
+        .flat_map(|p| part_ranks(o, p))
+        .collect();
+    for line in counters::unblamed(&o.counters, &blamed) {
+        let _ = writeln!(
+            s,
+            "# Counters: {line}: errors counted during the run, though no slow pair involves it"
+        );
     }
 }
 

@@ -1,0 +1,164 @@
+//! Reading the counters of the NIC a rank's traffic uses, so a report can show what moved during
+//! the run beside the part it blames (the meaning of each counter is `analysis::counters`'):
+//! - an RDMA port: `class/infiniband/DEV/ports/PORT/counters/*` (InfiniBand port counters) and
+//!   `.../ports/PORT/hw_counters/*` and `class/infiniband/DEV/hw_counters/*` (RoCE and Soft-RoCE),
+//!   as `DEV port PORT`;
+//! - a network interface: `class/net/IF/statistics/*`, as `IF`;
+//! - the host's TCP: `Tcp:` of `/proc/net/snmp` and `TcpExt:` of `/proc/net/netstat`, as `tcp`.
+//!
+//! Every file is read once per snapshot; one that cannot be read (a counter the driver does not
+//! expose, or one that needs privileges) is left out, never an error.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crate::transport::{Endpoint, TransportKind};
+
+/// One source's counters: its name and each counter's value.
+pub type Counters = (String, BTreeMap<String, u64>);
+
+/// The TCP counters kept from /proc/net/snmp (`Tcp:`) and /proc/net/netstat (`TcpExt:`).
+const TCP_KEPT: &[&str] = &[
+    "RetransSegs",
+    "InErrs",
+    "InCsumErrors",
+    "TCPTimeouts",
+    "TCPLostRetransmit",
+];
+
+/// Every counter file in `dir` whose content is a number.
+fn numbers_in(dir: &Path) -> BTreeMap<String, u64> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let v = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+            Some((name, v))
+        })
+        .collect()
+}
+
+/// The `Tcp:`/`TcpExt:` pairs of header and value lines in /proc/net/snmp or /proc/net/netstat,
+/// `keep` only.
+pub fn proc_net_counters(text: &str, keep: &[&str]) -> BTreeMap<String, u64> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = BTreeMap::new();
+    for pair in lines.windows(2) {
+        let (names, values) = (pair[0], pair[1]);
+        let (Some((p1, n)), Some((p2, v))) = (names.split_once(':'), values.split_once(':')) else {
+            continue;
+        };
+        if p1 != p2
+            || !(p1 == "Tcp" || p1 == "TcpExt")
+            || n.split_whitespace().next().is_some_and(|w| w.parse::<i64>().is_ok())
+        {
+            continue;
+        }
+        for (k, x) in n.split_whitespace().zip(v.split_whitespace()) {
+            if keep.contains(&k) {
+                if let Ok(x) = x.parse::<u64>() {
+                    out.insert(k.to_string(), x);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The counters of the NIC this rank's mesh uses (`end`, over `kind`), sysfs under
+/// `sysfs_root`, /proc under `proc_root`.
+pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &Endpoint) -> Vec<Counters> {
+    let mut out = Vec::new();
+    match kind {
+        TransportKind::Verbs => {
+            if let (Some(dev), Some(port)) = (&end.device, end.port) {
+                let d = sysfs_root.join("class/infiniband").join(dev);
+                let p = d.join("ports").join(port.to_string());
+                let mut values = numbers_in(&p.join("counters"));
+                values.extend(numbers_in(&p.join("hw_counters")));
+                values.extend(numbers_in(&d.join("hw_counters")));
+                out.push((format!("{dev} port {port}"), values));
+            }
+        }
+        TransportKind::Tcp => {
+            if let Some(i) = end.address.and_then(|ip| crate::netif::interface_for(sysfs_root, ip)) {
+                let values = numbers_in(&sysfs_root.join("class/net").join(&i.name).join("statistics"));
+                out.push((i.name, values));
+            }
+        }
+    }
+    let mut tcp = BTreeMap::new();
+    for f in ["net/snmp", "net/netstat"] {
+        if let Ok(text) = std::fs::read_to_string(proc_root.join(f)) {
+            tcp.extend(proc_net_counters(&text, TCP_KEPT));
+        }
+    }
+    if !tcp.is_empty() {
+        out.push(("tcp".to_string(), tcp));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// /proc/net/snmp and /proc/net/netstat as Linux 6.1 writes them (cut to the lines read).
+    #[test]
+    fn tcp_counters_from_proc() {
+        let snmp = "Ip: Forwarding DefaultTTL InReceives\nIp: 1 64 12345\n\
+                    Tcp: RtoAlgorithm RtoMin RtoMax MaxConn ActiveOpens PassiveOpens AttemptFails EstabResets CurrEstab InSegs OutSegs RetransSegs InErrs OutRsts InCsumErrors\n\
+                    Tcp: 1 200 120000 -1 2044 1006 3 40 12 1874431 2089355 317 2 101 0\n\
+                    Udp: InDatagrams NoPorts\nUdp: 5 0\n";
+        let got = proc_net_counters(snmp, TCP_KEPT);
+        assert_eq!(
+            got,
+            [
+                ("InCsumErrors".to_string(), 0),
+                ("InErrs".to_string(), 2),
+                ("RetransSegs".to_string(), 317)
+            ]
+            .into()
+        );
+        let netstat = "TcpExt: SyncookiesSent TCPTimeouts TCPLostRetransmit\nTcpExt: 0 9 4\n\
+                       IpExt: InNoRoutes\nIpExt: 0\n";
+        assert_eq!(
+            proc_net_counters(netstat, TCP_KEPT),
+            [("TCPLostRetransmit".to_string(), 4), ("TCPTimeouts".to_string(), 9)].into()
+        );
+        assert!(proc_net_counters("garbage\n:\nTcp: 1 2\n", TCP_KEPT).is_empty());
+    }
+
+    #[test]
+    fn an_rdma_ports_counters_from_sysfs() {
+        let root = std::env::temp_dir().join(format!("meshrun-counters-{}", std::process::id()));
+        let p = root.join("class/infiniband/mlx5_0/ports/1");
+        std::fs::create_dir_all(p.join("counters")).unwrap();
+        std::fs::create_dir_all(p.join("hw_counters")).unwrap();
+        std::fs::write(p.join("counters/symbol_error"), "1204\n").unwrap();
+        std::fs::write(p.join("counters/port_xmit_data"), "88\n").unwrap();
+        std::fs::write(p.join("hw_counters/out_of_sequence"), "3\n").unwrap();
+        std::fs::write(p.join("hw_counters/not_a_number"), "N/A\n").unwrap();
+        let end = Endpoint {
+            device: Some("mlx5_0".into()),
+            port: Some(1),
+            ..Endpoint::default()
+        };
+        let got = snapshot(&root, &root.join("no-proc"), TransportKind::Verbs, &end);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "mlx5_0 port 1");
+        assert_eq!(
+            got[0].1,
+            [
+                ("out_of_sequence".to_string(), 3),
+                ("port_xmit_data".to_string(), 88),
+                ("symbol_error".to_string(), 1204)
+            ]
+            .into()
+        );
+    }
+}
