@@ -42,6 +42,9 @@ pub struct Parsed {
     /// Ranks (GPUs or processes) of the run, where the file says.
     pub ranks: Option<usize>,
     pub series: Vec<Series>,
+    /// What the reader had to decide or could not vouch for (a table without its footer, the
+    /// rank read of several), for the caller to print.
+    pub warnings: Vec<String>,
 }
 
 /// Why a file could not be read as one of the known formats.

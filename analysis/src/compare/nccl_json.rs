@@ -103,5 +103,6 @@ pub fn parse(path: &str, doc: &Value) -> Result<Parsed, FormatError> {
                 points,
             })
             .collect(),
+        warnings: Vec::new(),
     })
 }

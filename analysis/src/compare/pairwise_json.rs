@@ -56,5 +56,6 @@ pub fn parse(path: &str, doc: &Value) -> Result<Parsed, FormatError> {
             better: if lat { Better::Lower } else { Better::Higher },
             points: medians(by_size),
         }],
+        warnings: Vec::new(),
     })
 }

@@ -2,7 +2,8 @@
 //! (the same columns plus src, dst and hosts, one row per pair: the median over pairs per size).
 //! The title line (`RDMA_Write BW Test`) names the test; bandwidth is BW average, in Gb/sec
 //! (`--report_gbits`) or MB/sec (perftest's default: 2^20 bytes per second, converted here);
-//! latency is t_typical in usec.
+//! latency is t_typical in usec. A table without the rule perftest prints under its last row
+//! (a run killed mid-table) is read, with a warning.
 
 use std::collections::BTreeMap;
 
@@ -10,7 +11,12 @@ use super::{error, medians, Better, FormatError, Parsed, Series};
 
 /// Whether the text has perftest's result header.
 pub fn looks_like(text: &str) -> bool {
-    text.lines().any(|l| l.trim_start().starts_with("#bytes"))
+    text.lines().any(is_header)
+}
+
+/// Whether a line is perftest's result header.
+pub fn is_header(line: &str) -> bool {
+    line.trim_start().starts_with("#bytes")
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -27,6 +33,8 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     let mut pairwise = false;
     let mut last_kind: Option<Kind> = None;
+    // The line of the last result row while its table is still open (no rule under it yet).
+    let mut open_table: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if title.is_none() {
@@ -65,6 +73,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
         if t.starts_with("---") && !by_size.is_empty() {
             // The rule under the results: what follows (meshrun's matrix) is not a result row.
             kind = None;
+            open_table = None;
             continue;
         }
         let words: Vec<&str> = t.split_whitespace().collect();
@@ -87,6 +96,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             Kind::Lat => v,
         };
         by_size.entry(size).or_default().push(v);
+        open_table = Some(i + 1);
     }
     let Some(k) = last_kind else {
         return Err(error(path, 1, "no #bytes header"));
@@ -100,6 +110,15 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
         (Kind::Lat, false) => ("t_typical (usec)", Better::Lower),
         (Kind::Lat, true) => ("t_typical (usec), median over pairs", Better::Lower),
     };
+    let warnings = open_table
+        .map(|line| {
+            format!(
+                "{}: no rule under the results (last row: line {line}): the run may have stopped early",
+                title.as_deref().unwrap_or("perftest")
+            )
+        })
+        .into_iter()
+        .collect();
     Ok(Parsed {
         format: if pairwise {
             "meshrun pairwise text"
@@ -113,5 +132,6 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             better,
             points: medians(by_size),
         }],
+        warnings,
     })
 }

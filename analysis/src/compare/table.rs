@@ -103,6 +103,9 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
             ranks,
             names.join(", ")
         );
+        for w in &inp.parsed.warnings {
+            let _ = writeln!(s, "# [{}] warning: {w}", i + 1);
+        }
     }
     let Some(first) = inputs.first() else {
         return out;
@@ -258,6 +261,7 @@ mod tests {
                 format: "test",
                 ranks,
                 series: s,
+                warnings: Vec::new(),
             },
         }
     }
