@@ -2,11 +2,15 @@
 //! nccl-tests `-J` JSON, perftest's `ib_*_bw`/`ib_*_lat` text, meshrun's pairwise text and JSON)
 //! into series of one figure per message size, and set them side by side.
 //!
-//! One parser per format, each in its own file; [`parse`] picks by content. The compared
-//! figure: a collective's out-of-place bus bandwidth (GB/s), perftest's BW average (Gb/s) or
-//! t_typical (usec); meshrun's pairwise reports give one figure per size, the median over the
-//! pairs measured.
+//! Logs are read as jobs leave them: [`log`] first peels the rank marks launchers add (Open MPI
+//! `--tag-output`, `srun -l`, MPICH `-prepend-rank`), drops stderr and launcher chatter and
+//! keeps one rank's output. Then one parser per format, each in its own file; [`parse`] picks by
+//! content. What a reader had to guess (a run cut short, which rank was read) comes back as
+//! [`Parsed::warnings`]. The compared figure: a collective's out-of-place bus bandwidth
+//! (GB/s), perftest's BW average (Gb/s) or t_typical (usec); meshrun's pairwise reports give
+//! one figure per size, the median over the pairs measured.
 
+pub mod log;
 mod nccl_json;
 mod nccl_text;
 mod pairwise_json;
@@ -64,8 +68,18 @@ fn error(path: &str, line: usize, message: impl Into<String>) -> FormatError {
     }
 }
 
-/// Read `text` (from `path`, for messages) as whichever known format it is.
+/// Read `text` (from `path`, for messages) as whichever known format it is, after the job-log
+/// pre-pass ([`log::normalise`]); the pre-pass keeps line numbers, so errors name the file's.
 pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
+    let job = log::normalise(text);
+    let mut parsed = parse_normalised(path, &job.text)?;
+    let mut warnings = job.notes;
+    warnings.append(&mut parsed.warnings);
+    parsed.warnings = warnings;
+    Ok(parsed)
+}
+
+fn parse_normalised(path: &str, text: &str) -> Result<Parsed, FormatError> {
     let first = text
         .lines()
         .enumerate()
