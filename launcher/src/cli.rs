@@ -121,7 +121,8 @@ impl Subcommand for CollCommand {
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Two or more files; the first is the reference the others are compared with
+    /// Two or more files (job logs as jobs leave them, or `mpirun --output-filename`
+    /// directories); the first is the reference the others are compared with
     #[arg(required = true, num_args = 2..)]
     pub files: Vec<PathBuf>,
     /// Summarise (geometric-mean ratio) over sizes of at least this many bytes

@@ -4,7 +4,8 @@
 //!
 //! Logs are read as jobs leave them: [`log`] first peels the rank marks launchers add (Open MPI
 //! `--tag-output`, `srun -l`, MPICH `-prepend-rank`), drops stderr and launcher chatter and
-//! keeps one rank's output. Then one parser per format, each in its own file; [`parse`] picks by
+//! keeps one rank's output; [`read`] also takes the directory `mpirun --output-filename` writes
+//! ([`output_dir`]). Then one parser per format, each in its own file; [`parse`] picks by
 //! content. What a reader had to guess (a run cut short, which rank was read) comes back as
 //! [`Parsed::warnings`]. The compared figure: a collective's out-of-place bus bandwidth
 //! (GB/s), perftest's BW average (Gb/s) or t_typical (usec); meshrun's pairwise reports give
@@ -13,11 +14,13 @@
 pub mod log;
 mod nccl_json;
 mod nccl_text;
+pub mod output_dir;
 mod pairwise_json;
 mod perftest_text;
 pub mod table;
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// Whether a larger figure is better (bandwidth) or a smaller one (latency).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +69,65 @@ fn error(path: &str, line: usize, message: impl Into<String>) -> FormatError {
         line,
         message: message.into(),
     }
+}
+
+/// Why a path could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io { path: String, source: std::io::Error },
+    #[error(transparent)]
+    Layout(#[from] output_dir::LayoutError),
+    #[error(transparent)]
+    Format(#[from] FormatError),
+}
+
+fn read_file(path: &Path) -> Result<String, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Read a file, or the directory `mpirun --output-filename` wrote (see [`output_dir`]: the
+/// first rank's stdout that holds results, in rank order, with a warning naming it).
+pub fn read(path: &Path) -> Result<Parsed, ReadError> {
+    if !path.is_dir() {
+        let text = read_file(path)?;
+        return Ok(parse(&path.display().to_string(), &text)?);
+    }
+    let files = output_dir::rank_files(path)?;
+    let mut first_error = None;
+    let mut found: Option<(u32, Parsed)> = None;
+    let mut also = Vec::new();
+    for f in &files {
+        let shown = f.path.display().to_string();
+        match parse(&shown, &read_file(&f.path)?) {
+            Ok(p) if found.is_none() => found = Some((f.rank, p)),
+            Ok(_) => also.push(f.rank.to_string()),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let Some((rank, mut parsed)) = found else {
+        // rank_files gives at least one file, so one of them failed to parse.
+        return Err(match first_error {
+            Some(e) => e.into(),
+            None => output_dir::LayoutError {
+                path: path.display().to_string(),
+                message: "no rank's stdout file".into(),
+            }
+            .into(),
+        });
+    };
+    let mut note = format!("mpirun --output-filename directory: rank {rank}'s stdout read");
+    if !also.is_empty() {
+        note.push_str(&format!("; rank(s) {} printed results too, not read", also.join(", ")));
+    }
+    parsed.warnings.insert(0, note);
+    Ok(parsed)
 }
 
 /// Read `text` (from `path`, for messages) as whichever known format it is, after the job-log
