@@ -1,12 +1,16 @@
 //! `meshrun compare`'s readers on real outputs: nccl-tests' published all_reduce_perf log
 //! (whitespace collapsed), perftest's ib_write_bw/ib_write_lat, meshrun's own golden reports,
 //! nccl-tests JSON with the early misspelled keys, several collectives in one log, the
-//! per-iteration layout, and malformed files.
+//! per-iteration layout, and malformed files; and job logs as jobs leave them (sources in
+//! tests/data/README.md): Open MPI --tag-output with stderr and X11 warnings, MPI Operator
+//! launcher logs with ssh warnings and NCCL INFO between the rows, the old `error` column,
+//! srun -l labels padded and not; then cases derived from those (CRLF, a killed run, two tests
+//! in one log, an mpirun --output-filename directory, a bad row deep in a tagged log).
 
 use std::path::{Path, PathBuf};
 
 use analysis::compare::table::{compare, Input};
-use analysis::compare::{parse, Better, Parsed};
+use analysis::compare::{parse, read as read_path, Better, Parsed, ReadError};
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
@@ -201,4 +205,280 @@ fn reference_against_meshrun_golden_warns_about_rank_counts() {
     );
     assert!(o.text.contains("# only in [1], not in [2]: 16 32"), "{}", o.text);
     assert_eq!(o.summary.len(), 1);
+}
+
+fn text_of(name: &str) -> String {
+    std::fs::read_to_string(data(name)).expect("test data")
+}
+
+/// The sizes a series holds, smallest first.
+fn sizes(p: &Parsed, k: usize) -> Vec<u64> {
+    p.series[k].points.keys().copied().collect()
+}
+
+/// 2^a, 2^(a+1), ..., 2^b.
+fn powers(a: u32, b: u32) -> Vec<u64> {
+    (a..=b).map(|e| 1u64 << e).collect()
+}
+
+#[test]
+fn open_mpi_tag_output_with_stderr_and_x11_warnings() {
+    // Rank 1 writes only to stderr; the X11 warnings come before the table, untagged too.
+    let p = read("nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt");
+    assert_eq!(p.format, "nccl-tests text");
+    assert_eq!(p.ranks, Some(2));
+    assert_eq!(p.series.len(), 1);
+    assert_eq!(p.series[0].name.as_deref(), Some("all_reduce"));
+    assert_eq!(sizes(&p, 0), powers(20, 27));
+    assert_eq!(p.series[0].points[&1048576], 0.24);
+    assert_eq!(p.series[0].points[&16777216], 2.17);
+    assert_eq!(p.series[0].points[&134217728], 2.30);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    let g = read("nccl-tests-all_gather_perf_mpi-tag-output-2xRTX5090.txt");
+    assert_eq!(g.series[0].name.as_deref(), Some("all_gather"));
+    assert_eq!(g.series[0].points[&8388608], 1.68);
+}
+
+#[test]
+fn mpi_operator_launcher_log_with_ssh_warnings_and_nccl_info_between_rows() {
+    // Two `Warning: Permanently added` lines, NCCL INFO from both ranks, one between the column
+    // header and the first row, and size 0 twice (-b 1 rounds down).
+    let p = read("nccl-tests-all_reduce_perf-mpi-operator-2xT4-EFA.txt");
+    assert_eq!(p.ranks, Some(2));
+    assert_eq!(p.series.len(), 1);
+    assert_eq!(p.series[0].name, None);
+    let mut want = vec![0];
+    want.extend(powers(2, 30));
+    assert_eq!(sizes(&p, 0), want);
+    assert_eq!(p.series[0].points[&1048576], 1.80);
+    assert_eq!(p.series[0].points[&268435456], 3.15);
+    assert_eq!(p.series[0].points[&1073741824], 3.11);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn the_old_error_column_in_a_16_rank_tagged_log() {
+    // nccl-tests of NCCL 2.8: `error` (2e-07) where `#wrong` is now, no `root` column; the
+    // launcher's `+ kubectl ...` trace, 16 ranks' NCCL INFO.
+    let p = read("nccl-tests-all_reduce_perf-error-column-mpi-operator-16xA100-EFA.txt");
+    assert_eq!(p.ranks, Some(16));
+    assert_eq!(sizes(&p, 0), powers(3, 32));
+    assert_eq!(p.series[0].points[&8], 0.00);
+    assert_eq!(p.series[0].points[&8388608], 13.57);
+    assert_eq!(p.series[0].points[&4294967296], 43.81);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+}
+
+#[test]
+fn srun_labels_padded_and_not() {
+    let p = read("nccl-tests-all_reduce_perf-srun-l-2x8xH100.txt");
+    assert_eq!(p.ranks, Some(16));
+    assert_eq!(sizes(&p, 0), powers(23, 33));
+    // #wrong is N/A (-c 0): busbw is read all the same.
+    assert_eq!(p.series[0].points[&8388608], 73.04);
+    assert_eq!(p.series[0].points[&8589934592], 155.57);
+    assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+    // Published from the header on, without the footer: read, with a warning.
+    let p = read("nccl-tests-all_reduce_perf-srun-l-2xp4de.txt");
+    assert_eq!(p.ranks, None);
+    assert_eq!(sizes(&p, 0), powers(3, 31));
+    assert_eq!(p.series[0].points[&1048576], 6.35);
+    assert_eq!(p.series[0].points[&2147483648], 78.33);
+    assert_eq!(p.warnings.len(), 1);
+    assert!(
+        p.warnings[0].contains("no `# Avg bus bandwidth` after the table (last row: line 31)"),
+        "{:?}",
+        p.warnings
+    );
+}
+
+#[test]
+fn derived_crlf_copy_reads_the_same() {
+    // Derived from nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt.
+    let name = "nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt";
+    let crlf = text_of(name).replace('\n', "\r\n");
+    assert_eq!(parse(name, &crlf).unwrap(), read(name));
+}
+
+#[test]
+fn derived_killed_run_reads_the_whole_rows_and_warns() {
+    // Derived from nccl-tests-all_reduce_perf-error-column-mpi-operator-16xA100-EFA.txt: cut
+    // in the middle of the 268435456 row (line 589), as a job killed there leaves it.
+    let name = "nccl-tests-all_reduce_perf-error-column-mpi-operator-16xA100-EFA.txt";
+    let full = text_of(name);
+    let cut_at = full
+        .find("   268435456      67108864   float     sum    13233   20")
+        .unwrap()
+        + "   268435456      67108864   float     sum    13233   20".len();
+    let p = parse("killed.txt", &full[..cut_at]).unwrap();
+    assert_eq!(sizes(&p, 0), powers(3, 27));
+    assert_eq!(p.series[0].points[&134217728], 28.82);
+    assert_eq!(p.warnings.len(), 1);
+    assert!(
+        p.warnings[0].contains("line 589 is cut short (6 of 12 columns)")
+            && p.warnings[0].contains("the 25 complete rows before it are read"),
+        "{:?}",
+        p.warnings
+    );
+    // Killed between two rows: every row whole, the footer missing.
+    let between = &full[..full.find("[1,0]<stdout>:   268435456").unwrap()];
+    let p = parse("killed.txt", between).unwrap();
+    assert_eq!(sizes(&p, 0), powers(3, 27));
+    assert!(p.warnings[0].contains("may have stopped early"), "{:?}", p.warnings);
+}
+
+#[test]
+fn derived_two_tests_in_one_job_log() {
+    // Derived: the all_reduce and all_gather logs of the same study, one after the other, as
+    // a job script running both leaves them.
+    let both = format!(
+        "{}{}",
+        text_of("nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt"),
+        text_of("nccl-tests-all_gather_perf_mpi-tag-output-2xRTX5090.txt")
+    );
+    let p = parse("both.log", &both).unwrap();
+    let names: Vec<Option<&str>> = p.series.iter().map(|s| s.name.as_deref()).collect();
+    assert_eq!(names, vec![Some("all_reduce"), Some("all_gather")]);
+    assert_eq!(p.series[0].points[&134217728], 2.30);
+    assert_eq!(p.series[1].points[&134217728], 2.30);
+    assert_eq!(p.series[1].points[&8388608], 1.68);
+    // Unnamed tests (no `Collective test starting` line) are told apart by position.
+    let two_old = format!("{0}{0}", text_of("nccl-tests-all_reduce_perf-srun-l-2x8xH100.txt"));
+    let p = parse("two-old.log", &two_old).unwrap();
+    assert_eq!(p.series.len(), 2);
+    assert!(p.series.iter().all(|s| s.name.is_none()));
+}
+
+#[test]
+fn derived_errors_in_a_tagged_log_name_the_files_line() {
+    // Derived from the 16-rank tagged log: the 1024-byte row's busbw (line 571) made unreadable.
+    let name = "nccl-tests-all_reduce_perf-error-column-mpi-operator-16xA100-EFA.txt";
+    let bad = text_of(name).replace("195.4    0.01    0.01  5e-07", "195.4    0.01    0.0x  5e-07");
+    let e = parse("bad.txt", &bad).unwrap_err();
+    assert_eq!(e.line, 571, "{e}");
+    assert!(
+        e.to_string().starts_with("bad.txt:571: busbw `0.0x` is not a number"),
+        "{e}"
+    );
+}
+
+/// A scratch directory of one test's own, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p = std::env::temp_dir().join(format!("meshrun-compare-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).expect("scratch dir");
+        Scratch(p)
+    }
+    fn write(&self, rel: &str, text: &str) -> PathBuf {
+        let p = self.0.join(rel);
+        std::fs::create_dir_all(p.parent().expect("a parent")).expect("dirs");
+        std::fs::write(&p, text).expect("write");
+        p
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// One rank's lines of an Open MPI tagged log, untagged: what `--output-filename` writes to
+/// that rank's file instead.
+fn rank_stream(tagged: &str, rank: u32, stream: &str) -> String {
+    let tag = format!("[1,{rank}]<{stream}>:");
+    tagged
+        .lines()
+        .filter_map(|l| l.strip_prefix(tag.as_str()))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn derived_output_filename_directory() {
+    // Derived from the 2-rank tagged log: each rank's stdout and stderr in the files
+    // `mpirun --output-filename out` makes of them.
+    let tagged = text_of("nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt");
+    let s = Scratch::new("output-filename");
+    for r in 0..2 {
+        s.write(&format!("out/1/rank.{r}/stdout"), &rank_stream(&tagged, r, "stdout"));
+        s.write(&format!("out/1/rank.{r}/stderr"), &rank_stream(&tagged, r, "stderr"));
+    }
+    let want = read("nccl-tests-all_reduce_perf_mpi-tag-output-2xRTX5090.txt");
+    let p = read_path(&s.0.join("out")).unwrap();
+    assert_eq!(p.series, want.series);
+    assert_eq!(
+        p.warnings,
+        vec!["mpirun --output-filename directory: rank 0's stdout read"]
+    );
+    // The rank's stdout file itself is a plain log.
+    let f = read_path(&s.0.join("out/1/rank.0/stdout")).unwrap();
+    assert_eq!(f.series, want.series);
+    assert!(f.warnings.is_empty());
+    // perftest-like: two ranks print results; the first is read and the other named.
+    let s2 = Scratch::new("output-filename-both");
+    let one = rank_stream(&tagged, 0, "stdout");
+    s2.write("out/rank.0/stdout", &one);
+    s2.write("out/rank.1/stdout", &one);
+    let p = read_path(&s2.0.join("out")).unwrap();
+    assert_eq!(
+        p.warnings[0],
+        "mpirun --output-filename directory: rank 0's stdout read; rank(s) 1 printed results too, not read"
+    );
+    // A directory of something else is a one-line error naming it.
+    s2.write("notes/readme.txt", "not a run\n");
+    let e = read_path(&s2.0.join("notes")).unwrap_err();
+    assert!(matches!(e, ReadError::Layout(_)), "{e}");
+    let e = read_path(&s2.0.join("nothing-here.txt")).unwrap_err();
+    assert!(matches!(e, ReadError::Io { .. }), "{e}");
+}
+
+#[test]
+fn warnings_are_printed_with_the_file_they_belong_to() {
+    let inputs = vec![
+        Input {
+            path: "full.txt".into(),
+            parsed: read("nccl-tests-all_reduce_perf-srun-l-2x8xH100.txt"),
+        },
+        Input {
+            path: "excerpt.txt".into(),
+            parsed: read("nccl-tests-all_reduce_perf-srun-l-2xp4de.txt"),
+        },
+    ];
+    let o = compare(&inputs, 0, None);
+    assert!(
+        o.text
+            .contains("# [2] warning: a collective: no `# Avg bus bandwidth` after the table"),
+        "{}",
+        o.text
+    );
+    assert!(!o.text.contains("# [1] warning"), "{}", o.text);
+}
+
+#[test]
+fn every_kept_fuzz_input_still_parses_or_fails_with_a_line() {
+    // The fuzz corpus and regressions (fuzz/), replayed here too so a change to the readers is
+    // checked against them with the analysis crate alone.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let mut n = 0;
+    for dir in [root.join("corpus/compare"), root.join("regressions/compare")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let bytes = std::fs::read(e.path()).expect("corpus file");
+            let Ok(text) = std::str::from_utf8(&bytes) else {
+                continue;
+            };
+            let lines = text.lines().count().max(1);
+            if let Err(err) = parse("fuzz.txt", text) {
+                assert!(err.line <= lines + 1, "{}: {err}", e.path().display());
+            }
+            n += 1;
+        }
+    }
+    assert!(n > 0, "no fuzz corpus under {}", root.display());
 }
