@@ -59,6 +59,86 @@ fn pairwise_names_exactly_the_one_slow_link() {
     );
 }
 
+/// A link that loses packets: traffic from mr-h0 into mr-h1 limited and 2% of it dropped
+/// (netem under the slow class). The link is named, and beside it the counters that moved:
+/// mr-h0's TCP resent what was lost.
+#[test]
+fn a_lossy_link_is_named_with_the_counters_that_moved() {
+    let c = NetnsCluster::up(3);
+    c.script(&["shape", "mr-h1", "100mbit", "mr-h0"]).expect_code(0);
+    let loss = run_bounded(
+        std::process::Command::new("tc").args([
+            "qdisc", "add", "dev", "mrv1", "parent", "1:20", "handle", "20:", "netem", "loss", "2%",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert_eq!(loss.code, Some(0), "tc netem: {}", loss.all());
+    let r = names_only(
+        &c,
+        &["pairwise", "-s", "1M", "-n", "20", "--timeout", "60"],
+        "# SLOW HOST LINK: mr-h0 <-> mr-h1: 1 of its 1 rank pairs are slow",
+    );
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.starts_with("# SLOW HOST LINK"))
+        .unwrap_or(0);
+    let evidence: Vec<&str> = lines[at + 1..]
+        .iter()
+        .take_while(|l| l.starts_with("#   counters: "))
+        .copied()
+        .collect();
+    assert!(
+        evidence
+            .iter()
+            .any(|l| l.starts_with("#   counters: mr-h0 tcp: ") && l.contains("RetransSegs +")),
+        "no retransmits beside the lossy link:\n{}",
+        r.stdout
+    );
+    // Every counter that moved is in the JSON too: run again with --json.
+    let json = c.dir.join("lossy.json");
+    let r = c.launch(
+        &[],
+        &[
+            "pairwise",
+            "-s",
+            "1M",
+            "-n",
+            "20",
+            "--timeout",
+            "60",
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
+    let sources: Vec<String> = doc["counters"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|m| {
+                    format!(
+                        "{} {}",
+                        m["host"].as_str().unwrap_or(""),
+                        m["source"].as_str().unwrap_or("")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for h in ["mr-h0", "mr-h1", "mr-h2"] {
+        assert!(sources.contains(&format!("{h} eth0")), "{h} eth0 in {sources:?}");
+    }
+    let h0 = doc["counters"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["host"] == "mr-h0" && m["source"] == "eth0"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(h0["deltas"]["tx_bytes"].as_u64().unwrap_or(0) > 20 << 20, "{h0}");
+}
+
 #[test]
 fn pairwise_blames_the_node_whose_links_are_all_slow() {
     let c = NetnsCluster::up(3);
