@@ -11,6 +11,7 @@ pub mod dtype;
 pub mod export;
 pub mod findings;
 pub mod mesh_check;
+pub mod metrics;
 pub mod pairwise;
 pub mod schedule;
 pub mod stats;

@@ -11,7 +11,7 @@ use analysis::coll::report::{self, DeviceInfo};
 use analysis::coll::{CollConfig, Placement, Row, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
 use analysis::export::Exporter;
-use analysis::pairwise::report::{csv, heatmap, json, text};
+use analysis::pairwise::report::{csv, heatmap, json, metrics, text};
 use analysis::pairwise::{verdict, Measurement, PairwiseConfig, PairwiseOutcome};
 
 fn dir() -> PathBuf {
@@ -164,6 +164,10 @@ fn pairwise_reports_match_their_golden_files() {
         failures.extend(check(&format!("{stem}.json"), &json::render(o)));
         failures.extend(check(&format!("{stem}.csv"), csv::render(o).as_bytes()));
         failures.extend(check(
+            &format!("{stem}.prom"),
+            metrics::render(o, 1_796_000_000.0).as_bytes(),
+        ));
+        failures.extend(check(
             &format!("{stem}.svg"),
             &heatmap::render(o, Path::new("m.svg")).expect("svg"),
         ));
@@ -310,6 +314,26 @@ fn collective_reports_match_their_golden_files() {
         .flat_map(|l| [l, "\n"])
         .collect();
     failures.extend(check("all_reduce-4ranks.J.json", doc.as_bytes()));
+    let with_bar = CollConfig {
+        busbw_bar: Some(analysis::coll::BusbwBar {
+            gbps: 100.0,
+            source: "NCCL_TESTS_MIN_BW".into(),
+        }),
+        ..cfg.clone()
+    };
+    let prom = report::Metrics { now: 1_796_000_000.0 }
+        .render(&report::CollRun {
+            cfg: &with_bar,
+            name: "all_reduce",
+            args: &args,
+            env: &env,
+            devices: &devices,
+            rows: &rows,
+            baseline: None,
+            start_time: "2026-11-30 17:00:00",
+        })
+        .expect("metrics");
+    failures.extend(check("all_reduce-4ranks.prom", &prom));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
     // The exporters render the same bytes from a CollRun as the pieces above.

@@ -203,6 +203,10 @@ pub struct CollArgs {
     /// marker lines, so a launcher's log carries it)
     #[arg(short = 'J', long = "output_file")]
     pub json: Option<PathBuf>,
+    /// Write the sweep as Prometheus text for node exporter's textfile collector (bus and
+    /// algorithm bandwidth and time per size, the bar's verdict, the run's time)
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Also run the MPI library's own collective on the same sizes, in the same harness
     #[arg(long, value_enum)]
     pub baseline: Option<BaselineArg>,
@@ -456,6 +460,10 @@ pub struct PairwiseArgs {
     /// Write the matrix as a heatmap picture (.png or .svg)
     #[arg(long)]
     pub heatmap: Option<PathBuf>,
+    /// Write the run as Prometheus text for node exporter's textfile collector (every
+    /// direction's figure, the verdict and its parts, the sensitivity, counter deltas, durations)
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
     /// Overwrite existing output files
     #[arg(long)]
     pub force: bool,

@@ -331,12 +331,15 @@ impl RankCommand for Coll {
         Ok(())
     }
 
-    /// The -J file.
+    /// The -J and --metrics files.
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
-        match &self.a.json {
-            Some(p) => output::check_writable(p, self.a.force).map_err(|e| e.to_string()),
-            None => Ok(()),
+        if self.a.metrics.as_deref().is_some_and(output::is_stdout) {
+            return Err("--metrics -: only -J writes to stdout; give --metrics a file name".into());
         }
+        for p in [&self.a.json, &self.a.metrics].into_iter().flatten() {
+            output::check_writable(p, self.a.force).map_err(|e| e.to_string())?;
+        }
+        Ok(())
     }
 
     fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Swept>, RankFailure> {
@@ -397,8 +400,14 @@ impl RankCommand for Coll {
         } else {
             Status::Ok
         };
-        if let Some(p) = &a.json {
-            let written = Json
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] =
+            [(a.json.as_ref(), &Json), (a.metrics.as_ref(), &report::Metrics { now })];
+        for (p, exporter) in files {
+            let Some(p) = p else { continue };
+            let written = exporter
                 .render(&run)
                 .map_err(|e| e.to_string())
                 .and_then(|bytes| output::write_json(p, &bytes, a.force).map_err(|e| e.to_string()));

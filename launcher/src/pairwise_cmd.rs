@@ -6,7 +6,7 @@ use std::time::Duration;
 use analysis::export::Exporter;
 use analysis::pairwise::baseline;
 use analysis::pairwise::rails::{self, Fabric};
-use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, text};
+use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, metrics::Metrics, text};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
@@ -168,7 +168,7 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     if let Some(p) = &a.json {
         v.push((p.clone(), Box::new(Json)));
     }
-    for (flag, p) in [("--csv", &a.csv), ("--heatmap", &a.heatmap)] {
+    for (flag, p) in [("--csv", &a.csv), ("--heatmap", &a.heatmap), ("--metrics", &a.metrics)] {
         if p.as_deref().is_some_and(output::is_stdout) {
             return Err(format!(
                 "{flag} -: only --json writes to stdout (`--json -`); give {flag} a file name"
@@ -180,6 +180,12 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     }
     if let Some(p) = &a.heatmap {
         v.push((p.clone(), Box::new(Heatmap::for_path(p)?)));
+    }
+    if let Some(p) = &a.metrics {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        v.push((p.clone(), Box::new(Metrics { now })));
     }
     Ok(v)
 }

@@ -403,3 +403,19 @@ impl Drop for SlurmCluster {
             .status();
     }
 }
+
+/// `promtool check metrics` (Prometheus' own linter) on the file at `path`: its exit status and
+/// what it said. promtool comes from Debian's prometheus package, taken out into target/tools by
+/// scripts/install-deps.
+pub fn promtool_check(path: &Path) -> Run {
+    let tool = root().join("target/tools/promtool");
+    assert!(
+        tool.exists(),
+        "{} missing: scripts/install-deps puts promtool there",
+        tool.display()
+    );
+    // promtool reads the metrics on its stdin (run_bounded gives commands none).
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "\"$0\" check metrics < \"$1\""]).arg(tool).arg(path);
+    run_bounded(&mut cmd, Duration::from_secs(30))
+}

@@ -252,6 +252,7 @@ fn json_version_3_and_per_iteration_timing() {
     let dir = std::env::temp_dir().join(format!("meshrun-jv3-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let json = dir.join("ar.json");
+    let prom = dir.join("ar.prom");
     let args = [
         "all_reduce",
         "-b",
@@ -270,9 +271,22 @@ fn json_version_3_and_per_iteration_timing() {
         "2",
         "-J",
         json.to_str().expect("utf-8"),
+        "--metrics",
+        prom.to_str().expect("utf-8"),
     ];
     let r = mpirun(2, &args, &[("MESHRUN_TEST_API_TOKEN", "do-not-record")], LIMIT);
     r.expect_code(0);
+    // --metrics: Prometheus' own check passes, a busbw sample per row and placement (5 x 2).
+    let check = promtool_check(&prom);
+    assert_eq!(check.code, Some(0), "promtool: {}", check.all());
+    let text = std::fs::read_to_string(&prom).expect("metrics");
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("meshrun_coll_busbw_bytes_per_second{collective=\"all_reduce\""))
+            .count(),
+        10,
+        "{text}"
+    );
     assert!(
         r.stdout.contains("# Per-Iteration Report: wall-clock timing on every rank; i_* uses max over ranks; summary skips first 2 iterations \n"),
         "{}",

@@ -36,6 +36,7 @@ fn perftest_rows(text: &str) -> Vec<Vec<String>> {
 fn bandwidth_rows_matrix_and_files() {
     let d = tmpdir();
     let (json, csv, png, svg) = (d.join("r.json"), d.join("m.csv"), d.join("h.png"), d.join("h.svg"));
+    let prom = d.join("m.prom");
     let r = mpirun(
         3,
         &[
@@ -52,11 +53,25 @@ fn bandwidth_rows_matrix_and_files() {
             csv.to_str().unwrap(),
             "--heatmap",
             png.to_str().unwrap(),
+            "--metrics",
+            prom.to_str().unwrap(),
         ],
         &[],
         LIMIT,
     );
     r.expect_code(0);
+    // The metrics file passes Prometheus' own check, one bandwidth sample per direction.
+    let check = promtool_check(&prom);
+    assert_eq!(check.code, Some(0), "promtool: {}", check.all());
+    let text = std::fs::read_to_string(&prom).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("meshrun_pairwise_bandwidth_bytes_per_second{"))
+            .count(),
+        6,
+        "{text}"
+    );
+    assert!(text.contains("\nmeshrun_pairwise_pass 1\n"), "{text}");
     let rows = perftest_rows(&r.stdout);
     assert_eq!(rows.len(), 6, "3 ranks: 6 directions\n{}", r.stdout);
     for row in &rows {

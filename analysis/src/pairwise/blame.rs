@@ -101,6 +101,22 @@ impl Part {
         }
     }
 
+    /// Which part, in words: `a <-> b` (an uplink's switches, a host link's hosts), `h1` (a
+    /// node), `rank 3 (h1)` (a NIC), `h1 rail 2` (a NIC on a rail), `rank 0 (h0) <-> rank 5 (h2)`.
+    pub fn name(&self) -> String {
+        match self {
+            Part::Uplink { switch_a, switch_b, .. } => format!("{switch_a} <-> {switch_b}"),
+            Part::Node { host, .. } => host.clone(),
+            Part::HostLink { host_a, host_b, .. } => format!("{host_a} <-> {host_b}"),
+            Part::Nic { rank, host, .. } => format!("rank {rank} ({host})"),
+            Part::RailNic { rail, host, .. } => format!("{host} rail {rail}"),
+            Part::RankPair { pair } => format!(
+                "rank {} ({}) <-> rank {} ({})",
+                pair.a, pair.host_a, pair.b, pair.host_b
+            ),
+        }
+    }
+
     /// The level's name in reports: `uplink`, `node`, `host link`, `NIC`, `rank pair`.
     pub fn level(&self) -> &'static str {
         match self {

@@ -6,6 +6,7 @@
 //! `%6g`; scripts split on whitespace either way.)
 
 mod json;
+mod metrics;
 mod text;
 
 use std::fmt::Write as _;
@@ -13,6 +14,7 @@ use std::fmt::Write as _;
 use super::{avg_busbw, total_wrong, BusbwBar, CollConfig, Placement, Row, Step};
 
 pub use json::{env_block, json_report, now_string, DeviceInfo, Json};
+pub use metrics::Metrics;
 pub use text::{baseline_section, preamble, Stream, Text};
 
 /// Everything one collective run's reports show, once the run is over.

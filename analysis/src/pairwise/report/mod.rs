@@ -4,6 +4,7 @@ pub mod csv;
 mod font;
 pub mod heatmap;
 pub mod json;
+pub mod metrics;
 pub mod text;
 
 use super::{Measurement, PairwiseOutcome, TestKind};
