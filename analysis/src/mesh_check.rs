@@ -130,9 +130,115 @@ pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[V
     (s, ok)
 }
 
+/// The version of [`json`]'s layout: raised when a key changes meaning or goes away.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// `mesh-check --json`: the run's facts, every pair (payload verified both ways, round-trip
+/// minimum, median and maximum in microseconds from the lower rank) and whether all passed.
+pub fn json(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[Vec<PeerCheck>]) -> serde_json::Value {
+    let n = hosts.len();
+    let mut pairs = Vec::new();
+    for i in 0..n {
+        for j in i + 1..n {
+            let seen = |a: usize, b: usize| all.get(a).and_then(|v| v.iter().find(|c| c.peer == b));
+            let (ij, ji) = (seen(i, j), seen(j, i));
+            let rtt = ij.and_then(|c| c.rtt_us).or(ji.and_then(|c| c.rtt_us));
+            let wrong = [ij, ji].iter().flatten().map(|c| c.wrong_bytes).sum::<usize>();
+            let state = if ij.is_none() && ji.is_none() {
+                "missing"
+            } else if wrong > 0 {
+                "wrong_payload"
+            } else {
+                "ok"
+            };
+            pairs.push(serde_json::json!({
+                "a": i, "b": j, "host_a": hosts[i], "host_b": hosts[j],
+                "state": state,
+                "wrong_bytes": wrong,
+                "rtt_us": rtt.map(|[lo, med, hi]| serde_json::json!({"min": lo, "median": med, "max": hi})),
+            }));
+        }
+    }
+    let (_, pass) = report(hosts, transport, cfg, all);
+    serde_json::json!({
+        "tool": "meshrun",
+        "test": "mesh-check",
+        "schema_version": JSON_SCHEMA_VERSION,
+        "version": env!("CARGO_PKG_VERSION"),
+        "transport": transport,
+        "hosts": hosts,
+        "bytes": cfg.bytes,
+        "iters": cfg.iters,
+        "pairs": pairs,
+        "pass": pass,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_has_every_pair_with_its_state() {
+        let cfg = MeshCheckConfig {
+            bytes: 8,
+            iters: 1,
+            op_timeout: std::time::Duration::from_secs(1),
+        };
+        let hosts: Vec<String> = ["a", "a", "b"].map(String::from).to_vec();
+        let all = vec![
+            vec![
+                PeerCheck {
+                    peer: 1,
+                    wrong_bytes: 0,
+                    rtt_us: Some([1.0, 2.0, 3.0]),
+                },
+                PeerCheck {
+                    peer: 2,
+                    wrong_bytes: 0,
+                    rtt_us: Some([4.0, 5.0, 6.0]),
+                },
+            ],
+            vec![
+                PeerCheck {
+                    peer: 0,
+                    wrong_bytes: 0,
+                    rtt_us: None,
+                },
+                PeerCheck {
+                    peer: 2,
+                    wrong_bytes: 3,
+                    rtt_us: Some([7.0, 8.0, 9.0]),
+                },
+            ],
+            vec![
+                PeerCheck {
+                    peer: 0,
+                    wrong_bytes: 0,
+                    rtt_us: None,
+                },
+                PeerCheck {
+                    peer: 1,
+                    wrong_bytes: 0,
+                    rtt_us: None,
+                },
+            ],
+        ];
+        let j = json(&hosts, "tcp", &cfg, &all);
+        assert_eq!(j["schema_version"], 1);
+        assert_eq!(j["pass"], false);
+        let p = j["pairs"].as_array().unwrap();
+        assert_eq!(p.len(), 3);
+        assert_eq!(
+            (p[0]["state"].as_str(), p[0]["rtt_us"]["median"].as_f64()),
+            (Some("ok"), Some(2.0))
+        );
+        assert_eq!(
+            (p[2]["a"].as_u64(), p[2]["b"].as_u64(), p[2]["state"].as_str()),
+            (Some(1), Some(2), Some("wrong_payload"))
+        );
+        assert_eq!(p[2]["wrong_bytes"], 3);
+    }
 
     #[test]
     fn no_pair_is_not_a_pass() {

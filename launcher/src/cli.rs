@@ -131,6 +131,12 @@ pub struct CompareArgs {
     /// Exit 1, naming them, when any size's ratio to the first file is below this (e.g. 0.9)
     #[arg(long = "min-ratio", value_parser = units::parse_positive)]
     pub min_ratio: Option<f64>,
+    /// Write the comparison as JSON (`-`: on stdout after the table, between marker lines)
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Overwrite an existing --json file
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]
@@ -360,6 +366,12 @@ pub struct MeshCheckArgs {
     /// Round trips timed per pair
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub iters: u64,
+    /// Write every pair's result as JSON (`-`: on stdout after the table, between marker lines)
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Overwrite an existing --json file
+    #[arg(long)]
+    pub force: bool,
 }
 
 fn parse_pattern(s: &str) -> Result<analysis::schedule::Pattern, String> {
@@ -509,8 +521,9 @@ pub struct DevicesArgs {
     /// 2: no NVIDIA driver or no GPU; 4: a probe call failed
     #[arg(long)]
     pub gpu: bool,
-    /// With --gpu: the probe results as JSON on stdout instead of lines
-    #[arg(long, requires = "gpu")]
+    /// JSON on stdout instead of lines: the devices, ports, GIDs, GPUs and the choice (with
+    /// --gpu: the probe results)
+    #[arg(long)]
     pub json: bool,
 }
 

@@ -8,6 +8,12 @@ use crate::cli::CompareArgs;
 use crate::exit::Status;
 
 pub fn run(a: &CompareArgs) -> i32 {
+    if let Some(p) = &a.json {
+        if let Err(e) = collectives::output::check_writable(p, a.force) {
+            ranks::eline!("meshrun compare: {e}");
+            return Status::Usage.code();
+        }
+    }
     let mut inputs = Vec::with_capacity(a.files.len());
     for f in &a.files {
         let path = f.display().to_string();
@@ -21,6 +27,14 @@ pub fn run(a: &CompareArgs) -> i32 {
     }
     let out = table::compare(&inputs, a.from, a.min_ratio);
     print!("{}", out.text);
+    if let Some(p) = &a.json {
+        let doc = table::json(&inputs, &out, a.from, a.min_ratio);
+        let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+        if let Err(e) = collectives::output::write_json(p, &bytes, a.force) {
+            ranks::eline!("meshrun compare: {e}");
+            return Status::Usage.code();
+        }
+    }
     if out.below.is_empty() {
         0
     } else {

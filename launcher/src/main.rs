@@ -372,6 +372,87 @@ fn launch_cmd(a: LaunchArgs) -> Result<i32, LaunchError> {
     Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
 
+/// The version of `meshrun devices --json`'s layout: raised when a key changes meaning or goes.
+const DEVICES_JSON_SCHEMA: u32 = 1;
+
+/// `meshrun devices --json`: what the lines say, as one JSON document on stdout; the status as
+/// without --json (2 when there is no RDMA device or the choice fails).
+fn devices_json(a: &cli::DevicesArgs) -> i32 {
+    use ranks::devices::{self, GidKind};
+    use serde_json::json;
+    let root = &a.dev.sysfs_root;
+    let (devs, error) = match devices::discover(root) {
+        Ok(d) => (d, None),
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    };
+    let gid = |g: &devices::Gid| {
+        json!({
+            "index": g.index,
+            "gid": g.to_sysfs(),
+            "type": match g.kind {
+                Some(GidKind::RoceV2) => "RoCE v2",
+                Some(GidKind::IbRoceV1) => "IB/RoCE v1",
+                None => "unknown",
+            },
+            "ipv4": g.ipv4().map(|ip| ip.to_string()),
+            "netdev": g.netdev,
+        })
+    };
+    let devices: Vec<serde_json::Value> = devs
+        .iter()
+        .map(|d| {
+            json!({
+                "name": d.name,
+                "pci": d.pci,
+                "ports": d.ports.iter().map(|p| json!({
+                    "port": p.num,
+                    "state": p.state.1,
+                    "phys_state": p.phys_state,
+                    "link_layer": format!("{:?}", p.link_layer),
+                    "rate": p.rate,
+                    "lid": p.lid,
+                    "gids": p.gids.iter().map(gid).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let gpus: Vec<serde_json::Value> = ranks::pci::gpu_nic_affinity(root, &devs)
+        .iter()
+        .map(|g| {
+            json!({
+                "pci": g.gpu.addr,
+                "numa": g.gpu.numa,
+                "nics": g.nics.iter().map(|(n, aff)| json!({"nic": n, "affinity": aff.as_str()})).collect::<Vec<_>>(),
+                "warning": g.warning(),
+            })
+        })
+        .collect();
+    let choice = devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index);
+    let (probe, _) = gpu_probe(true);
+    let probe: serde_json::Value = probe
+        .first()
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| json!(probe.first()));
+    let doc = json!({
+        "tool": "meshrun",
+        "test": "devices",
+        "schema_version": DEVICES_JSON_SCHEMA,
+        "version": env!("CARGO_PKG_VERSION"),
+        "error": error,
+        "devices": devices,
+        "gpus": gpus,
+        "gpudirect": probe,
+        "selected": choice.as_ref().ok().map(|c| c.describe()),
+        "selection_error": choice.as_ref().err().map(|e| e.to_string()),
+    });
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    if error.is_some() || choice.is_err() {
+        Status::Usage.code()
+    } else {
+        0
+    }
+}
+
 /// The GPUDirect probe of every GPU here (no NIC needed), as lines (or JSON), and its status:
 /// 0 every GPU can do GPUDirect RDMA, 1 one cannot, 2 no driver or no GPU, 4 a probe call failed.
 fn gpu_probe(json: bool) -> (Vec<String>, i32) {
@@ -410,6 +491,9 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
             println!("{l}");
         }
         return code;
+    }
+    if a.json {
+        return devices_json(&a);
     }
     let devs = match devices::discover(&a.dev.sysfs_root) {
         Ok(d) => d,

@@ -63,6 +63,14 @@ impl RankCommand for MeshCheck {
         Ok(())
     }
 
+    /// The --json file.
+    fn check_root(&mut self, _world: &World) -> Result<(), String> {
+        match &self.args.json {
+            Some(p) => collectives::output::check_writable(p, self.args.force).map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+
     fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Checked>, RankFailure> {
         let mine = mesh_check::run(t, &self.cfg)?;
         Ok(mesh_check::gather(world, &mine)?.map(|all| Checked {
@@ -75,6 +83,14 @@ impl RankCommand for MeshCheck {
     fn render(&self, c: Checked) -> Status {
         let (text, ok) = analysis::mesh_check::report(&c.hosts, c.transport, &self.cfg, &c.all);
         print!("{text}");
+        if let Some(p) = &self.args.json {
+            let doc = analysis::mesh_check::json(&c.hosts, c.transport, &self.cfg, &c.all);
+            let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+            if let Err(e) = collectives::output::write_json(p, &bytes, self.args.force) {
+                ranks::eline!("meshrun: {e}");
+                return Status::Usage;
+            }
+        }
         if ok {
             Status::Ok
         } else {

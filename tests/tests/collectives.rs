@@ -539,13 +539,39 @@ fn compare_two_runs_of_this_machine() {
         c.stdout
     );
     assert!(c.stdout.contains("(2 sizes)"), "{}", c.stdout);
-    let c = meshrun(&["compare", j, t, "--min-ratio", "1000"], LIMIT);
+    let c = meshrun(&["compare", j, t, "--min-ratio", "1000", "--json", "-"], LIMIT);
     c.expect_code(1);
     assert!(
         c.stdout.contains("# FAILED: below --min-ratio 1000: [2] "),
         "{}",
         c.stdout
     );
+    // --json -: the same comparison as JSON after the table, between the marker lines.
+    let doc: serde_json::Value = serde_json::from_str(
+        &analysis::export::embedded_json(&c.stdout).unwrap_or_else(|| panic!("no JSON block: {}", c.stdout)),
+    )
+    .expect("JSON");
+    assert_eq!(
+        (doc["test"].as_str(), doc["schema_version"].as_u64()),
+        (Some("compare"), Some(1))
+    );
+    assert_eq!(doc["files"].as_array().map(Vec::len), Some(2));
+    assert_eq!(doc["files"][0]["series"][0]["name"], "all_reduce");
+    assert!(
+        doc["files"][1]["series"][0]["points"]["2097152"].as_f64().is_some(),
+        "{doc}"
+    );
+    let below = doc["below_min_ratio"].as_array().expect("below_min_ratio");
+    assert!(!below.is_empty(), "{doc}");
+    for b in below {
+        assert!(b["file"] == 2 && b["ratio"].as_f64().is_some_and(|r| r < 1000.0), "{b}");
+        let size = b["bytes"].as_u64().expect("bytes").to_string();
+        assert!(
+            c.stdout.lines().any(|l| l.starts_with("# FAILED") && l.contains(&size)),
+            "{size} not in the text: {}",
+            c.stdout
+        );
+    }
     let junk = dir.join("junk.txt");
     std::fs::write(&junk, "hello\n").expect("write");
     let c = meshrun(&["compare", j, junk.to_str().expect("utf-8")], LIMIT);

@@ -36,6 +36,39 @@ fn roce_host_table_and_choice() {
     );
 }
 
+/// `--json`: the same devices, ports, GIDs and choice as the lines, with a schema version.
+#[test]
+fn roce_host_as_json() {
+    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce"), "--json"], LIMIT);
+    r.expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    assert_eq!(
+        (doc["test"].as_str(), doc["schema_version"].as_u64()),
+        (Some("devices"), Some(1))
+    );
+    assert_eq!(doc["selected"], "mlx5_0 port 1 GID 3 (RoCE v2, 10.0.1.5)");
+    let port1 = &doc["devices"][0]["ports"][0];
+    assert_eq!(
+        (port1["port"].as_u64(), port1["state"].as_str()),
+        (Some(1), Some("ACTIVE"))
+    );
+    let gids = port1["gids"].as_array().expect("gids");
+    assert_eq!(gids.len(), 4, "n_gids_found=4 as the lines say: {port1}");
+    assert_eq!(
+        (gids[3]["type"].as_str(), gids[3]["ipv4"].as_str()),
+        (Some("RoCE v2"), Some("10.0.1.5"))
+    );
+    let r = meshrun(&["devices", "--sysfs-root", &fixture("no-rdma"), "--json"], LIMIT);
+    r.expect_code(2);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON even without RDMA");
+    assert!(
+        doc["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("no RDMA support loaded")),
+        "{doc}"
+    );
+}
+
 #[test]
 fn infiniband_and_iwarp_hosts() {
     let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-ib"), "-d", "mlx5_1"], LIMIT);
@@ -146,9 +179,10 @@ fn gpu_probe_lines_and_status() {
     assert_eq!(all[3]["gpu"]["ordinal"], 3);
     assert_eq!(all[3]["dmabuf_export"]["Ok"], 2097152);
     assert_eq!(all[3]["flush"], "Flush");
+    // Without --gpu, --json is the whole listing, the GPUs' probe inside it.
     let r = devices_with(&["--json"], &[standin]);
-    r.expect_code(2);
-    assert!(r.stderr.contains("--gpu"), "{}", r.stderr);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
+    assert_eq!(v["gpudirect"].as_array().map(Vec::len), Some(8), "{v}");
 }
 
 /// Without the NVIDIA driver the probe says so in one line and exits 2; the RDMA listing carries

@@ -96,13 +96,42 @@ fn stalled_rank_is_named_when_the_deadline_expires() {
 fn corrupted_payload_fails_the_pair() {
     let r = mpirun(
         3,
-        &["mesh-check", "--iters", "5"],
+        &["mesh-check", "--iters", "5", "--json", "-"],
         &[("MESHRUN_FAULT", "corrupt:rank=1:round=0")],
         LIMIT,
     );
     assert_ne!(r.code, Some(0));
     assert!(r.stdout.contains("FAIL"), "{}", r.stdout);
     assert!(r.stdout.contains("bytes wrong from rank 1"), "{}", r.stdout);
+    // --json -: the same result after the table: rank 1's pair of round 0 (rank 2, as the
+    // text's `rank 2 (...) received ... wrong from rank 1` says) wrong, the others ok.
+    assert!(r.stdout.contains("# FAILED: rank 2 ("), "{}", r.stdout);
+    let doc: serde_json::Value = serde_json::from_str(
+        &analysis::export::embedded_json(&r.stdout).unwrap_or_else(|| panic!("no JSON block: {}", r.stdout)),
+    )
+    .expect("JSON");
+    assert_eq!(
+        (doc["test"].as_str(), doc["schema_version"].as_u64()),
+        (Some("mesh-check"), Some(1))
+    );
+    assert_eq!(doc["pass"], false);
+    let states: Vec<(u64, u64, &str)> = doc["pairs"]
+        .as_array()
+        .expect("pairs")
+        .iter()
+        .map(|p| {
+            (
+                p["a"].as_u64().unwrap_or(9),
+                p["b"].as_u64().unwrap_or(9),
+                p["state"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [(0, 1, "ok"), (0, 2, "ok"), (1, 2, "wrong_payload")],
+        "{doc}"
+    );
 }
 
 #[test]

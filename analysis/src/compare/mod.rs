@@ -23,14 +23,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Whether a larger figure is better (bandwidth) or a smaller one (latency).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Better {
     Higher,
     Lower,
 }
 
 /// One figure per message size, for one collective or test.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct Series {
     /// `all_reduce`, `RDMA_Write BW`, ...; None where the file does not say (old nccl-tests text).
     pub name: Option<String>,

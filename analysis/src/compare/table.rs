@@ -74,6 +74,38 @@ fn fmt_val(v: Option<f64>) -> String {
     }
 }
 
+/// The version of [`json`]'s layout: raised when a key changes meaning or goes away.
+pub const JSON_SCHEMA_VERSION: u32 = 1;
+
+/// `meshrun compare --json`: every file as read (format, ranks, warnings, each series' figure per
+/// size), each later file's geometric-mean ratio per series, and the sizes below `--min-ratio`.
+pub fn json(inputs: &[Input], out: &Outcome, from: u64, min_ratio: Option<f64>) -> serde_json::Value {
+    use serde_json::json;
+    let files: Vec<serde_json::Value> = inputs
+        .iter()
+        .map(|i| {
+            json!({
+                "path": i.path,
+                "format": i.parsed.format,
+                "ranks": i.parsed.ranks,
+                "warnings": i.parsed.warnings,
+                "series": i.parsed.series,
+            })
+        })
+        .collect();
+    json!({
+        "tool": "meshrun",
+        "test": "compare",
+        "schema_version": JSON_SCHEMA_VERSION,
+        "version": env!("CARGO_PKG_VERSION"),
+        "from_bytes": from,
+        "min_ratio": min_ratio,
+        "files": files,
+        "summary": out.summary.iter().map(|(f, name, r)| json!({"file": f + 1, "series": name, "geomean_ratio": r})).collect::<Vec<_>>(),
+        "below_min_ratio": out.below.iter().map(|(f, name, size, r)| json!({"file": f + 1, "series": name, "bytes": size, "ratio": r})).collect::<Vec<_>>(),
+    })
+}
+
 /// Compare `inputs[1..]` with `inputs[0]`.
 pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
     let mut out = Outcome::default();
