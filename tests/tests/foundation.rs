@@ -127,11 +127,7 @@ fn corrupted_payload_fails_the_pair() {
             )
         })
         .collect();
-    assert_eq!(
-        states,
-        [(0, 1, "ok"), (0, 2, "ok"), (1, 2, "wrong_payload")],
-        "{doc}"
-    );
+    assert_eq!(states, [(0, 1, "ok"), (0, 2, "ok"), (1, 2, "wrong_payload")], "{doc}");
 }
 
 #[test]
