@@ -472,6 +472,13 @@ pub struct PairwiseArgs {
     /// Write the matrix as a heatmap picture (.png or .svg)
     #[arg(long)]
     pub heatmap: Option<PathBuf>,
+    /// What to do to the nodes the verdict blames: drain (Slurm's scontrol), label or taint
+    /// (kubectl). Printed as commands unless --apply
+    #[arg(long, value_enum, value_name = "ACTION")]
+    pub on_fail: Option<crate::actions::OnFail>,
+    /// Run the --on-fail commands instead of printing them
+    #[arg(long, requires = "on_fail")]
+    pub apply: bool,
     /// Write the run as Prometheus text for node exporter's textfile collector (every
     /// direction's figure, the verdict and its parts, the sensitivity, counter deltas, durations)
     #[arg(long, value_name = "FILE")]

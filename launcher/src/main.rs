@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+mod actions;
 mod cli;
 mod coll_cmd;
 mod compare_cmd;

@@ -400,6 +400,10 @@ impl RankCommand for Pairwise {
                 files_ok = false;
             }
         }
+        if let Some(action) = a.on_fail {
+            // Only what the verdict blamed; a failed command is said on its line.
+            crate::actions::run(&o, action, a.apply);
+        }
         if !files_ok {
             Status::Usage
         } else if !o.verdict.pass || slower {

@@ -76,9 +76,27 @@ fn a_lossy_link_is_named_with_the_counters_that_moved() {
     assert_eq!(loss.code, Some(0), "tc pfifo: {}", loss.all());
     let r = names_only(
         &c,
-        &["pairwise", "-s", "1M", "-n", "20", "--timeout", "60"],
+        &[
+            "pairwise",
+            "-s",
+            "1M",
+            "-n",
+            "20",
+            "--timeout",
+            "60",
+            "--on-fail",
+            "taint",
+        ],
         "# SLOW HOST LINK: mr-h0 <-> mr-h1: 1 of its 1 rank pairs are slow",
     );
+    // --on-fail taint without --apply: the kubectl commands for both ends of the link, printed.
+    for h in ["mr-h0", "mr-h1"] {
+        let want = format!(
+            "# On fail (dry run, --apply runs it): kubectl taint node {h} --overwrite meshrun.io/fabric=slow:NoSchedule"
+        );
+        assert!(r.stdout.contains(&want), "{want}:\n{}", r.stdout);
+    }
+    assert!(!r.stdout.contains("node mr-h2"), "{}", r.stdout);
     let lines: Vec<&str> = r.stdout.lines().collect();
     let at = lines
         .iter()

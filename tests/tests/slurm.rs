@@ -188,6 +188,66 @@ fn a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it() {
     }
 }
 
+/// `--on-fail drain --apply` inside a job: the node the verdict names (mr-h1, every link into it
+/// shaped to 50 Mbit/s) is set to DRAIN with the finding as its reason, by Slurm's own scontrol;
+/// the healthy nodes stay as they were. Without --apply the command is only printed.
+#[test]
+fn on_fail_drain_drains_exactly_the_blamed_node() {
+    let c = SlurmCluster::up(3, 2);
+    let shaped = run_bounded(
+        std::process::Command::new(root().join("scripts/netns-cluster"))
+            .args(["shape", "mr-h1", "50mbit"])
+            .env("MR_NETNS_DIR", c.dir.join("net")),
+        Duration::from_secs(30),
+    );
+    assert_eq!(shaped.code, Some(0), "{}", shaped.all());
+    let opts = ["--nodes=3", "--ntasks-per-node=1"];
+    let small = ["-b", "8", "-e", "8K", "-f", "8"];
+    // The dry run: the command, not its effect.
+    let dir = work_dir("drain-dry");
+    let dry = [("PAIRWISE_ARGS", "-s 1M -n 20 --on-fail drain")];
+    let (out, r) = submit_with(&c, &dir, &opts, "meshrun-launch.sbatch", &small, &dry);
+    assert_eq!(r.code, Some(1), "{}\n{out}", r.all());
+    assert!(out.contains("# SLOW NODE: mr-h1: "), "{out}");
+    assert!(
+        out.contains("# On fail (dry run, --apply runs it): scontrol update NodeName=mr-h1 State=DRAIN 'Reason=meshrun: slow node mr-h1'"),
+        "{out}"
+    );
+    let state = |node: &str| {
+        let r = run_bounded(
+            c.command("scontrol", &dir).args(["show", "node", node]),
+            Duration::from_secs(30),
+        );
+        r.stdout
+    };
+    assert!(
+        !state("mr-h1").contains("DRAIN"),
+        "a dry run drained: {}",
+        state("mr-h1")
+    );
+    // --apply: scontrol runs on rank 0's node, inside the job.
+    let dir = work_dir("drain-apply");
+    let apply = [("PAIRWISE_ARGS", "-s 1M -n 20 --on-fail drain --apply")];
+    let (out, r) = submit_with(&c, &dir, &opts, "meshrun-launch.sbatch", &small, &apply);
+    assert_eq!(r.code, Some(1), "{}\n{out}", r.all());
+    assert!(
+        out.contains("# On fail: ran scontrol update NodeName=mr-h1 State=DRAIN 'Reason=meshrun: slow node mr-h1'"),
+        "{out}"
+    );
+    let h1 = state("mr-h1");
+    assert!(
+        h1.contains("DRAIN") && h1.contains("Reason=meshrun: slow node mr-h1"),
+        "{h1}"
+    );
+    for healthy in ["mr-h0", "mr-h2"] {
+        let s = state(healthy);
+        assert!(
+            !s.contains("DRAIN") && !s.contains("Reason="),
+            "{healthy} was touched: {s}"
+        );
+    }
+}
+
 /// The GPU job script: one rank per GPU, both steps over RDMA verbs by default, so a node
 /// without RDMA fails with meshrun's own error, not a TCP PASS; with TRANSPORT=tcp on GPUs of
 /// Slurm's gres/gpu on stand-in device files (ranks on the host stand-in, staged), both steps run and pass.

@@ -1,0 +1,246 @@
+//! `--on-fail drain|label|taint`: what to do to the nodes a pairwise verdict blamed, as the
+//! scheduler's own commands. A dry run by default: the commands are printed, one `# On fail:`
+//! line each; `--apply` runs them (each bounded) and says how each ended.
+//!
+//! Which nodes: a slow node and a slow NIC's node; both ends of a slow host link (a cable or a
+//! port at either end; the reason says which link). An uplink is a switch's and a rank pair is
+//! no node's: named, never drained.
+
+use std::time::{Duration, Instant};
+
+use analysis::pairwise::verdict::Part;
+use analysis::pairwise::PairwiseOutcome;
+
+/// What to do to a blamed node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnFail {
+    /// Slurm: `scontrol update NodeName=N State=DRAIN Reason="meshrun: ..."`
+    Drain,
+    /// Kubernetes: label the node `meshrun.io/fabric=slow`, the reason as an annotation
+    Label,
+    /// Kubernetes: taint the node `meshrun.io/fabric=slow:NoSchedule`, the reason as an annotation
+    Taint,
+}
+
+/// One node to act on and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blamed {
+    pub host: String,
+    pub reason: String,
+}
+
+/// The nodes `o`'s verdict blamed, each once, with the first reason found for it.
+pub fn blamed_nodes(o: &PairwiseOutcome) -> (Vec<Blamed>, Vec<String>) {
+    let mut nodes: Vec<Blamed> = Vec::new();
+    let mut not_nodes = Vec::new();
+    let parts = o
+        .verdict
+        .blamed
+        .iter()
+        .chain(o.rails.iter().flat_map(|r| &r.verdict.blamed));
+    for p in parts {
+        let (hosts, reason): (Vec<&str>, String) = match p {
+            Part::Node { host, .. } => (vec![host], format!("meshrun: slow node {host}")),
+            Part::Nic { host, rank, .. } => (vec![host], format!("meshrun: slow NIC of rank {rank} on {host}")),
+            Part::RailNic { host, rail, nic, .. } => (
+                vec![host],
+                format!(
+                    "meshrun: slow NIC on rail {rail}{} on {host}",
+                    nic.as_ref().map_or(String::new(), |n| format!(" ({n})"))
+                ),
+            ),
+            Part::HostLink { host_a, host_b, .. } => (
+                vec![host_a, host_b],
+                format!("meshrun: slow link {host_a} <-> {host_b}"),
+            ),
+            Part::Uplink { .. } | Part::RankPair { .. } => {
+                not_nodes.push(format!("{} {} (not a node: left to the operator)", p.level(), p.name()));
+                continue;
+            }
+        };
+        for h in hosts {
+            if !nodes.iter().any(|n| n.host == h) {
+                nodes.push(Blamed {
+                    host: h.to_string(),
+                    reason: reason.clone(),
+                });
+            }
+        }
+    }
+    (nodes, not_nodes)
+}
+
+/// The short host name a scheduler knows a node by (`n01.cluster.local` -> `n01`).
+fn short(host: &str) -> &str {
+    host.split('.').next().unwrap_or(host)
+}
+
+/// The commands for one node: argv lists run in order (for Kubernetes, a pod's host name is
+/// first resolved to its node by the caller, see [`run`]).
+pub fn commands(action: OnFail, node: &str, reason: &str) -> Vec<Vec<String>> {
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    let annotate = s(&[
+        "kubectl",
+        "annotate",
+        "node",
+        node,
+        "--overwrite",
+        &format!("meshrun.io/fabric-reason={reason}"),
+    ]);
+    match action {
+        OnFail::Drain => vec![s(&[
+            "scontrol",
+            "update",
+            &format!("NodeName={}", short(node)),
+            "State=DRAIN",
+            &format!("Reason={reason}"),
+        ])],
+        OnFail::Label => vec![
+            s(&[
+                "kubectl",
+                "label",
+                "node",
+                node,
+                "--overwrite",
+                "meshrun.io/fabric=slow",
+            ]),
+            annotate,
+        ],
+        OnFail::Taint => vec![
+            s(&[
+                "kubectl",
+                "taint",
+                "node",
+                node,
+                "--overwrite",
+                "meshrun.io/fabric=slow:NoSchedule",
+            ]),
+            annotate,
+        ],
+    }
+}
+
+/// A command line as a shell would take it (for the dry run's lines).
+fn shown(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| crate::launch::shell_quote(a))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Run `argv` with a bound; Ok(stdout) or Err(why).
+fn run_one(argv: &[String], limit: Duration) -> Result<String, String> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(&argv[0])
+        .args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("{}: {e}", argv[0]))?;
+    let until = Instant::now() + limit;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("no answer within {limit:?}"));
+            }
+        }
+    }
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).trim().replace('\n', "; ");
+    if out.status.success() {
+        Ok(text(&out.stdout))
+    } else {
+        Err(format!("{} ({})", text(&out.stderr), out.status))
+    }
+}
+
+/// Print (and with `apply`, run) the action on every node `o` blamed; false when a command
+/// that was run failed.
+pub fn run(o: &PairwiseOutcome, action: OnFail, apply: bool) -> bool {
+    const LIMIT: Duration = Duration::from_secs(30);
+    let (nodes, not_nodes) = blamed_nodes(o);
+    for n in &not_nodes {
+        println!("# On fail: {n}");
+    }
+    if nodes.is_empty() {
+        if !o.verdict.pass {
+            println!("# On fail: no node to act on");
+        }
+        return true;
+    }
+    let mut ok = true;
+    for b in &nodes {
+        let mut node = b.host.clone();
+        if action != OnFail::Drain {
+            // In an MPIJob the ranks' host names are pods' names: act on the pod's node. A
+            // hostNetwork pod's host name is its node's, which kubectl does not know as a pod.
+            let ask = ["kubectl", "get", "pod", &b.host, "-o", "jsonpath={.spec.nodeName}"].map(String::from);
+            if apply {
+                if let Ok(n) = run_one(&ask, LIMIT).map(|n| n.trim().to_string()) {
+                    if !n.is_empty() {
+                        node = n;
+                    }
+                }
+            } else {
+                println!(
+                    "# On fail (dry run): the node of {}: {} (else {} itself)",
+                    b.host,
+                    shown(&ask),
+                    b.host
+                );
+            }
+        }
+        for argv in commands(action, &node, &b.reason) {
+            if !apply {
+                println!("# On fail (dry run, --apply runs it): {}", shown(&argv));
+                continue;
+            }
+            match run_one(&argv, LIMIT) {
+                Ok(_) => println!("# On fail: ran {}", shown(&argv)),
+                Err(e) => {
+                    println!("# On fail: FAILED {}: {e}", shown(&argv));
+                    ok = false;
+                }
+            }
+        }
+    }
+    ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drain_is_scontrol_with_the_short_name_and_the_reason() {
+        assert_eq!(
+            commands(
+                OnFail::Drain,
+                "n07.cluster.local",
+                "meshrun: slow node n07.cluster.local"
+            ),
+            [[
+                "scontrol",
+                "update",
+                "NodeName=n07",
+                "State=DRAIN",
+                "Reason=meshrun: slow node n07.cluster.local"
+            ]
+            .map(String::from)
+            .to_vec()]
+        );
+        let t = commands(OnFail::Taint, "gpu-3", "meshrun: slow link gpu-3 <-> gpu-4");
+        assert_eq!(t[0][..4], ["kubectl", "taint", "node", "gpu-3"]);
+        assert_eq!(t[0][5], "meshrun.io/fabric=slow:NoSchedule");
+        assert_eq!(t[1][5], "meshrun.io/fabric-reason=meshrun: slow link gpu-3 <-> gpu-4");
+        assert_eq!(
+            shown(&t[1]),
+            "kubectl annotate node gpu-3 --overwrite 'meshrun.io/fabric-reason=meshrun: slow link gpu-3 <-> gpu-4'"
+        );
+    }
+}
