@@ -329,6 +329,14 @@ pub struct RankArgs {
     /// GID index (default: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1)
     #[arg(long = "gid-index", value_name = "N")]
     pub gid_index: Option<u32>,
+    /// Service level of every queue pair (InfiniBand: the virtual lane; perftest's --sl/-S; else
+    /// NCCL_IB_SL; default 0)
+    #[arg(short = 'S', long, value_name = "SL", value_parser = clap::value_parser!(u8).range(0..=15))]
+    pub sl: Option<u8>,
+    /// Traffic class of every queue pair (RoCE v2: the IP DSCP/ECN byte, DSCP 26 = 104; the
+    /// class a switch's PFC/ECN settings apply to; perftest's --tclass; else NCCL_IB_TC; default 0)
+    #[arg(long, value_name = "TC")]
+    pub tclass: Option<u8>,
     /// Root of the sysfs tree RDMA devices are read from
     #[arg(long = "sysfs-root", default_value = "/sys")]
     pub sysfs_root: PathBuf,
@@ -499,6 +507,26 @@ pub struct PairwiseArgs {
     /// CUDA ordinal, or none for local rank modulo the GPUs visible. For --op write and read.
     #[arg(long = "use-cuda", alias = "use_cuda", value_name = "GPU", num_args = 0..=1, default_missing_value = "auto")]
     pub use_cuda: Option<String>,
+    /// As perftest's --use_cuda_dmabuf: GPU windows (--use-cuda, implied) registered by dma-buf
+    /// only, never by nvidia-peermem; a GPU or kernel without dma-buf is then an error
+    #[arg(long = "use-cuda-dmabuf", alias = "use_cuda_dmabuf")]
+    pub use_cuda_dmabuf: bool,
+    /// perftest's --use_cuda_bus_id: refused with what to use instead (--use-cuda ORDINAL)
+    #[arg(long = "use-cuda-bus-id", alias = "use_cuda_bus_id", value_name = "BUS", hide = true)]
+    pub use_cuda_bus_id: Option<String>,
+    /// perftest's -F (do not fail on CPU frequency warnings): accepted, no effect (meshrun does
+    /// not read the CPU frequency)
+    #[arg(short = 'F')]
+    pub perftest_f: bool,
+    /// perftest's --report_gbits: accepted, no effect (meshrun reports Gb/s)
+    #[arg(long = "report-gbits", alias = "report_gbits")]
+    pub report_gbits: bool,
+    /// perftest's -q (queue pairs per peer): 1 only; several are not implemented yet
+    #[arg(short = 'q', value_name = "QPS", default_value_t = 1)]
+    pub qps: u32,
+    /// perftest's -R (rdma_cm connection setup): refused with the reason
+    #[arg(short = 'R', hide = true)]
+    pub rdma_cm: bool,
 }
 
 /// Device selection, shared by `devices` and the RDMA transport.

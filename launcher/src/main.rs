@@ -170,6 +170,10 @@ fn resolve(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
 /// do, over a choice made from NCCL's variables).
 fn perftest_spellings(cmd: &mut Command) {
     if let Command::Pairwise(a) = cmd {
+        // --use_cuda_dmabuf implies --use_cuda (perftest's own rule).
+        if a.use_cuda_dmabuf && a.use_cuda.is_none() {
+            a.use_cuda = Some("auto".into());
+        }
         if a.d.is_some() {
             a.rank.ib_dev = a.d.clone();
         }

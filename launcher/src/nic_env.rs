@@ -3,7 +3,9 @@
 //! environment uses the NICs and GID the job will:
 //! - `NCCL_SOCKET_IFNAME` -> `--tcp-if`,
 //! - `NCCL_IB_HCA` -> `--devices` (and `--ib-port` where the entries name one),
-//! - `NCCL_IB_GID_INDEX` -> `--gid-index`.
+//! - `NCCL_IB_GID_INDEX` -> `--gid-index`,
+//! - `NCCL_IB_SL` -> `--sl`, `NCCL_IB_TC` -> `--tclass` (the service level and traffic class the
+//!   training job's queue pairs use: its lossless class on RoCE).
 //!
 //! NCCL's lists name NICs by prefix (`mlx5` matches `mlx5_0` and `mlx5_1`), `=` first for exact
 //! names, `^` first to exclude the listed ones; `NCCL_IB_HCA` entries may end in `:PORT`. They
@@ -210,7 +212,13 @@ pub fn clap_source(m: &clap::ArgMatches, id: &str, long: &str, value: impl Fn() 
 }
 
 /// The NCCL variables meshrun reads.
-pub const NCCL_VARS: [&str; 3] = ["NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX"];
+pub const NCCL_VARS: [&str; 5] = [
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_IB_HCA",
+    "NCCL_IB_GID_INDEX",
+    "NCCL_IB_SL",
+    "NCCL_IB_TC",
+];
 
 /// Variables `meshrun launch` passes on to the ranks when they are set here: every
 /// `MESHRUN_<FLAG>`, NCCL's three, and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
@@ -340,8 +348,53 @@ pub fn apply(
             }
         }
     }
+    // Service level and traffic class: NCCL_IB_SL (0-15) and NCCL_IB_TC (0-255).
+    let (sl, tc) = (args.sl, args.tclass);
+    match clap_source(m, "sl", "sl", || sl.map(|v| v.to_string()).unwrap_or_default()) {
+        Some(s) => p.items.push(("--sl", s)),
+        None => {
+            if let (Some(v), true) = (nccl("NCCL_IB_SL"), rdma) {
+                let n = parse_small(&v, "NCCL_IB_SL", 15)?;
+                p.items.push((
+                    "--sl",
+                    Source::Nccl {
+                        var: "NCCL_IB_SL".into(),
+                        value: v,
+                        resolved: n.to_string(),
+                    },
+                ));
+                args.sl = Some(n);
+            }
+        }
+    }
+    match clap_source(m, "tclass", "tclass", || tc.map(|v| v.to_string()).unwrap_or_default()) {
+        Some(s) => p.items.push(("--tclass", s)),
+        None => {
+            if let (Some(v), true) = (nccl("NCCL_IB_TC"), rdma) {
+                let n = parse_small(&v, "NCCL_IB_TC", 255)?;
+                p.items.push((
+                    "--tclass",
+                    Source::Nccl {
+                        var: "NCCL_IB_TC".into(),
+                        value: v,
+                        resolved: n.to_string(),
+                    },
+                ));
+                args.tclass = Some(n);
+            }
+        }
+    }
     args.nic_choice = p.header();
     Ok(())
+}
+
+/// `NCCL_IB_SL` / `NCCL_IB_TC`: a whole number from 0 to `max`.
+pub fn parse_small(spec: &str, var: &str, max: u8) -> Result<u8, String> {
+    spec.trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|&n| n <= max)
+        .ok_or_else(|| format!("{var}={spec}: expected a whole number from 0 to {max}"))
 }
 
 #[cfg(test)]
@@ -433,6 +486,32 @@ mod tests {
 
     fn env(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |k| pairs.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+    }
+
+    #[test]
+    fn service_level_and_traffic_class_from_nccl_or_the_flags() {
+        let e = env(&[("NCCL_IB_SL", "3"), ("NCCL_IB_TC", "106")]);
+        let (mut a, m) = pairwise(&[]);
+        apply(&mut a, &m, &e, &here()).unwrap();
+        assert_eq!((a.sl, a.tclass), (Some(3), Some(106)));
+        assert_eq!(
+            a.nic_choice.as_deref(),
+            Some("--sl 3 from NCCL_IB_SL=3; --tclass 106 from NCCL_IB_TC=106")
+        );
+        let (mut a, m) = pairwise(&["--tclass", "104"]);
+        apply(&mut a, &m, &e, &here()).unwrap();
+        assert_eq!((a.sl, a.tclass), (Some(3), Some(104)), "the flag wins");
+        let err = apply(
+            &mut pairwise(&[]).0,
+            &pairwise(&[]).1,
+            &env(&[("NCCL_IB_SL", "16")]),
+            &here(),
+        )
+        .unwrap_err();
+        assert_eq!(err, "NCCL_IB_SL=16: expected a whole number from 0 to 15");
+        let (mut a, m) = pairwise(&["--transport", "tcp"]);
+        apply(&mut a, &m, &env(&[("NCCL_IB_TC", "x")]), &here()).unwrap();
+        assert_eq!(a.tclass, None, "over TCP they do not apply");
     }
 
     #[test]

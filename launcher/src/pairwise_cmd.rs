@@ -75,6 +75,26 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
                 .into(),
         );
     }
+    if a.qps != 1 {
+        return Err(format!(
+            "-q {}: meshrun opens one queue pair per peer and test; several per peer \
+             (perftest's -q, NCCL_IB_QPS_PER_CONNECTION) are not implemented yet; drop -q",
+            a.qps
+        ));
+    }
+    if a.rdma_cm {
+        return Err(
+            "-R (rdma_cm connection setup) is not supported: meshrun exchanges GIDs and queue pair \
+                    numbers over MPI; drop -R (iWARP devices, which need rdma_cm, cannot be used)"
+                .into(),
+        );
+    }
+    if let Some(bus) = &a.use_cuda_bus_id {
+        return Err(format!(
+            "--use_cuda_bus_id {bus}: choose the GPU by its CUDA ordinal instead, --use-cuda N \
+             (meshrun devices --gpu lists each GPU's ordinal and bus id)"
+        ));
+    }
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
     }
@@ -307,6 +327,7 @@ impl RankCommand for Pairwise {
         if let Some(r) = t.rdma() {
             r.use_send_opcode(cfg.op == OpName::Send);
         }
+        ranks::verbs::require_dmabuf(a.use_cuda_dmabuf);
         if let Some(sel) = &a.use_cuda {
             let problem = use_cuda(world, t, a, sel).err();
             if let Some(p) = &problem {

@@ -187,6 +187,10 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
         port: args.ib_port,
         gid_index: args.gid_index,
         sysfs_root: args.sysfs_root.clone(),
+        qos: ranks::verbs::Qos {
+            sl: args.sl.unwrap_or(0),
+            traffic_class: args.tclass.unwrap_or(0),
+        },
     }
 }
 

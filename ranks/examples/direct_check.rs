@@ -144,6 +144,7 @@ fn main() -> ExitCode {
         port: None,
         gid_index: Some(gid),
         sysfs_root: "/sys".into(),
+        qos: ranks::verbs::Qos::default(),
     };
     let result = verbs_mesh::connect(&world, &opts)
         .map_err(|e| e.to_string())

@@ -66,7 +66,13 @@ fn connected_pair(ctx: &Context, port: u8, gid_index: u8, len: usize) -> (Side, 
     for (i, (qp, mr, cq, psn)) in sides.into_iter().enumerate() {
         let remote = eps[1 - i];
         let qp = qp
-            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh)
+            .into_rtr(
+                &remote,
+                port,
+                info.mtu_enum.min(remote.mtu),
+                grh,
+                ranks::verbs::Qos::default(),
+            )
             .expect("rtr")
             .into_rts(psn)
             .expect("rts");

@@ -14,11 +14,11 @@ pub mod usage;
 use context::Ctx;
 pub use context::{Context, PortInfo};
 pub use cq::{Completion, CompletionQueue};
-pub use mr::{ForeignRegion, MemoryRegion, Registered, SharedWindow};
+pub use mr::{require_dmabuf, ForeignRegion, MemoryRegion, Registered, SharedWindow};
 use pd::Pd;
 pub use pd::{Access, ProtectionDomain};
 
-pub use qp::{CanRecv, Endpoint, Init, QueuePair, Reset, Rtr, Rts, SendOp};
+pub use qp::{CanRecv, Endpoint, Init, Qos, QueuePair, Reset, Rtr, Rts, SendOp};
 
 use std::time::Duration;
 

@@ -170,6 +170,13 @@ impl ProtectionDomain {
                     },
                     Err(e) => why.push(e),
                 }
+                if DMABUF_ONLY.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(VerbsError::Window(format!(
+                        "{owner} memory cannot be registered by dma-buf, and --use_cuda_dmabuf rules out \
+                         nvidia-peermem: {}",
+                        why.join("; ")
+                    )));
+                }
                 // SAFETY: addr..addr+len is device memory the caller keeps (see above).
                 unsafe { self.register_device_memory(addr, len, access) }.map_err(|e| {
                     why.push(e.to_string());
@@ -374,4 +381,14 @@ impl Drop for ForeignRegion {
         // SAFETY: registered by us and deregistered once; the owner frees the memory only after.
         unsafe { ibv_dereg_mr(self.raw.as_ptr()) };
     }
+}
+
+/// `--use_cuda_dmabuf`: GPU memory is registered by dma-buf only, never by its device address
+/// (nvidia-peermem), so a run proves the dma-buf path or fails saying why.
+static DMABUF_ONLY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Register GPU memory by dma-buf only (`true`), or dma-buf first and nvidia-peermem after (the
+/// default). Set once, before any registration.
+pub fn require_dmabuf(only: bool) {
+    DMABUF_ONLY.store(only, std::sync::atomic::Ordering::Relaxed);
 }

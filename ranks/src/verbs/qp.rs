@@ -208,14 +208,26 @@ impl QueuePair<Reset> {
     }
 }
 
+/// The service level and traffic class a queue pair's packets carry: on InfiniBand the SL picks
+/// the virtual lane; on RoCE v2 the traffic class is the IP header's DSCP/ECN byte (DSCP 26 is
+/// traffic class 104), which is how a switch puts the traffic in its lossless (PFC) class. What
+/// `--sl`/`--tclass` (or NCCL_IB_SL/NCCL_IB_TC) ask for; 0 and 0 by default, as perftest.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Qos {
+    pub sl: u8,
+    pub traffic_class: u8,
+}
+
 impl QueuePair<Init> {
-    /// INIT -> RTR: connect to `remote`. `gid_index` Some for RoCE (a GRH is needed), None for IB.
+    /// INIT -> RTR: connect to `remote`. `gid_index` Some for RoCE (a GRH is needed, and carries
+    /// the traffic class), None for IB.
     pub fn into_rtr(
         self,
         remote: &Endpoint,
         port: u8,
         path_mtu: u32,
         gid_index: Option<u8>,
+        qos: Qos,
     ) -> Result<QueuePair<Rtr>, VerbsError> {
         // SAFETY: plain data.
         let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -226,13 +238,14 @@ impl QueuePair<Init> {
         a.max_dest_rd_atomic = 16;
         a.min_rnr_timer = 12;
         a.ah_attr.dlid = remote.lid;
-        a.ah_attr.sl = 0;
+        a.ah_attr.sl = qos.sl;
         a.ah_attr.port_num = port;
         if let Some(gi) = gid_index {
             a.ah_attr.is_global = 1;
             a.ah_attr.grh.dgid.raw = remote.gid;
             a.ah_attr.grh.sgid_index = gi;
             a.ah_attr.grh.hop_limit = 64;
+            a.ah_attr.grh.traffic_class = qos.traffic_class;
         }
         let mask = ibv_qp_attr_mask::IBV_QP_STATE
             | ibv_qp_attr_mask::IBV_QP_AV

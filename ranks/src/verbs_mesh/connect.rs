@@ -135,8 +135,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         (&local.endpoints, &remote),
         (slots, slot),
         &local.choice,
-        local.mtu_enum,
-        local.ethernet,
+        (local.mtu_enum, local.ethernet, opts.qos),
     );
     // Every rank votes: all connected (and all receives posted) before anyone sends, and a failure
     // anywhere is a failure everywhere.
@@ -175,6 +174,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         slots,
         slot,
         choice: local.choice,
+        qos: opts.qos,
         mtu: local.mtu,
         path_mtu,
         max_inline,
@@ -240,8 +240,7 @@ fn connect_peers(
     (mine, remote): (&[Endpoint], &[Option<Endpoint>]),
     (slots, slot): (usize, usize),
     choice: &Choice,
-    mtu_enum: u32,
-    ethernet: bool,
+    (mtu_enum, ethernet, qos): (u32, bool, crate::verbs::Qos),
 ) -> (Vec<Option<Peer>>, Option<VerbsMeshError>) {
     let rank = world.rank();
     let setup_err = |msg: String| VerbsMeshError::Setup {
@@ -264,7 +263,7 @@ fn connect_peers(
         };
         let path_mtu = mtu_enum.min(remote.mtu);
         match qp
-            .into_rtr(remote, choice.port, path_mtu, grh)
+            .into_rtr(remote, choice.port, path_mtu, grh, qos)
             .and_then(|q| q.into_rts(mine.psn))
         {
             Ok(qp) => peers.push(Some(Peer {

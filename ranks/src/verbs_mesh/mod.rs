@@ -83,6 +83,8 @@ pub struct VerbsOptions {
     pub port: Option<u8>,
     pub gid_index: Option<u32>,
     pub sysfs_root: PathBuf,
+    /// Service level and traffic class of every queue pair.
+    pub qos: crate::verbs::Qos,
 }
 
 impl VerbsOptions {
@@ -145,6 +147,8 @@ pub struct VerbsMesh {
     /// Bytes per staging slot ([`staging`]).
     slot: usize,
     choice: Choice,
+    /// The service level and traffic class every queue pair uses.
+    qos: crate::verbs::Qos,
     mtu: u32,
     /// Smallest and largest path MTU to a peer (each pair runs at its smaller end's MTU).
     path_mtu: (u32, u32),

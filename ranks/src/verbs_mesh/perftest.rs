@@ -330,7 +330,7 @@ impl VerbsMesh {
         })?;
         let grh = info.ethernet.then_some(self.choice.gid.index as u8);
         let qp = qp
-            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh)
+            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh, self.qos)
             .and_then(|q| q.into_rts(psn))
             .map_err(|e| self.verbs_err(e))?;
         // Both ends connected before either sends: a SEND to a queue pair still in INIT is dropped
@@ -434,6 +434,19 @@ impl VerbsMesh {
                 if ethernet { c.gid.index.to_string() } else { "-".into() },
             ),
             ("Max inline data".into(), format!("{}[B]", self.max_inline)),
+            (
+                "Service level".into(),
+                format!(
+                    "{}, traffic class {}{}",
+                    self.qos.sl,
+                    self.qos.traffic_class,
+                    if ethernet {
+                        format!(" (DSCP {})", self.qos.traffic_class >> 2)
+                    } else {
+                        String::new()
+                    }
+                ),
+            ),
             (
                 "Staging".into(),
                 format!(
