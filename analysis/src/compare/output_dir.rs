@@ -1,7 +1,7 @@
 //! `mpirun --output-filename DIR` writes no log: each rank's output goes to its own files,
 //! `DIR/<job>/rank.<N>/stdout` and `.../stderr` (Open MPI 4: job `1`, N as is or zero-padded;
 //! Open MPI 5/PRRTE: the job's namespace, N zero-padded to the widest rank, `rank.00`;
-//! `DIR/rank.<N>/stdout` with PRRTE's `nojobid`). `meshrun compare` takes such a directory (DIR, DIR/<job> or one
+//! `DIR/rank.<N>/stdout` with PRRTE's `nojobid`). `meshrun compare` takes such a directory (`DIR`, `DIR/<job>` or one
 //! rank's directory) as well as any one `stdout` file in it: it reads the ranks' stdout files
 //! in rank order and uses the first that holds results (nccl-tests prints from rank 0 only;
 //! perftest's client and server both print), saying which; stderr files are not read.
