@@ -42,6 +42,8 @@ struct Manifest {
     ssh_port: u16,
     /// The pods run on their node's network (`hostNetwork`).
     host_network: bool,
+    /// A volume the workers mount from a claim (name, mount path): the results volume.
+    worker_volume: Option<(String, String)>,
 }
 
 fn strings(v: &serde_yaml::Value) -> Vec<String> {
@@ -127,6 +129,28 @@ fn manifest(file: &str) -> Manifest {
             .as_u64()
             .map_or(22, |p| p as u16),
         host_network,
+        worker_volume: {
+            let claims: Vec<String> = pod_spec("Worker")["volumes"]
+                .as_sequence()
+                .map(|v| {
+                    v.iter()
+                        .filter(|vol| vol["persistentVolumeClaim"].is_mapping())
+                        .filter_map(|vol| vol["name"].as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            w["volumeMounts"].as_sequence().and_then(|ms| {
+                ms.iter().find_map(|mnt| {
+                    let name = mnt["name"].as_str()?;
+                    claims.iter().any(|c| c == name).then(|| {
+                        (
+                            name.to_string(),
+                            mnt["mountPath"].as_str().unwrap_or_default().to_string(),
+                        )
+                    })
+                })
+            })
+        },
     }
 }
 
@@ -140,6 +164,8 @@ struct Pods {
     dir: PathBuf,
     hostfile: PathBuf,
     secret: PathBuf,
+    /// The directory that stands in for the workers' claim (results variant).
+    results: PathBuf,
 }
 
 impl Drop for Pods {
@@ -253,6 +279,9 @@ fn prepare_pods(m: &Manifest, image: &str) -> Pods {
         let mode = if m.ssh_path == "/root/.ssh" { 0o600 } else { 0o644 };
         std::fs::set_permissions(secret.join(f), std::fs::Permissions::from_mode(mode)).expect("mode");
     }
+    // The volume a claim would give the workers (results variant): one directory they share.
+    let results = dir.join("results");
+    std::fs::create_dir_all(&results).expect("results dir");
     // Pod DNS: the launcher's name now; the workers' when their pods are up (publish_names).
     let mut hosts = std::fs::read_to_string(cluster.dir.join("hosts")).expect("hosts");
     hosts.push_str(&format!("10.77.0.10 {}-launcher\n", m.job));
@@ -272,6 +301,7 @@ fn prepare_pods(m: &Manifest, image: &str) -> Pods {
         dir,
         hostfile,
         secret,
+        results,
     }
 }
 
@@ -299,6 +329,9 @@ fn start_worker(m: &Manifest, pods: &Pods, i: usize) {
     let node = format!("mr-h{}", i + 1);
     let hostname = if m.host_network { node.clone() } else { pod_name(m, i) };
     let mut k = pod(m, pods, &node, &hostname, &name);
+    if let Some((_, path)) = &m.worker_volume {
+        k.args(["-v", &format!("{}:{path}", pods.results.display())]);
+    }
     k.args(["-d", "-e", "K_MPI_JOB_ROLE=worker", &pods.image])
         .args(&m.worker_command);
     let r = run_bounded(&mut k, Duration::from_secs(120));
@@ -415,19 +448,51 @@ fn pairwise_mpijob_runs_as_the_operator_runs_it() {
             "--transport",
             "verbs",
             "--timeout",
-            "120"
+            "120",
+            "--json",
+            "-"
         ]
     );
     assert!(m.launcher_env.is_empty());
     assert_eq!((m.slots, m.workers), (2, 2));
     let pods = start_pods(&m);
-    runs_to_its_verdict(&m, &pods, ["meshrun-worker-0", "meshrun-worker-1"]);
+    let r = runs_to_its_verdict(&m, &pods, ["meshrun-worker-0", "meshrun-worker-1"]);
+    // --json -: the whole report reaches the launcher's log, after the table, for `meshrun
+    // verdict LOG` to read back once the pods are gone.
+    let json =
+        analysis::export::embedded_json(&r.stdout).unwrap_or_else(|| panic!("no JSON block in the log:\n{}", r.stdout));
+    let doc: serde_json::Value = serde_json::from_str(&json).expect("the log's JSON");
+    assert_eq!(doc["hosts"].as_array().map(Vec::len), Some(4), "{doc}");
+    assert!(doc["results"].as_array().is_some_and(|v| v.len() >= 12), "{doc}");
+}
+
+/// Results kept as a file on a volume (the results-volume variant): rank 0 runs on worker 0 and
+/// writes `--json` to the volume the workers mount; the file outlives the pods. Here the volume
+/// is a directory of this machine bound where the manifest mounts its claim.
+#[test]
+fn the_results_volume_variant_keeps_the_report_as_a_file() {
+    let m = manifest("mpijob-results-volume.yaml");
+    assert_eq!((m.launcher_image.as_str(), m.worker_image.as_str()), (IMAGE, IMAGE));
+    let (name, path) = m.worker_volume.clone().expect("a volume for the results");
+    assert_eq!((name.as_str(), path.as_str()), ("results", "/results"));
+    let at = m.launcher_command.iter().position(|a| a == "--json").expect("--json");
+    assert_eq!(m.launcher_command[at + 1], "/results/pairwise.json");
+    let pods = start_pods(&m);
+    let r = run_launcher(&m, &pods, &over_tcp(&m.launcher_command));
+    assert!(matches!(r.code, Some(0) | Some(1)), "{}", r.all());
+    let file = pods.results.join("pairwise.json");
+    let doc: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}\n{}", file.display(), r.all())),
+    )
+    .expect("JSON");
+    assert_eq!(doc["test"], "pairwise", "{doc}");
+    assert!(doc["results"].as_array().is_some_and(|v| v.len() >= 12), "{doc}");
 }
 
 /// The pairwise manifest `m`'s launcher command in `pods`: as it is, meshrun's error (no RDMA
 /// here); over TCP, every pair measured and a verdict, with the ranks on `workers` (the host
 /// names the ranks see).
-fn runs_to_its_verdict(m: &Manifest, pods: &Pods, workers: [&str; 2]) {
+fn runs_to_its_verdict(m: &Manifest, pods: &Pods, workers: [&str; 2]) -> Run {
     // The manifest's command as it is: these pods have no RDMA device, so it must fail with
     // meshrun's own error, not pass over TCP.
     no_rdma_no_pass(m, pods);
@@ -473,6 +538,7 @@ fn runs_to_its_verdict(m: &Manifest, pods: &Pods, workers: [&str; 2]) {
         "{}",
         r.stdout
     );
+    r
 }
 
 /// The non-root variant, as the operator's own examples run: every pod as mpiuser (uid 1000),
