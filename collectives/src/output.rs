@@ -35,6 +35,14 @@ fn parent(path: &Path) -> PathBuf {
 /// The path that names stdout (`--json -`).
 pub const STDOUT: &str = "-";
 
+/// Now, in seconds since the Unix epoch: when a run ended, for the reports that record it
+/// (`--metrics`).
+pub fn unix_seconds() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Whether `path` is stdout (`-`).
 pub fn is_stdout(path: &Path) -> bool {
     path.as_os_str() == STDOUT

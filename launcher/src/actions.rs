@@ -6,7 +6,7 @@
 //! port at either end; the reason says which link). An uplink is a switch's and a rank pair is
 //! no node's: named, never drained.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use analysis::pairwise::verdict::Part;
 use analysis::pairwise::PairwiseOutcome;
@@ -130,27 +130,9 @@ fn shown(argv: &[String]) -> String {
 
 /// Run `argv` with a bound; Ok(stdout) or Err(why).
 fn run_one(argv: &[String], limit: Duration) -> Result<String, String> {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("{}: {e}", argv[0]))?;
-    let until = Instant::now() + limit;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!("no answer within {limit:?}"));
-            }
-        }
-    }
-    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    let mut cmd = std::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..]);
+    let out = crate::bounded::output(&mut cmd, limit)?;
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim().replace('\n', "; ");
     if out.status.success() {
         Ok(text(&out.stdout))

@@ -400,9 +400,7 @@ impl RankCommand for Coll {
         } else {
             Status::Ok
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = output::unix_seconds();
         let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] =
             [(a.json.as_ref(), &Json), (a.metrics.as_ref(), &report::Metrics { now })];
         for (p, exporter) in files {

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod actions;
+mod bounded;
 mod cli;
 mod coll_cmd;
 mod compare_cmd;

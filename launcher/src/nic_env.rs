@@ -349,41 +349,27 @@ pub fn apply(
         }
     }
     // Service level and traffic class: NCCL_IB_SL (0-15) and NCCL_IB_TC (0-255).
-    let (sl, tc) = (args.sl, args.tclass);
-    match clap_source(m, "sl", "sl", || sl.map(|v| v.to_string()).unwrap_or_default()) {
-        Some(s) => p.items.push(("--sl", s)),
-        None => {
-            if let (Some(v), true) = (nccl("NCCL_IB_SL"), rdma) {
-                let n = parse_small(&v, "NCCL_IB_SL", 15)?;
-                p.items.push((
-                    "--sl",
-                    Source::Nccl {
-                        var: "NCCL_IB_SL".into(),
-                        value: v,
-                        resolved: n.to_string(),
-                    },
-                ));
-                args.sl = Some(n);
-            }
+    let nccl_small = |(flag, id): (&'static str, &str), var: &str, max: u8, given: Option<u8>, p: &mut Provenance| {
+        if let Some(s) = clap_source(m, id, id, || given.map(|v| v.to_string()).unwrap_or_default()) {
+            p.items.push((flag, s));
+            return Ok::<_, String>(given);
         }
-    }
-    match clap_source(m, "tclass", "tclass", || tc.map(|v| v.to_string()).unwrap_or_default()) {
-        Some(s) => p.items.push(("--tclass", s)),
-        None => {
-            if let (Some(v), true) = (nccl("NCCL_IB_TC"), rdma) {
-                let n = parse_small(&v, "NCCL_IB_TC", 255)?;
-                p.items.push((
-                    "--tclass",
-                    Source::Nccl {
-                        var: "NCCL_IB_TC".into(),
-                        value: v,
-                        resolved: n.to_string(),
-                    },
-                ));
-                args.tclass = Some(n);
-            }
-        }
-    }
+        let (Some(v), true) = (nccl(var), rdma) else {
+            return Ok(given);
+        };
+        let n = parse_small(&v, var, max)?;
+        p.items.push((
+            flag,
+            Source::Nccl {
+                var: var.into(),
+                value: v,
+                resolved: n.to_string(),
+            },
+        ));
+        Ok(Some(n))
+    };
+    args.sl = nccl_small(("--sl", "sl"), "NCCL_IB_SL", 15, args.sl, &mut p)?;
+    args.tclass = nccl_small(("--tclass", "tclass"), "NCCL_IB_TC", 255, args.tclass, &mut p)?;
     args.nic_choice = p.header();
     Ok(())
 }

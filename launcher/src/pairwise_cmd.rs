@@ -202,9 +202,7 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
         v.push((p.clone(), Box::new(Heatmap::for_path(p)?)));
     }
     if let Some(p) = &a.metrics {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = output::unix_seconds();
         v.push((p.clone(), Box::new(Metrics { now })));
     }
     Ok(v)

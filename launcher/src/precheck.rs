@@ -35,16 +35,19 @@ impl Job<'_> {
 /// Check the rank command `args` (after `--`) for `job`; the error is one line saying what is
 /// wrong and what would be right.
 pub fn rank_command(args: &[String], job: &Job<'_>) -> Result<(), String> {
-    let shown = args.join(" ");
+    checked(args, job).map_err(|e| format!("the rank command `{}`: {e}", args.join(" ")))
+}
+
+/// [`rank_command`]'s checks, each error without the command in front.
+fn checked(args: &[String], job: &Job<'_>) -> Result<(), String> {
     let argv = std::iter::once("meshrun".to_string()).chain(args.iter().cloned());
     let matches = crate::nic_env::with_env(Cli::command())
         .try_get_matches_from(argv)
-        .map_err(|e| format!("the rank command `{shown}`: {}", clap_line(&e)))?;
-    let mut cli =
-        Cli::from_arg_matches(&matches).map_err(|e| format!("the rank command `{shown}`: {}", clap_line(&e)))?;
+        .map_err(|e| clap_line(&e))?;
+    let mut cli = Cli::from_arg_matches(&matches).map_err(|e| clap_line(&e))?;
     crate::perftest_spellings(&mut cli.command);
-    crate::busbw_bar(&mut cli.command, &matches).map_err(|e| format!("the rank command `{shown}`: {e}"))?;
-    rank_checks(&cli.command, job).map_err(|e| format!("the rank command `{shown}`: {e}"))
+    crate::busbw_bar(&mut cli.command, &matches)?;
+    rank_checks(&cli.command, job)
 }
 
 /// The checks of each rank command that need only the job's shape.

@@ -29,31 +29,17 @@ pub fn ssh_port_for(host: &str, rsh_args: Option<&str>) -> u16 {
 /// `ssh -G [ARGS] HOST`'s `port` line (ssh prints its configuration and connects to nothing),
 /// within two seconds.
 fn ssh_says_port(host: &str, rsh_args: Option<&str>) -> Option<u16> {
-    use std::process::{Command, Stdio};
-    let mut child = Command::new("ssh")
-        .arg("-G")
+    let mut ssh = std::process::Command::new("ssh");
+    ssh.arg("-G")
         .args(rsh_args.unwrap_or_default().split_whitespace())
-        .arg(host)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .ok()?;
-    let until = Instant::now() + Duration::from_secs(2);
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) if status.success() => break,
-            Ok(None) if Instant::now() < until => std::thread::sleep(Duration::from_millis(20)),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
-        }
+        .arg(host);
+    let out = crate::bounded::output(&mut ssh, Duration::from_secs(2)).ok()?;
+    if !out.status.success() {
+        return None;
     }
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut child.stdout.take()?, &mut out).ok()?;
-    out.lines().find_map(|l| l.strip_prefix("port ")?.trim().parse().ok())
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("port ")?.trim().parse().ok())
 }
 
 /// `-p N` or `-o Port=N` in Open MPI's `plm_rsh_args`, else 22.
