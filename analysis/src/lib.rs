@@ -13,6 +13,7 @@ pub mod findings;
 pub mod mesh_check;
 pub mod metrics;
 pub mod pairwise;
+pub mod preflight;
 pub mod schedule;
 pub mod stats;
 pub mod units;

@@ -30,6 +30,10 @@ pub enum Command {
     /// RDMA devices, ports and GIDs of this host (like show_gids), what each GPU says of GPUDirect
     /// RDMA (--gpu: only that), and the choice meshrun would make
     Devices(DevicesArgs),
+    /// (rank) Every node's setup against its peers and an expectation file, before any traffic:
+    /// RDMA ports, GIDs, firmware, drivers, GPUs, PCIe, limits, variables; --local: this node
+    /// alone, without MPI (a health check)
+    Preflight(PreflightArgs),
     /// (rank) Bandwidth or latency between every pair of ranks, an N x N matrix, slow links and nodes named
     Pairwise(PairwiseArgs),
     // (rank) The collectives, all_reduce .. sendrecv: one subcommand each, from the registry.
@@ -544,6 +548,35 @@ pub struct DeviceArgs {
     /// Root of the sysfs tree to read devices from
     #[arg(long, default_value = "/sys")]
     pub sysfs_root: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub rank: RankArgs,
+    /// What a node of this type must have (TOML: [[part]] tables of scope patterns and fact
+    /// values, in the words preflight prints; examples in deploy/expect/)
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// Check this node alone, without MPI, against --expect (a Slurm HealthCheckProgram or a
+    /// Kubernetes CronJob): exit 0 healthy, 1 a finding that breaks a run, 2 bad input
+    #[arg(long)]
+    pub local: bool,
+    /// Also print every fact of this node (--local) or of rank 0's node, one per line, in the
+    /// words an --expect file uses
+    #[arg(long)]
+    pub show: bool,
+    /// The largest message the run to come registers (K, M, G binary): with the staging
+    /// buffers, the locked memory (memlock) a verbs rank needs
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = units::parse_size)]
+    pub max_bytes: u64,
+    /// Write every fact of every node and rank and the findings as JSON (`-`: on stdout after
+    /// the report, between marker lines)
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Overwrite an existing --json file
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug)]

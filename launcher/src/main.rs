@@ -14,6 +14,7 @@ mod mesh_check_cmd;
 mod nic_env;
 mod pairwise_cmd;
 mod precheck;
+mod preflight_cmd;
 mod rank;
 mod verdict_cmd;
 mod workers;
@@ -45,6 +46,7 @@ fn main() -> ExitCode {
         Command::Compare(a) => compare_cmd::run(&a),
         Command::Verdict(a) => verdict_cmd::run(&a),
         Command::Pairwise(a) => driver::drive(pairwise_cmd::Pairwise::new(a)),
+        Command::Preflight(a) => preflight_cmd::run(&a),
         Command::Coll(c) => coll_cmd::run(c.name, c.args),
         Command::Completions(a) => {
             use clap::CommandFactory;
@@ -196,6 +198,7 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     let rank = match cmd {
         Command::MeshCheck(a) => &mut a.rank,
         Command::Pairwise(a) => &mut a.rank,
+        Command::Preflight(a) => &mut a.rank,
         other => match other.coll_args() {
             Some(a) => &mut a.rank,
             None => return Ok(()),

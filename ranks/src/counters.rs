@@ -68,6 +68,17 @@ pub fn proc_net_counters(text: &str, keep: &[&str]) -> BTreeMap<String, u64> {
     out
 }
 
+/// Every counter of RDMA port `port` of `dev`: the port's `counters` and `hw_counters` and the
+/// device's `hw_counters`.
+pub fn port_counters(sysfs_root: &Path, dev: &str, port: u8) -> BTreeMap<String, u64> {
+    let d = sysfs_root.join("class/infiniband").join(dev);
+    let p = d.join("ports").join(port.to_string());
+    let mut values = numbers_in(&p.join("counters"));
+    values.extend(numbers_in(&p.join("hw_counters")));
+    values.extend(numbers_in(&d.join("hw_counters")));
+    values
+}
+
 /// The counters of the NIC this rank's mesh uses (`end`, over `kind`), sysfs under
 /// `sysfs_root`, /proc under `proc_root`.
 pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &Endpoint) -> Vec<Counters> {
@@ -75,12 +86,7 @@ pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &
     match kind {
         TransportKind::Verbs => {
             if let (Some(dev), Some(port)) = (&end.device, end.port) {
-                let d = sysfs_root.join("class/infiniband").join(dev);
-                let p = d.join("ports").join(port.to_string());
-                let mut values = numbers_in(&p.join("counters"));
-                values.extend(numbers_in(&p.join("hw_counters")));
-                values.extend(numbers_in(&d.join("hw_counters")));
-                out.push((format!("{dev} port {port}"), values));
+                out.push((format!("{dev} port {port}"), port_counters(sysfs_root, dev, port)));
             }
         }
         TransportKind::Tcp => {

@@ -3,6 +3,7 @@
 
 pub mod counters;
 pub mod devices;
+pub mod inventory;
 pub mod limits;
 pub mod mesh;
 pub mod netif;

@@ -1,0 +1,257 @@
+//! `meshrun preflight`: on a four-host namespace cluster where every host reads its own sysfs
+//! tree (a GPU node with RoCE NICs, from the fixtures) and runs under its own limits, each
+//! planted defect is named alone and a clean cluster has no finding; `--local` checks one node
+//! against an expectation file without MPI.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use e2e::*;
+
+fn fixture(name: &str) -> PathBuf {
+    root().join("ranks/tests/fixtures/sysfs").join(name)
+}
+
+fn cp(from: &Path, to: &Path) {
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "cp -a {} {}", from.display(), to.display());
+}
+
+fn write(p: &Path, text: &str) {
+    std::fs::write(p, text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+}
+
+/// A healthy GPU node: the two-socket GPU fixture with mlx5_0 port 1 on RoCE (the mlx5 RoCE
+/// fixture's port), mlx5_1's PCIe link trained at its maximum, and nvidia_peermem loaded.
+fn healthy_node(dir: &Path) -> PathBuf {
+    let t = dir.join("healthy");
+    cp(&fixture("gpu-2socket"), &t);
+    let port = t.join("class/infiniband/mlx5_0/ports/1");
+    std::fs::remove_dir_all(&port).unwrap();
+    cp(&fixture("mlx5-roce/class/infiniband/mlx5_0/ports/1"), &port);
+    let nic1 = t.join("devices/pci0000:97/0000:97:02.0/0000:98:00.0");
+    write(&nic1.join("current_link_speed"), "16.0 GT/s PCIe\n");
+    write(&nic1.join("current_link_width"), "16\n");
+    std::fs::create_dir_all(t.join("module/nvidia_peermem")).unwrap();
+    t
+}
+
+/// A copy of the healthy node named `name`, changed by `plant`.
+fn planted(dir: &Path, healthy: &Path, name: &str, plant: impl FnOnce(&Path)) -> PathBuf {
+    let t = dir.join(name);
+    cp(healthy, &t);
+    plant(&t);
+    t
+}
+
+/// The lines of a preflight report that name something (`ERROR`/`WARNING`).
+fn findings(stdout: &str) -> Vec<&str> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("ERROR") || l.starts_with("WARNING"))
+        .collect()
+}
+
+#[test]
+fn preflight_names_each_planted_defect_alone_and_passes_a_clean_cluster() {
+    let c = NetnsCluster::up_with_slots(4, 2);
+    let dir = c.dir.join("trees");
+    std::fs::create_dir_all(&dir).unwrap();
+    let healthy = healthy_node(&dir);
+    let view = c.dir.join("sys/this").display().to_string();
+    let args = [
+        "preflight",
+        "--sysfs-root",
+        view.as_str(),
+        "--timeout",
+        "60",
+        "--max-bytes",
+        "1M",
+    ];
+    for h in 0..4 {
+        c.script(&["sysfs", &format!("mr-h{h}"), &healthy.display().to_string()])
+            .expect_code(0);
+    }
+    // The locked memory a verbs rank of this job would register: staging within a 1 MiB budget
+    // (MESHRUN_STAGING_BUDGET, forwarded to every rank by launch) for 7 peers (2 slots of 36 KiB
+    // each way) and two 1 MiB buffers: 3,129,344 bytes, 3056 KiB. Healthy hosts keep this
+    // machine's limit (raising it needs CAP_SYS_RESOURCE, which a container may lack); the
+    // planted host gets 2 MiB, below the need.
+    let need_kib: u64 = (2 * 2 * 36864 * 7 + 2 * (1 << 20)) / 1024;
+    let (soft, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK).unwrap();
+    assert!(
+        soft == nix::sys::resource::RLIM_INFINITY || soft / 1024 >= need_kib,
+        "precondition: this machine's memlock limit ({} KiB) must hold the {need_kib} KiB the healthy hosts need",
+        soft / 1024
+    );
+    let run = |limit: Duration| {
+        let mut cmd = c.launch_command(&[], &args);
+        cmd.env("MESHRUN_STAGING_BUDGET", "1048576");
+        run_bounded(&mut cmd, limit)
+    };
+
+    let clean = run(Duration::from_secs(120));
+    clean.expect_code(0);
+    assert_eq!(findings(&clean.stdout), Vec::<&str>::new(), "{}", clean.stdout);
+    assert!(
+        clean
+            .stdout
+            .contains("# Preflight: 4 nodes, 8 ranks: each against the others\n# PASS: no finding\n"),
+        "{}",
+        clean.stdout
+    );
+
+    // mr-h1: a port that trained at a lower rate.
+    let h1 = planted(&dir, &healthy, "h1", |t| {
+        write(&t.join("class/infiniband/mlx5_0/ports/1/rate"), "50 Gb/sec (2X HDR)\n")
+    });
+    // mr-h2: other firmware on mlx5_1, and ACS redirecting at the switch above GPU 0 and mlx5_0
+    // (ReqRedir+ CmpltRedir+ in the ACS capability of the bridge's PCI configuration space).
+    let h2 = planted(&dir, &healthy, "h2", |t| {
+        write(&t.join("class/infiniband/mlx5_1/fw_ver"), "28.41.1000\n");
+        let mut config = vec![0u8; 4096];
+        config[0x100..0x104].copy_from_slice(&0x0001_000du32.to_le_bytes());
+        config[0x106..0x108].copy_from_slice(&0x001du16.to_le_bytes());
+        std::fs::write(t.join("devices/pci0000:16/0000:16:02.0/0000:17:00.0/config"), config).unwrap();
+    });
+    // mr-h3: the RoCE v2 IPv4 GID at index 5 instead of 3 (another order of address setup).
+    let h3 = planted(&dir, &healthy, "h3", |t| {
+        let p = t.join("class/infiniband/mlx5_0/ports/1");
+        let gid = std::fs::read_to_string(p.join("gids/3")).unwrap();
+        write(&p.join("gids/5"), &gid);
+        write(&p.join("gids/3"), "0000:0000:0000:0000:0000:0000:0000:0000\n");
+        std::fs::rename(p.join("gid_attrs/types/3"), p.join("gid_attrs/types/5")).unwrap();
+        std::fs::rename(p.join("gid_attrs/ndevs/3"), p.join("gid_attrs/ndevs/5")).unwrap();
+    });
+    for (host, tree) in [("mr-h1", &h1), ("mr-h2", &h2), ("mr-h3", &h3)] {
+        c.script(&["sysfs", host, &tree.display().to_string()]).expect_code(0);
+    }
+    // mr-h3's ranks start with memlock at 2 MiB, as under a daemon with a lower LimitMEMLOCK.
+    c.script(&["limit", "mr-h3", "memlock", "2097152"]).expect_code(0);
+
+    let r = run(Duration::from_secs(120));
+    r.expect_code(1);
+    assert_eq!(
+        findings(&r.stdout),
+        vec![
+            format!(
+                "ERROR   mr-h3 rank 6, mr-h3 rank 7: process: memlock_kib 2048, below the {need_kib} KiB a verbs run of 8 \
+                 ranks registers per rank (ulimit -l unlimited; LimitMEMLOCK=infinity for slurmd or sshd; memlock in \
+                 /etc/security/limits.conf)"
+            )
+            .as_str(),
+            "WARNING mr-h2: PCIe ACS redirects peer-to-peer traffic at 0000:17:00.0 (GPU 0000:18:00.0 to mlx5_0, GPU \
+             0000:1c:00.0 to mlx5_0): GPUDirect RDMA goes through the root complex (disable ACS there: setpci -s BRIDGE \
+             ECAP_ACS+0x6.w=0000, or in the BIOS)",
+            "WARNING mr-h1: mlx5_0 port 1: rate 50 Gb/sec (2X HDR), 3 others 100 Gb/sec (4X EDR)",
+            "WARNING mr-h3: mlx5_0 port 1: roce_v2_ipv4_index 5, 3 others 3",
+            "WARNING mr-h2: mlx5_1: fw_ver 28.41.1000, 3 others 28.39.1002",
+        ],
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.ends_with(
+            "# FAIL: 1 error, 4 warnings (an error breaks or misleads a run: fix it before testing the fabric)\n"
+        ),
+        "{}",
+        r.stdout
+    );
+}
+
+/// An expectation file for the healthy node above.
+const EXPECT: &str = r#"
+[type]
+name = "test GPU node"
+source = "tests/tests/preflight.rs"
+
+[[part]]
+scope = "mlx5_? port 1"
+count = 2
+state = "4: ACTIVE"
+
+[[part]]
+scope = "mlx5_0 port 1"
+rate = "100 Gb/sec*"
+gid = "RoCE v2 IPv4"
+
+[[part]]
+scope = "node"
+gpus = 3
+nvidia_peermem = "loaded"
+"#;
+
+fn local(tree: &Path, expect: &Path) -> Run {
+    // Started directly, with no MPI launcher's variables and no mpirun on PATH: --local never
+    // initialises MPI.
+    let mut cmd = Command::new(meshrun_bin());
+    cmd.env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .args(["preflight", "--local", "--transport", "tcp", "--sysfs-root"])
+        .arg(tree)
+        .arg("--expect")
+        .arg(expect);
+    run_bounded(&mut cmd, Duration::from_secs(30))
+}
+
+#[test]
+fn local_checks_one_node_against_an_expectation_file_without_mpi() {
+    let dir = std::env::temp_dir().join(format!("meshrun-preflight-local-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let healthy = healthy_node(&dir);
+    let expect = dir.join("node.toml");
+    write(&expect, EXPECT);
+
+    let ok = local(&healthy, &expect);
+    ok.expect_code(0);
+    assert!(
+        ok.stdout.starts_with(&format!(
+            "# Preflight: this node against test GPU node ({})\n",
+            expect.display()
+        )),
+        "{}",
+        ok.stdout
+    );
+    assert!(ok.stdout.ends_with("# PASS: no finding\n"), "{}", ok.stdout);
+
+    let slow = planted(&dir, &healthy, "slow", |t| {
+        write(&t.join("class/infiniband/mlx5_0/ports/1/rate"), "50 Gb/sec (2X HDR)\n");
+        write(&t.join("class/infiniband/mlx5_1/ports/1/state"), "1: DOWN\n");
+        std::fs::remove_dir_all(t.join("module/nvidia_peermem")).unwrap();
+    });
+    let bad = local(&slow, &expect);
+    bad.expect_code(1);
+    let lines = findings(&bad.stdout);
+    for want in [
+        "ERROR   ",
+        ": mlx5_1 port 1: state 1: DOWN, expected 4: ACTIVE (test GPU node)",
+        ": mlx5_0 port 1: rate 50 Gb/sec (2X HDR), expected 100 Gb/sec* (test GPU node)",
+        ": node: nvidia_peermem not loaded, expected loaded (test GPU node)",
+    ] {
+        assert!(lines.iter().any(|l| l.contains(want)), "{want}\n{}", bad.stdout);
+    }
+
+    // Bad input: one line, status 2.
+    write(&dir.join("bad.toml"), "[[part]]\nrate = 1\n");
+    let r = local(&healthy, &dir.join("bad.toml"));
+    r.expect_code(2);
+    assert_eq!(
+        r.stderr.trim(),
+        format!(
+            "meshrun: --expect {}: part 1 ([[part]] number 1): has no `scope` (the scope preflight prints, e.g. \"mlx5_* port 1\")",
+            dir.join("bad.toml").display()
+        )
+    );
+    let r = local(&healthy, &dir.join("missing.toml"));
+    r.expect_code(2);
+    assert!(r.stderr.trim().starts_with("meshrun: --expect "), "{}", r.stderr);
+    assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+}
