@@ -364,18 +364,34 @@ impl SlurmCluster {
     /// As [`SlurmCluster::up`], each node also offering `gpus` GPUs (gres/gpu on stand-in device files: the GPU
     /// job scripts schedule as on a GPU cluster, their ranks on meshrun's host stand-in).
     pub fn up_with_gpus(nodes: usize, cpus: usize, gpus: usize) -> SlurmCluster {
+        SlurmCluster::up_full(nodes, cpus, gpus, &[])
+    }
+
+    /// As [`SlurmCluster::up`], with `scripts/slurm-cluster`'s optional settings (`MR_SLURM_SYSFS`,
+    /// `MR_SLURM_HEALTHCHECK`, ...) in `env`.
+    pub fn up_with_env(nodes: usize, cpus: usize, env: &[(&str, &str)]) -> SlurmCluster {
+        SlurmCluster::up_full(nodes, cpus, 0, env)
+    }
+
+    /// Where this test process's Slurm cluster keeps its files (slurm.conf, logs, `net/`).
+    pub fn dir_of_this_process() -> PathBuf {
+        std::env::temp_dir().join(format!("meshrun-slurm-{}", std::process::id()))
+    }
+
+    fn up_full(nodes: usize, cpus: usize, gpus: usize, env: &[(&str, &str)]) -> SlurmCluster {
         let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
             "the Slurm cluster needs root (munged, slurmd in namespaces); run the tests as root, as CI does"
         );
-        let dir = std::env::temp_dir().join(format!("meshrun-slurm-{}", std::process::id()));
+        let dir = SlurmCluster::dir_of_this_process();
         // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics:
         // a slurmctld left behind holds its port against every later cluster.
         let cluster = SlurmCluster { dir, _lock: lock };
         let mut cmd = Command::new(root().join("scripts/slurm-cluster"));
         cmd.args(["up", &nodes.to_string(), &cpus.to_string(), &gpus.to_string()])
-            .env("MR_SLURM_DIR", &cluster.dir);
+            .env("MR_SLURM_DIR", &cluster.dir)
+            .envs(env.iter().copied());
         let r = run_bounded(&mut cmd, Duration::from_secs(120));
         assert_eq!(r.code, Some(0), "slurm-cluster up failed:\n{}", r.all());
         cluster

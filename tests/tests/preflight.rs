@@ -255,3 +255,90 @@ fn local_checks_one_node_against_an_expectation_file_without_mpi() {
     assert_eq!(r.stderr.trim().lines().count(), 1, "{}", r.stderr);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The Slurm health-check recipe, run by Slurm itself: slurmd runs deploy/slurm/meshrun-healthcheck
+/// as its HealthCheckProgram on every node, each node reading its own sysfs tree. A defect
+/// planted on mr-h1 drains mr-h1 alone, with the finding as the reason; fixed, the node is resumed.
+#[test]
+fn slurm_s_health_check_drains_a_node_that_fails_preflight_and_resumes_it_when_fixed() {
+    let dir = std::env::temp_dir().join(format!("meshrun-preflight-slurm-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let healthy = healthy_node(&dir);
+    let expect = dir.join("node.toml");
+    write(&expect, EXPECT);
+    let slurm = SlurmCluster::dir_of_this_process();
+    // The settings file the recipe reads (an operator's /etc/default/meshrun-healthcheck), and a
+    // HealthCheckProgram that points the recipe at it.
+    let conf = dir.join("healthcheck.conf");
+    write(
+        &conf,
+        &format!(
+            "MESHRUN={}\nEXPECT={}\nPREFLIGHT_ARGS=\"--transport tcp --sysfs-root {}\"\nexport SLURM_CONF={}\n",
+            meshrun_bin().display(),
+            expect.display(),
+            slurm.join("net/sys/this").display(),
+            slurm.join("slurm.conf").display()
+        ),
+    );
+    let program = dir.join("healthcheck");
+    write(
+        &program,
+        &format!(
+            "#!/bin/sh\nMESHRUN_HEALTHCHECK_CONF={} exec {}\n",
+            conf.display(),
+            root().join("deploy/slurm/meshrun-healthcheck").display()
+        ),
+    );
+    assert!(Command::new("chmod")
+        .arg("755")
+        .arg(&program)
+        .status()
+        .is_ok_and(|s| s.success()));
+    let c = SlurmCluster::up_with_env(
+        2,
+        2,
+        &[
+            ("MR_SLURM_SYSFS", healthy.to_str().unwrap()),
+            ("MR_SLURM_HEALTHCHECK", program.to_str().unwrap()),
+        ],
+    );
+    let node = |n: &str| {
+        run_bounded(
+            c.command("scontrol", &dir).args(["show", "node", n]),
+            Duration::from_secs(30),
+        )
+        .stdout
+    };
+    let wait = |what: &str, ok: &dyn Fn() -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
+        while !ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what} within 90 s (HealthCheckInterval=5):\nmr-h0: {}\nmr-h1: {}",
+                node("mr-h0"),
+                node("mr-h1")
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    let rate = c.dir.join("net/sys/mr-h1/class/infiniband/mlx5_0/ports/1/rate");
+    let good = std::fs::read_to_string(&rate).unwrap();
+    write(&rate, "50 Gb/sec (2X HDR)\n");
+    wait("mr-h1 drained by the health check", &|| node("mr-h1").contains("DRAIN"));
+    let h1 = node("mr-h1");
+    assert!(
+        h1.contains(
+            "Reason=meshrun preflight: mr-h1: mlx5_0 port 1: rate 50 Gb/sec (2X HDR), expected 100 Gb/sec* (test GPU node)"
+        ),
+        "{h1}"
+    );
+    let h0 = node("mr-h0");
+    assert!(
+        !h0.contains("DRAIN") && !h0.contains("Reason="),
+        "mr-h0 was touched: {h0}"
+    );
+    write(&rate, &good);
+    wait("mr-h1 resumed once it passes", &|| !node("mr-h1").contains("DRAIN"));
+    let _ = std::fs::remove_dir_all(&dir);
+}
