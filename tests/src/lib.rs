@@ -435,3 +435,23 @@ pub fn promtool_check(path: &Path) -> Run {
     cmd.args(["-c", "\"$0\" check metrics < \"$1\""]).arg(tool).arg(path);
     run_bounded(&mut cmd, Duration::from_secs(30))
 }
+
+/// The image every podman test runs.
+pub const IMAGE: &str = "localhost/meshrun:latest";
+
+/// `localhost/meshrun:latest` built from this checkout (scripts/container-image: this tree's
+/// release binary on the Containerfile's runtime stage), once per test process.
+pub fn built_image() -> &'static str {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        assert!(
+            Command::new("podman").arg("--version").output().is_ok(),
+            "podman missing: scripts/install-deps installs it"
+        );
+        let mut build = Command::new(root().join("scripts/container-image"));
+        build.arg("build").current_dir(root());
+        let r = run_bounded(&mut build, Duration::from_secs(2400));
+        assert_eq!(r.code, Some(0), "scripts/container-image build:\n{}", r.all());
+    });
+    IMAGE
+}

@@ -17,10 +17,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use e2e::{root, run_bounded, NetnsCluster, Run};
+use e2e::{built_image, root, run_bounded, NetnsCluster, Run, IMAGE};
 
 /// The image every manifest names: what `deploy/Containerfile` builds in CI.
-const IMAGE: &str = "localhost/meshrun:latest";
 const NAMESPACE: &str = "default";
 const LIMIT: Duration = Duration::from_secs(240);
 
@@ -178,23 +177,6 @@ impl Drop for Pods {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// `localhost/meshrun:latest` built from this checkout (scripts/container-image: this tree's
-/// release binary on the Containerfile's runtime stage), once per test process.
-fn built_image() -> &'static str {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
-    BUILT.get_or_init(|| {
-        assert!(
-            Command::new("podman").arg("--version").output().is_ok(),
-            "podman missing: scripts/install-deps installs it"
-        );
-        let mut build = Command::new(root().join("scripts/container-image"));
-        build.arg("build").current_dir(root());
-        let r = run_bounded(&mut build, Duration::from_secs(2400));
-        assert_eq!(r.code, Some(0), "scripts/container-image build:\n{}", r.all());
-    });
-    IMAGE
 }
 
 fn pod_name(m: &Manifest, i: usize) -> String {

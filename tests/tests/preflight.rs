@@ -342,3 +342,151 @@ fn slurm_s_health_check_drains_a_node_that_fails_preflight_and_resumes_it_when_f
     wait("mr-h1 resumed once it passes", &|| !node("mr-h1").contains("DRAIN"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The Kubernetes recipe, deploy/preflight-daemonset.yaml, as the kubelet would run it: its
+/// container's command, environment and mounts under podman (the node's /sys a fixture tree, the
+/// ConfigMap a directory holding node.toml), and its readiness probe run in the container. Ready
+/// on a healthy node; a defect planted in the node's tree makes it not Ready, and the log says why.
+#[test]
+fn the_daemonset_s_pod_is_ready_only_while_its_node_passes() {
+    let doc: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root().join("deploy/preflight-daemonset.yaml")).unwrap())
+            .unwrap();
+    let spec = &doc["spec"]["template"]["spec"];
+    let c = &spec["containers"][0];
+    let strings = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap_or_else(|| panic!("not a list: {v:?}"))
+            .iter()
+            .map(|x| x.as_str().unwrap().to_string())
+            .collect()
+    };
+    let command = strings(&c["command"]);
+    let manifest_env: Vec<(String, String)> = c["env"]
+        .as_sequence()
+        .map(|e| {
+            e.iter()
+                .map(|x| {
+                    (
+                        x["name"].as_str().unwrap().to_string(),
+                        x["value"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let probe = strings(&c["readinessProbe"]["exec"]["command"]);
+    assert_eq!(c["image"].as_str(), Some(IMAGE));
+    // Each mount's volume: the node's /sys (hostPath) and the expectation ConfigMap.
+    let mount_of = |volume: &str| -> String {
+        let m = c["volumeMounts"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"].as_str() == Some(volume));
+        m.and_then(|m| m["mountPath"].as_str()).unwrap().to_string()
+    };
+    let volumes = spec["volumes"].as_sequence().unwrap();
+    let sys = volumes
+        .iter()
+        .find(|v| v["hostPath"]["path"].as_str() == Some("/sys"))
+        .expect("a hostPath /sys volume");
+    let cm = volumes
+        .iter()
+        .find(|v| v["configMap"]["name"].is_string())
+        .expect("a ConfigMap volume");
+    let sys_at = mount_of(sys["name"].as_str().unwrap());
+    let cm_at = mount_of(cm["name"].as_str().unwrap());
+
+    let image = built_image();
+    let dir = std::env::temp_dir().join(format!("meshrun-preflight-ds-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("configmap")).unwrap();
+    let node = healthy_node(&dir);
+    write(&dir.join("configmap/node.toml"), EXPECT);
+    let name = format!("meshrun-preflight-ds-{}", std::process::id());
+    let podman = |args: &[&str]| run_bounded(Command::new("podman").args(args), Duration::from_secs(60));
+    // The pod as the kubelet starts it, with `env` added to the manifest's environment.
+    let start = |env: &[(&str, &str)]| {
+        let _ = podman(&["rm", "-f", "-t", "0", &name]);
+        let mut run = Command::new("podman");
+        // runc and limits within this machine's, as the MPIJob tests run pods (root here lacks
+        // CAP_SYS_RESOURCE to raise a container's limits above the host's hard ones).
+        run.args(["--runtime", "runc", "run", "-d", "--name", &name, "--network", "none"])
+            .args(["--ulimit", "nofile=20000:20000", "--ulimit", "nproc=32768:32768"]);
+        // The manifest's environment, the interval shortened so the test sees several checks,
+        // and the caller's.
+        let mut all: Vec<(String, String)> = manifest_env.clone();
+        all.push(("PREFLIGHT_INTERVAL".into(), "1".into()));
+        all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        for (k, v) in &all {
+            run.arg("-e").arg(format!("{k}={v}"));
+        }
+        run.arg("-v")
+            .arg(format!("{}:{sys_at}:ro", node.display()))
+            .arg("-v")
+            .arg(format!("{}:{cm_at}:ro", dir.join("configmap").display()))
+            .arg(image)
+            .args(&command);
+        let started = run_bounded(&mut run, Duration::from_secs(60));
+        assert_eq!(started.code, Some(0), "podman run:\n{}", started.all());
+    };
+    let ready = || {
+        let mut args = vec!["exec".to_string(), name.clone()];
+        args.extend(probe.iter().cloned());
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        podman(&a).code == Some(0)
+    };
+    // Ready (or not) as the probe says after the first check has run.
+    let wait = |want: bool, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let checked = podman(&["exec", &name, "test", "-s", "/tmp/status"]).code == Some(0);
+            if checked && ready() == want {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what} within 60 s; log:\n{}",
+                podman(&["logs", &name]).all()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+
+    // As shipped: a pod gets the container runtime's locked-memory limit, here this machine's.
+    // A verbs rank of the default run registers 136 MiB (8 MiB of staging for one peer, two
+    // 64 MiB buffers); below that, the node is not ready for RDMA, and the pod says so.
+    let need_kib = 139_264;
+    let (memlock, _) = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_MEMLOCK).unwrap();
+    start(&[]);
+    if memlock != nix::sys::resource::RLIM_INFINITY && memlock / 1024 < need_kib {
+        wait(false, "not Ready with memlock below a verbs run's need");
+        let log = podman(&["logs", &name]).all();
+        let want = format!(
+            "process: memlock_kib {}, below the {need_kib} KiB a verbs run of 2 ranks registers",
+            memlock / 1024
+        );
+        assert!(log.contains(&want), "{want}\n{log}");
+    } else {
+        wait(true, "Ready with memlock enough for a verbs run");
+    }
+
+    // A run whose need fits this machine's limit (the largest message, MESHRUN_MAX_BYTES as
+    // --max-bytes, and the staging budget shrunk): Ready while the node is healthy, not Ready once
+    // a port trains lower, with the finding in the log.
+    start(&[("MESHRUN_MAX_BYTES", "1M"), ("MESHRUN_STAGING_BUDGET", "1048576")]);
+    wait(true, "Ready on a healthy node");
+    write(
+        &node.join("class/infiniband/mlx5_0/ports/1/rate"),
+        "50 Gb/sec (2X HDR)\n",
+    );
+    wait(false, "not Ready once the node's port trained at 50 Gb/s");
+    let log = podman(&["logs", &name]).all();
+    assert!(
+        log.contains(": mlx5_0 port 1: rate 50 Gb/sec (2X HDR), expected 100 Gb/sec* (test GPU node)"),
+        "{log}"
+    );
+    let _ = podman(&["rm", "-f", "-t", "0", &name]);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -358,3 +358,33 @@ severity = "warning"
         assert!(!matches(">= 1", "none"));
     }
 }
+
+#[cfg(test)]
+mod shipped {
+    use super::*;
+
+    /// Every example under deploy/expect parses, names its type and source, and expects something.
+    #[test]
+    fn the_shipped_examples_parse() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/expect");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            let text = std::fs::read_to_string(&p).unwrap();
+            let x = Expectations::parse(&text, &p.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                x.name.as_deref().is_some_and(|n| n.ends_with("(example)")),
+                "{}",
+                p.display()
+            );
+            assert!(x.source.is_some(), "{}", p.display());
+            assert!(
+                text.starts_with("# EXAMPLE"),
+                "{}: say it is an example first",
+                p.display()
+            );
+            n += 1;
+        }
+        assert!(n >= 3, "{n} examples");
+    }
+}
