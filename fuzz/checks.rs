@@ -55,6 +55,28 @@ pub fn topology(data: &[u8]) {
     let _ = analysis::pairwise::topology::Topology::parse(text, "fuzz");
 }
 
+/// `--expect` files (what a node type must have): any text gives expectations or a one-line
+/// error naming the file; expectations check any facts without panicking.
+pub fn expect(data: &[u8]) {
+    use analysis::preflight::{expect::Expectations, Fact, Severity};
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    match Expectations::parse(text, "fuzz.toml") {
+        Ok(e) => {
+            let node = [
+                Fact::new("mlx5_0 port 1", "rate", "400 Gb/sec (4X NDR)", Severity::Warning),
+                Fact::new("node", "gpus", "8", Severity::Warning),
+            ];
+            let process = [Fact::new("process", "memlock_kib", "unlimited", Severity::Warning)];
+            let _ = e.check("h0", &node);
+            let _ = e.check("h0 rank 0", &process);
+        }
+        Err(e) => {
+            let m = e.to_string();
+            assert!(m.starts_with("fuzz.toml: ") && !m.contains('\n'), "{m:?}");
+        }
+    }
+}
+
 /// Files `meshrun compare` reads (nccl-tests text and -J JSON, perftest text, meshrun's text and
 /// JSON): any text gives series or a one-line format error.
 pub fn compare(data: &[u8]) {

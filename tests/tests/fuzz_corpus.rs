@@ -37,13 +37,14 @@ fn replay(target: &str, check: Check) -> usize {
 
 #[test]
 fn every_kept_fuzz_input_still_passes() {
-    let targets: [(&str, Check); 5] = [
+    let targets: [(&str, Check); 6] = [
         ("hostfile", checks::hostfile),
         ("flags", |d| {
             checks::flags(d);
             rank_checks::fault_spec(d);
         }),
         ("topology", checks::topology),
+        ("expect", checks::expect),
         ("compare", checks::compare),
         ("wire", rank_checks::wire),
     ];

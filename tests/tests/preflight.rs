@@ -220,6 +220,27 @@ fn local_checks_one_node_against_an_expectation_file_without_mpi() {
         ok.stdout
     );
     assert!(ok.stdout.ends_with("# PASS: no finding\n"), "{}", ok.stdout);
+    // --json: every fact of the node, the findings and the outcome; never over an existing file.
+    let json = dir.join("node.json");
+    let mut cmd = Command::new(meshrun_bin());
+    cmd.args(["preflight", "--local", "--transport", "tcp", "--sysfs-root"])
+        .arg(&healthy)
+        .arg("--json")
+        .arg(&json);
+    run_bounded(&mut cmd, Duration::from_secs(30)).expect_code(0);
+    let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(
+        (doc["test"].as_str(), doc["pass"].as_bool()),
+        (Some("preflight"), Some(true))
+    );
+    let facts = doc["inventory"][0]["node"].as_array().unwrap();
+    assert!(
+        facts
+            .iter()
+            .any(|f| f["scope"] == "mlx5_0 port 1" && f["name"] == "gid" && f["value"] == "RoCE v2 IPv4"),
+        "{doc}"
+    );
+    run_bounded(&mut cmd, Duration::from_secs(30)).expect_code(2);
 
     let slow = planted(&dir, &healthy, "slow", |t| {
         write(&t.join("class/infiniband/mlx5_0/ports/1/rate"), "50 Gb/sec (2X HDR)\n");

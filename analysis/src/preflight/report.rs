@@ -75,7 +75,9 @@ pub fn text(scope: &Scope, findings: &[Finding]) -> (String, bool) {
 pub fn json(scope: &Scope, all: &[Inventory], findings: &[Finding]) -> serde_json::Value {
     let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
     json!({
-        "meshrun": "preflight",
+        "tool": "meshrun",
+        "test": "preflight",
+        "schema_version": 1,
         "hosts": scope.hosts,
         "ranks": scope.ranks,
         "local": scope.local,
