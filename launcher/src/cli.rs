@@ -554,7 +554,7 @@ pub struct DeviceArgs {
 pub struct PreflightArgs {
     #[command(flatten)]
     pub rank: RankArgs,
-    /// What a node of this type must have (TOML: [[part]] tables of scope patterns and fact
+    /// What a node of this type must have (TOML: `[[part]]` tables of scope patterns and fact
     /// values, in the words preflight prints; examples in deploy/expect/)
     #[arg(long, value_name = "FILE")]
     pub expect: Option<PathBuf>,

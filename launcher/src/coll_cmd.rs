@@ -352,6 +352,8 @@ impl RankCommand for Coll {
             }
         }
         let start = report::now_string();
+        // The setup findings pairwise prints too (`# Config:`), at the head of the report.
+        crate::rank::config_findings(world, t, &a.rank)?;
         let devices = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
         let stream = report::Stream { on: world.rank() == 0 };
         stream.preamble(cfg, &devices);

@@ -10,7 +10,7 @@ use analysis::preflight::{self, expect::Expectations, report, Inventory};
 use ranks::inventory::{self, Needs};
 use ranks::World;
 
-use crate::cli::{PreflightArgs, TransportChoice};
+use crate::cli::{PreflightArgs, RankArgs, TransportChoice};
 use crate::exit::Status;
 
 /// This binary's version and git revision, compared between ranks.
@@ -36,11 +36,21 @@ fn memlock_need(n: usize, max_bytes: u64) -> u64 {
     (2 * slots * slot * n.saturating_sub(1).max(1)) as u64 + 2 * max_bytes
 }
 
-/// What this rank reads: its node's facts when `node` (the host's first rank), its own always.
-fn read_inventory(a: &PreflightArgs, rank: usize, host: &str, needs: &Needs, node: bool) -> Inventory {
-    let root = &a.rank.sysfs_root;
+/// What this rank reads: its node's facts when `node` (the host's first rank), its own always;
+/// its memlock is held to `needs` when `memlock_bar` and the run may use RDMA here.
+pub fn read_inventory(
+    a: &RankArgs,
+    rank: usize,
+    host: &str,
+    needs: &Needs,
+    node: bool,
+    memlock_bar: bool,
+) -> Inventory {
+    let root = &a.sysfs_root;
     let proc_root = Path::new("/proc");
-    let rdma = a.rank.transport != TransportChoice::Tcp && ranks::devices::discover(root).is_ok_and(|d| !d.is_empty());
+    let rdma = memlock_bar
+        && a.transport != TransportChoice::Tcp
+        && ranks::devices::discover(root).is_ok_and(|d| !d.is_empty());
     let mut inv = Inventory {
         rank,
         host: host.to_string(),
@@ -130,7 +140,14 @@ pub fn run(a: &PreflightArgs) -> i32 {
         memlock: memlock_need(world.size(), a.max_bytes),
         device: a.rank.ib_dev.clone(),
     };
-    let mine = read_inventory(a, world.rank(), world.host(), &needs, world.local_rank() == 0);
+    let mine = read_inventory(
+        &a.rank,
+        world.rank(),
+        world.host(),
+        &needs,
+        world.local_rank() == 0,
+        true,
+    );
     let code = match collectives::gather_json(&world, &[mine], "gathering preflight facts") {
         Ok(Some(all)) => {
             let all: Vec<Inventory> = all.into_iter().flatten().collect();
@@ -167,7 +184,7 @@ fn run_local(a: &PreflightArgs) -> i32 {
         memlock: memlock_need(2, a.max_bytes),
         device: a.rank.ib_dev.clone(),
     };
-    let inv = read_inventory(a, 0, &host, &needs, true);
+    let inv = read_inventory(&a.rank, 0, &host, &needs, true, true);
     render(a, &[inv], expect.as_ref(), true).code()
 }
 

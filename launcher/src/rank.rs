@@ -315,13 +315,27 @@ pub struct Gathered {
     pub nics: Vec<Option<String>>,
 }
 
-/// Gather every rank's facts; rank 0 prints the findings (`# Config: ...`) and gets them back
-/// with every rank's NIC.
+/// Gather every rank's facts and preflight inventory; rank 0 prints the findings (`# Config:
+/// ...`): the NIC the run uses, then what `meshrun preflight` would name that those lines do not
+/// already say (`severity subjects: text`); and gets them back with every rank's NIC.
 pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Result<Gathered, RankFailure> {
-    let mine = local_facts(world, t, args);
+    let needs = ranks::inventory::Needs {
+        ranks: world.size(),
+        // The mesh has registered its memory already (or failed, saying why): no memlock bar here.
+        memlock: 0,
+        device: args.ib_dev.clone(),
+    };
+    let inventory =
+        crate::preflight_cmd::read_inventory(args, world.rank(), world.host(), &needs, world.local_rank() == 0, false);
+    let mine = (local_facts(world, t, args), inventory);
     let all = collectives::gather_json(world, &[mine], "gathering configuration facts")?;
-    let facts: Vec<RankFacts> = all.map_or_else(Vec::new, |v| v.into_iter().flatten().collect());
-    let found = findings(&facts);
+    let (facts, inventories): (Vec<RankFacts>, Vec<analysis::preflight::Inventory>) = all
+        .map_or_else(Vec::new, |v| v.into_iter().flatten().collect())
+        .into_iter()
+        .unzip();
+    let mut found = findings(&facts);
+    let preflight = analysis::preflight::beside_config(analysis::preflight::judge(&inventories, None));
+    found.extend(preflight.iter().map(analysis::preflight::config_line));
     let mut nics = vec![None; if facts.is_empty() { 0 } else { world.size() }];
     for f in &facts {
         if let Some(slot) = nics.get_mut(f.rank) {

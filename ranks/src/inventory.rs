@@ -73,6 +73,7 @@ fn rdma_device(root: &Path, d: &RdmaDevice, out: &mut Vec<Fact>, local: &mut Vec
             local.push(finding(
                 warn,
                 host,
+                "nic_pcie",
                 format!(
                     "{scope}: PCIe link trained at {} (reseat or move the card; check BIOS slot settings)",
                     p.describe()
@@ -128,6 +129,7 @@ fn rdma_device(root: &Path, d: &RdmaDevice, out: &mut Vec<Fact>, local: &mut Vec
             local.push(finding(
                 warn,
                 host,
+                "counters",
                 format!(
                     "{scope}: error counters already non-zero: {} (since the last reset; clear them and rerun to see if they grow)",
                     counted.join(", ")
@@ -137,11 +139,12 @@ fn rdma_device(root: &Path, d: &RdmaDevice, out: &mut Vec<Fact>, local: &mut Vec
     }
 }
 
-fn finding(severity: Severity, subject: &str, text: String) -> Finding {
+fn finding(severity: Severity, subject: &str, about: &str, text: String) -> Finding {
     Finding {
         severity,
         subjects: vec![subject.to_string()],
         text,
+        about: about.to_string(),
     }
 }
 
@@ -214,6 +217,7 @@ fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<F
         local.push(finding(
             warn,
             host,
+            "peermem",
             "GPUDirect RDMA: nvidia_peermem is not loaded (modprobe nvidia_peermem); without it GPU buffers need \
              dma-buf (kernel 5.12 or later, NVIDIA open kernel modules) or --gpu-staging"
                 .into(),
@@ -233,6 +237,7 @@ fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<F
                 local.push(finding(
                     warn,
                     host,
+                    "gpu_pcie",
                     format!("{scope}: PCIe link trained at {}", l.describe()),
                 ));
             }
@@ -258,7 +263,7 @@ fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<F
             .find(|x| x.gpu.addr == g.addr)
             .and_then(pci::GpuNics::warning)
         {
-            local.push(finding(warn, host, format!("{scope}: {w}")));
+            local.push(finding(warn, host, "gpu_affinity", format!("{scope}: {w}")));
         }
     }
     if !acs.is_empty() {
@@ -269,6 +274,7 @@ fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<F
         local.push(finding(
             warn,
             host,
+            "acs",
             format!(
                 "PCIe ACS redirects peer-to-peer traffic at {}: GPUDirect RDMA goes through the root complex (disable \
                  ACS there: setpci -s BRIDGE ECAP_ACS+0x6.w=0000, or in the BIOS)",
@@ -308,6 +314,7 @@ pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fa
             local.push(finding(
                 Severity::Error,
                 host,
+                "device",
                 format!(
                     "RDMA device {} not found (this node has {})",
                     needs.device.as_deref().unwrap_or("?"),
@@ -319,6 +326,7 @@ pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fa
             local.push(finding(
                 Severity::Error,
                 host,
+                "port",
                 format!(
                     "no active RDMA port on {which} (ibstat / rdma link show; check the cable and the subnet manager)"
                 ),
@@ -412,6 +420,7 @@ pub fn process(
             local.push(finding(
                 Severity::Error,
                 label,
+                "memlock",
                 format!(
                     "process: memlock_kib {}, below the {} KiB a verbs run of {} ranks registers per rank (ulimit -l unlimited; \
                      LimitMEMLOCK=infinity for slurmd or sshd; memlock in /etc/security/limits.conf)",
@@ -434,6 +443,7 @@ pub fn process(
             local.push(finding(
                 Severity::Error,
                 label,
+                "nofile",
                 format!(
                     "process: nofile hard limit {hard}, below the {need} descriptors a TCP run of {} ranks needs per rank (ulimit -Hn; LimitNOFILE=)",
                     needs.ranks

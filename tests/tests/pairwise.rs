@@ -333,7 +333,19 @@ fn a_gpu_far_from_every_nic_is_named_before_any_traffic() {
         "{}",
         r.stdout
     );
-    assert_eq!(r.stdout.matches("# Config:").count(), 1, "once per host:\n{}", r.stdout);
+    assert_eq!(
+        r.stdout.matches("# Config: GPU far").count(),
+        1,
+        "once per host:\n{}",
+        r.stdout
+    );
+    // Beside it, what preflight names on this node and the GPU line does not already say.
+    assert!(
+        r.stdout.contains("\n# Config: warning ")
+            && r.stdout.contains(": GPUDirect RDMA: nvidia_peermem is not loaded"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]

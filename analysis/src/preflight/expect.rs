@@ -169,19 +169,21 @@ impl Expectations {
                     scopes.push(&f.scope);
                 }
             }
-            let finding = |text: String| Finding {
+            let finding = |text: String, about: &str| Finding {
                 severity: part.severity,
                 subjects: vec![subject.to_string()],
                 text,
+                about: about.to_string(),
             };
             let label = self.name.as_deref().map(|n| format!(" ({n})")).unwrap_or_default();
             match part.count {
-                Some(c) if c != scopes.len() => out.push(finding(format!(
-                    "{}: {} found, {c} expected{label}",
-                    part.scope,
-                    scopes.len()
-                ))),
-                None if scopes.is_empty() => out.push(finding(format!("{}: none found, expected{label}", part.scope))),
+                Some(c) if c != scopes.len() => out.push(finding(
+                    format!("{}: {} found, {c} expected{label}", part.scope, scopes.len()),
+                    "count",
+                )),
+                None if scopes.is_empty() => {
+                    out.push(finding(format!("{}: none found, expected{label}", part.scope), "count"))
+                }
                 _ => {}
             }
             for scope in &scopes {
@@ -192,8 +194,11 @@ impl Expectations {
                         .map(|f| f.value.as_str());
                     match value {
                         Some(v) if matches(pattern, v) => {}
-                        Some(v) => out.push(finding(format!("{scope}: {name} {v}, expected {pattern}{label}"))),
-                        None => out.push(finding(format!("{scope}: {name} not known, expected {pattern}{label}"))),
+                        Some(v) => out.push(finding(format!("{scope}: {name} {v}, expected {pattern}{label}"), name)),
+                        None => out.push(finding(
+                            format!("{scope}: {name} not known, expected {pattern}{label}"),
+                            name,
+                        )),
                     }
                 }
             }

@@ -47,7 +47,7 @@ pub fn odd_ones(subjects: &[(String, &[Fact])]) -> Vec<Finding> {
                 .map(|(s, f)| (s.clone(), if has(f) { "present" } else { "absent" }.to_string()))
                 .collect();
             // A part that only some nodes have breaks runs that expect it everywhere.
-            out.extend(differences(scope, "", &values, Severity::Error));
+            out.extend(differences(scope, "", &values, Severity::Error, "part"));
             continue;
         }
         // Compare each fact of the scope.
@@ -70,7 +70,7 @@ pub fn odd_ones(subjects: &[(String, &[Fact])]) -> Vec<Finding> {
                     (s.clone(), v)
                 })
                 .collect();
-            out.extend(differences(scope, name, &values, severity));
+            out.extend(differences(scope, name, &values, severity, name));
         }
     }
     out
@@ -87,7 +87,7 @@ fn what(scope: &str, name: &str, value: &str) -> String {
 }
 
 /// The subjects whose value is not the majority's, grouped by value; nothing when all agree.
-fn differences(scope: &str, name: &str, values: &[(String, String)], severity: Severity) -> Vec<Finding> {
+fn differences(scope: &str, name: &str, values: &[(String, String)], severity: Severity, about: &str) -> Vec<Finding> {
     let mut groups: BTreeMap<&str, Vec<String>> = BTreeMap::new();
     for (s, v) in values {
         groups.entry(v.as_str()).or_default().push(s.clone());
@@ -108,6 +108,7 @@ fn differences(scope: &str, name: &str, values: &[(String, String)], severity: S
                     severity,
                     subjects: subjects.clone(),
                     text: format!("{}, {others} {noun} {majority}", what(scope, name, v)),
+                    about: about.to_string(),
                 })
                 .collect()
         }
@@ -127,6 +128,7 @@ fn differences(scope: &str, name: &str, values: &[(String, String)], severity: S
                 severity,
                 subjects,
                 text: format!("{label} differs with no majority: {}", sides.join("; ")),
+                about: about.to_string(),
             }]
         }
     }

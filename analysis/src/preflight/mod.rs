@@ -60,6 +60,29 @@ pub struct Finding {
     pub subjects: Vec<String>,
     /// One line, without the severity.
     pub text: String,
+    /// What it is about: the fact's name (`rate`, `fw_ver`), or the kind of check (`acs`,
+    /// `memlock`, `nic_pcie`, `gpu_affinity`, ...), so a report that judges some of these itself
+    /// can leave them out ([`beside_config`]).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub about: String,
+}
+
+/// What pairwise and the collectives already judge in their `# Config:` lines, from the NIC the
+/// run uses: its port rate, MTUs, its PCIe link, GPUs far from every NIC.
+const IN_CONFIG: &[&str] = &["rate", "mtu", "netdev_mtu", "nic_pcie", "gpu_affinity"];
+
+/// The findings a run's `# Config:` lines do not already give: port rates, MTUs, the NIC's PCIe
+/// link, GPUs far from every NIC.
+pub fn beside_config(found: Vec<Finding>) -> Vec<Finding> {
+    found
+        .into_iter()
+        .filter(|f| !IN_CONFIG.contains(&f.about.as_str()))
+        .collect()
+}
+
+/// `error mr-h1: mlx5_0: ...`: a finding as one `# Config:` line gives it.
+pub fn config_line(f: &Finding) -> String {
+    format!("{} {}: {}", f.severity.as_str(), f.subjects.join(", "), f.text)
 }
 
 /// What one rank reports.
@@ -147,6 +170,7 @@ mod tests {
                 severity: Severity::Error,
                 subjects: vec![format!("{host} rank {rank}")],
                 text: format!("process: memlock_kib {memlock}, below the 3056 KiB a verbs run needs"),
+                about: "memlock".into(),
             }]
         } else {
             Vec::new()
@@ -155,7 +179,7 @@ mod tests {
             rank,
             host: host.into(),
             // The host's first rank reads the node.
-            node: if rank % 2 == 0 {
+            node: if rank.is_multiple_of(2) {
                 vec![Fact::new("mlx5_0", "fw_ver", fw, Severity::Warning)]
             } else {
                 Vec::new()

@@ -120,11 +120,13 @@ mod tests {
             severity: Severity::Warning,
             subjects: vec!["h3".into()],
             text: "mlx5_0: fw_ver 1, 3 others 2".into(),
+            about: "fw_ver".into(),
         };
         let e = Finding {
             severity: Severity::Error,
             subjects: vec!["h1 rank 2".into(), "h1 rank 3".into()],
             text: "process: memlock_kib 64, below the 131072 KiB this run registers".into(),
+            about: "memlock".into(),
         };
         let (t, ok) = text(&s, &[e, w]);
         assert!(!ok);
