@@ -199,12 +199,44 @@ fn acs_on_path(root: &Path, gpu: &pci::PciDevice, nic: &pci::PciDevice) -> Vec<S
 }
 
 /// GPUs, their links, their closest NIC and what GPUDirect RDMA needs.
-fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<Finding>, host: &str) {
+/// The NVIDIA driver's version and kind from `/proc/driver/nvidia/version` (`NVRM version: NVIDIA
+/// UNIX Open Kernel Module for x86_64  535.104.05  Release Build ...`, or `... x86_64 Kernel
+/// Module  535.104.05  ...` for the proprietary one): (`535.104.05`, open).
+pub fn nvidia_driver(text: &str) -> Option<(String, bool)> {
+    let line = text.lines().find(|l| l.starts_with("NVRM version:"))?;
+    let open = line.contains("Open Kernel Module");
+    let version = line.split_whitespace().find(|w| {
+        w.split('.').count() >= 2
+            && w.split('.')
+                .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+    })?;
+    Some((version.to_string(), open))
+}
+
+/// (major, minor) of a kernel release (`6.1.0-18-amd64`).
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut it = release.split(|c: char| !c.is_ascii_digit());
+    Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+}
+
+/// GPUs, their links, their closest NIC and what GPUDirect RDMA needs: nvidia_peermem, or
+/// dma-buf (kernel 5.12 or later with NVIDIA's open kernel modules).
+fn gpus(root: &Path, proc_root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<Finding>, host: &str) {
     let warn = Severity::Warning;
     let found = pci::gpus(root);
     out.push(Fact::new("node", "gpus", found.len().to_string(), warn));
     if found.is_empty() {
         return;
+    }
+    let driver = read(&proc_root.join("driver/nvidia/version")).and_then(|t| nvidia_driver(&t));
+    if let Some((version, open)) = &driver {
+        out.push(Fact::new("node", "nvidia_driver", version.clone(), warn));
+        out.push(Fact::new(
+            "node",
+            "nvidia_modules",
+            if *open { "open" } else { "proprietary" },
+            warn,
+        ));
     }
     let peermem = root.join("module/nvidia_peermem").is_dir();
     out.push(Fact::new(
@@ -213,14 +245,31 @@ fn gpus(root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>, local: &mut Vec<F
         if peermem { "loaded" } else { "not loaded" },
         warn,
     ));
-    if !peermem {
+    let kernel = read(&proc_root.join("sys/kernel/osrelease")).and_then(|k| kernel_version(&k));
+    let dma_buf = driver.as_ref().is_some_and(|(_, open)| *open) && kernel.is_some_and(|k| k >= (5, 12));
+    out.push(Fact::new(
+        "node",
+        "dma_buf",
+        if dma_buf { "possible" } else { "no" },
+        warn,
+    ));
+    if !peermem && !dma_buf {
+        let why = match (&driver, kernel) {
+            (None, _) => "the NVIDIA driver is not loaded (no /proc/driver/nvidia/version)".to_string(),
+            (Some((_, false)), _) => {
+                "the NVIDIA driver is the proprietary one (dma-buf needs the open kernel modules)".to_string()
+            }
+            (Some(_), Some(k)) => format!("kernel {}.{} is older than 5.12 (dma-buf)", k.0, k.1),
+            (Some(_), None) => "the kernel release is unknown".to_string(),
+        };
         local.push(finding(
             warn,
             host,
             "peermem",
-            "GPUDirect RDMA: nvidia_peermem is not loaded (modprobe nvidia_peermem); without it GPU buffers need \
-             dma-buf (kernel 5.12 or later, NVIDIA open kernel modules) or --gpu-staging"
-                .into(),
+            format!(
+                "GPUDirect RDMA: nvidia_peermem is not loaded (modprobe nvidia_peermem) and {why}: GPU buffers need \
+                 --gpu-staging"
+            ),
         ));
     }
     let nic_devs: Vec<(String, pci::PciDevice)> = nics
@@ -336,7 +385,7 @@ pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fa
     let iommu = iommu_mode(root, &nics);
     out.push(Fact::new("node", "iommu", iommu, warn));
     interfaces(root, &mut out);
-    gpus(root, &nics, &mut out, &mut local, host);
+    gpus(root, proc_root, &nics, &mut out, &mut local, host);
     (out, local)
 }
 

@@ -205,3 +205,41 @@ fn tempdir() -> PathBuf {
     std::fs::create_dir_all(&d).unwrap();
     d
 }
+
+/// `/proc/driver/nvidia/version` as the two kinds of driver write it (the open kernel modules'
+/// first line as NVIDIA's open-gpu-kernel-modules README shows it; the proprietary one's as in
+/// public bug reports), and GPUDirect's readiness from it.
+#[test]
+fn the_nvidia_driver_and_dma_buf() {
+    let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  535.104.05  Release Build  \
+                (dvs-builder@U16-T02-35-3)  Sat Aug 19 01:13:34 UTC 2023\nGCC version:  gcc version 11.4.0\n";
+    let proprietary = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  470.223.02  Sat Oct  7 15:39:11 UTC 2023\n";
+    assert_eq!(nvidia_driver(open), Some(("535.104.05".to_string(), true)));
+    assert_eq!(nvidia_driver(proprietary), Some(("470.223.02".to_string(), false)));
+    assert_eq!(nvidia_driver("garbage"), None);
+    assert_eq!(kernel_version("6.1.0-18-amd64"), Some((6, 1)));
+    assert_eq!(kernel_version("5.4.0"), Some((5, 4)));
+
+    // A GPU node with the open modules on a 6.1 kernel: dma-buf possible, no warning without peermem.
+    let tmp = tempdir();
+    std::fs::create_dir_all(tmp.join("driver/nvidia")).unwrap();
+    std::fs::create_dir_all(tmp.join("sys/kernel")).unwrap();
+    std::fs::write(tmp.join("driver/nvidia/version"), open).unwrap();
+    std::fs::write(tmp.join("sys/kernel/osrelease"), "6.1.0-18-amd64\n").unwrap();
+    let (facts, local) = node(&fixture("gpu-2socket"), &tmp, "h0", &needs());
+    assert_eq!(value(&facts, "node", "nvidia_driver"), Some("535.104.05"));
+    assert_eq!(value(&facts, "node", "dma_buf"), Some("possible"));
+    assert!(!local.iter().any(|f| f.about == "peermem"), "{local:?}");
+    // The proprietary driver on the same kernel: warned, with the reason.
+    std::fs::write(tmp.join("driver/nvidia/version"), proprietary).unwrap();
+    let (_, local) = node(&fixture("gpu-2socket"), &tmp, "h0", &needs());
+    let w = local.iter().find(|f| f.about == "peermem").map(|f| f.text.as_str());
+    assert_eq!(
+        w,
+        Some(
+            "GPUDirect RDMA: nvidia_peermem is not loaded (modprobe nvidia_peermem) and the NVIDIA driver is the \
+             proprietary one (dma-buf needs the open kernel modules): GPU buffers need --gpu-staging"
+        )
+    );
+    let _ = std::fs::remove_dir_all(&tmp);
+}
