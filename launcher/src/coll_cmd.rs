@@ -319,6 +319,10 @@ impl RankCommand for Coll {
         &self.a.rank
     }
 
+    fn json_out(&self) -> Option<(&std::path::Path, bool)> {
+        self.a.json.as_deref().map(|p| (p, self.a.force))
+    }
+
     /// The root against the job's size.
     fn check(&mut self, world: &World, _t: &dyn Transport) -> Result<(), String> {
         if self.cfg.root >= world.size() {

@@ -28,6 +28,12 @@ pub trait RankCommand {
         Ok(())
     }
 
+    /// The JSON report's path and `--force`, if one was asked for: where a stall's root cause
+    /// goes when a deadline ends the job before the report.
+    fn json_out(&self) -> Option<(&std::path::Path, bool)> {
+        None
+    }
+
     /// The test itself, on every rank; rank 0 gets the outcome to render (the others None).
     /// [`RankFailure::Stopped`] ends the job with a status every rank agreed on.
     fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Self::Outcome>, RankFailure>;
@@ -46,6 +52,9 @@ pub fn drive<C: RankCommand>(mut cmd: C) -> i32 {
         }
         if !world.all_ok(problem.is_none(), "checking options") {
             return Err(RankFailure::Usage(problem.unwrap_or_default()));
+        }
+        if let Some((path, force)) = cmd.json_out() {
+            crate::stall_json::keep_in(path, force);
         }
         let code = match cmd.run(world, t)? {
             Some(outcome) => cmd.render(outcome).code(),

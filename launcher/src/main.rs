@@ -16,6 +16,7 @@ mod pairwise_cmd;
 mod precheck;
 mod preflight_cmd;
 mod rank;
+mod stall_json;
 mod verdict_cmd;
 mod workers;
 

@@ -51,6 +51,10 @@ impl RankCommand for MeshCheck {
         &self.args.rank
     }
 
+    fn json_out(&self) -> Option<(&std::path::Path, bool)> {
+        self.args.json.as_deref().map(|p| (p, self.args.force))
+    }
+
     fn check(&mut self, world: &World, _t: &dyn Transport) -> Result<(), String> {
         check_args(&self.args)?;
         if world.size() < 2 {

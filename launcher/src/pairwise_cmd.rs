@@ -278,6 +278,10 @@ impl RankCommand for Pairwise {
         &self.a.rank
     }
 
+    fn json_out(&self) -> Option<(&std::path::Path, bool)> {
+        self.a.json.as_deref().map(|p| (p, self.a.force))
+    }
+
     fn check(&mut self, world: &ranks::World, t: &dyn ranks::Transport) -> Result<(), String> {
         let cfg = config(&self.a, t.kind())?;
         if let Some((x, y)) = self.a.pair {

@@ -468,3 +468,55 @@ fn stray_connections_while_the_mesh_connects_do_not_eat_the_deadline() {
         ended - paused
     );
 }
+
+/// A job asked for a JSON report that a stall ends first: the rank that names the root cause
+/// writes the stall there instead (the same line, the rank it names, every rank's state).
+#[test]
+fn a_stall_is_kept_in_the_json_report_asked_for() {
+    let dir = scratch("stall-json");
+    let json = dir.join("report.json");
+    let json_arg = json.display().to_string();
+    let fault = "stop:rank=2:phase=pairwise";
+    let o = fault_job(
+        4,
+        fault,
+        &[
+            "pairwise",
+            "-s",
+            "64K",
+            "-n",
+            "20",
+            "-T",
+            "3",
+            "--transport",
+            "tcp",
+            "--json",
+            &json_arg,
+        ],
+    );
+    struck(&o, fault);
+    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    let line = root_line(&o);
+    let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}\n{}", json.display(), o.run.all()));
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        (doc["test"].as_str(), doc["exit_status"].as_i64()),
+        (Some("stall"), Some(3))
+    );
+    let cause = doc["root_cause"].as_str().unwrap_or_default();
+    assert!(
+        !cause.is_empty() && line.ends_with(cause),
+        "JSON {cause:?} is not the line {line:?}"
+    );
+    assert_eq!(doc["roots"], serde_json::json!([2]), "{text}");
+    let states: Vec<&str> = doc["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states.len(), 4, "{text}");
+    assert_eq!(states[2], "silent", "the stopped rank answers nothing: {text}");
+    clean(&o);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -259,7 +259,54 @@ fn collect(c: &'static Control) {
         }
     }
     say(&text);
+    if let Some(hook) = super::CONCLUSION_HOOK.get() {
+        hook(&conclusion(c, &v, &outcomes));
+    }
     crate::exit_now(EXIT_STALL)
+}
+
+/// The verdict and every rank's state, as [`super::Conclusion`] gives them to a report.
+fn conclusion(c: &Control, v: &super::verdict::Verdict, outcomes: &[Outcome]) -> super::Conclusion {
+    use crate::wire::WaitState;
+    let ranks = outcomes
+        .iter()
+        .enumerate()
+        .map(|(r, o)| {
+            let mut s = super::RankState {
+                rank: r,
+                host: job_host(c, r).to_string(),
+                state: "unknown",
+                phase: String::new(),
+                peer: None,
+                waited_ms: 0,
+                detail: String::new(),
+            };
+            match o {
+                Outcome::Reported(rep) => {
+                    s.state = match rep.state {
+                        WaitState::Busy => "busy",
+                        WaitState::WaitingOnPeer => "waiting_on_peer",
+                        WaitState::WaitingInMpi => "waiting_in_mpi",
+                        WaitState::PeerClosed => "peer_closed",
+                    };
+                    s.phase = rep.phase.clone();
+                    s.peer = rep.peer.map(|p| p as usize);
+                    s.waited_ms = rep.waited_ms;
+                    s.detail = rep.detail.clone();
+                }
+                Outcome::Refused => s.state = "gone",
+                Outcome::Silent => s.state = "silent",
+                Outcome::Unreachable => s.state = "unreachable",
+                Outcome::Unknown => {}
+            }
+            s
+        })
+        .collect();
+    super::Conclusion {
+        line: v.line.clone(),
+        roots: v.roots.clone(),
+        ranks,
+    }
 }
 
 /// Whether this collector prints its verdict. Rank 0 does, and rank n-1 when rank 0 did not

@@ -67,6 +67,40 @@ pub fn set_phase_hook(f: PhaseHook) {
     let _ = PHASE_HOOK.set(f);
 }
 
+/// One rank's state as the collector that names the root cause learnt it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankState {
+    pub rank: usize,
+    pub host: String,
+    /// `waiting_on_peer`, `waiting_in_mpi`, `peer_closed`, `busy` (it reported), or what its
+    /// silence says: `gone` (connection refused), `silent` (stopped or hung), `unreachable`,
+    /// `unknown` (no control port).
+    pub state: &'static str,
+    pub phase: String,
+    pub peer: Option<usize>,
+    pub waited_ms: u64,
+    pub detail: String,
+}
+
+/// What the post-mortem concluded, for a report that keeps it (`--json`): the one line, the
+/// ranks it names, and every rank's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conclusion {
+    pub line: String,
+    pub roots: Vec<usize>,
+    pub ranks: Vec<RankState>,
+}
+
+/// Called by the collector that prints the root cause, before it ends the process.
+pub type ConclusionHook = fn(&Conclusion);
+
+static CONCLUSION_HOOK: OnceLock<ConclusionHook> = OnceLock::new();
+
+/// Install the conclusion hook (the first call wins).
+pub fn on_conclusion(f: ConclusionHook) {
+    let _ = CONCLUSION_HOOK.set(f);
+}
+
 /// Record the phase this rank enters (`bootstrap`, `endpoints`, `connect`, `pairwise round 3`,
 /// `all_reduce 1048576 B`, ...): it is what the rank reports if it is asked or stalls.
 pub fn enter(phase: &str) {
