@@ -531,6 +531,9 @@ pub struct PairwiseArgs {
     /// perftest's -R (rdma_cm connection setup): refused with the reason
     #[arg(short = 'R', hide = true)]
     pub rdma_cm: bool,
+    /// perftest's -p (the TCP port of its endpoint exchange): refused with the reason
+    #[arg(short = 'p', value_name = "PORT", hide = true)]
+    pub perftest_port: Option<u16>,
 }
 
 /// Device selection, shared by `devices` and the RDMA transport.

@@ -89,6 +89,11 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
                 .into(),
         );
     }
+    if let Some(p) = a.perftest_port {
+        return Err(format!(
+            "-p {p} (perftest's TCP port for exchanging endpoints): meshrun exchanges them over MPI; drop -p"
+        ));
+    }
     if let Some(bus) = &a.use_cuda_bus_id {
         return Err(format!(
             "--use_cuda_bus_id {bus}: choose the GPU by its CUDA ordinal instead, --use-cuda N \

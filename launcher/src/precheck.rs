@@ -144,6 +144,42 @@ mod tests {
         }
     }
 
+    /// perftest command lines as operators paste them after `pairwise`: the flags meshrun has
+    /// run; the others are refused in one line saying what to do instead.
+    #[test]
+    fn pasted_perftest_lines_run_or_say_why_not() {
+        let hosts = [("a", 1), ("b", 1)];
+        for ok in [
+            "pairwise -d mlx5_0 -i 1 -x 3 -s 65536 -n 5000 -F --report_gbits",
+            "pairwise -d mlx5_0 -a -F --report_gbits -q 1",
+            "pairwise -S 3 --tclass 106 -s 1M -D 5 -t 64",
+            "pairwise -b -s 1M -n 100",
+            "pairwise --test lat --op send -s 2 -n 1000",
+            "pairwise --use_cuda_dmabuf -s 1M",
+        ] {
+            assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
+        }
+        for (bad, want) in [
+            ("pairwise -q 4", "-q 4: meshrun opens one queue pair per peer and test"),
+            ("pairwise -R", "-R (rdma_cm connection setup) is not supported"),
+            (
+                "pairwise -p 18515",
+                "-p 18515 (perftest's TCP port for exchanging endpoints): meshrun exchanges them over MPI; drop -p",
+            ),
+            (
+                "pairwise --use_cuda_bus_id 0000:18:00.0",
+                "choose the GPU by its CUDA ordinal instead",
+            ),
+            (
+                "pairwise --test lat -D 5",
+                "--test lat takes -n iterations, not -D or -b",
+            ),
+        ] {
+            let e = check(bad, &hosts).unwrap_err();
+            assert!(e.contains(want) && !e.contains('\n'), "{bad}: {e}");
+        }
+    }
+
     #[test]
     fn bad_flags_are_one_line_naming_the_command() {
         let e = check("pairwise --bogus", &[("a", 2)]).unwrap_err();
