@@ -198,6 +198,77 @@ pub fn run(o: &PairwiseOutcome, action: OnFail, apply: bool) -> bool {
 mod tests {
     use super::*;
 
+    /// Kubernetes' rules for what these commands set, as the API server applies them
+    /// (k8s.io/apimachinery/pkg/util/validation: IsQualifiedName, IsValidLabelValue,
+    /// IsDNS1123Subdomain; a taint's effect is NoSchedule, PreferNoSchedule or NoExecute).
+    mod k8s {
+        /// `[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?`, at most 63 characters.
+        fn name_part(s: &str) -> bool {
+            let b = s.as_bytes();
+            !b.is_empty()
+                && b.len() <= 63
+                && b[0].is_ascii_alphanumeric()
+                && b[b.len() - 1].is_ascii_alphanumeric()
+                && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        }
+        /// Lower-case DNS-1123 labels joined by dots, at most 253 characters.
+        pub fn dns_subdomain(s: &str) -> bool {
+            s.len() <= 253
+                && s.split('.').all(|l| {
+                    let b = l.as_bytes();
+                    !b.is_empty()
+                        && b.len() <= 63
+                        && b[0].is_ascii_alphanumeric()
+                        && b[b.len() - 1].is_ascii_alphanumeric()
+                        && b.iter()
+                            .all(|c| c.is_ascii_digit() || c.is_ascii_lowercase() || *c == b'-')
+                })
+        }
+        /// `prefix/name` or `name`.
+        pub fn qualified_name(s: &str) -> bool {
+            match s.split_once('/') {
+                Some((prefix, name)) => dns_subdomain(prefix) && name_part(name),
+                None => name_part(s),
+            }
+        }
+        pub fn label_value(s: &str) -> bool {
+            s.is_empty() || name_part(s)
+        }
+        pub fn taint_effect(s: &str) -> bool {
+            ["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&s)
+        }
+    }
+
+    /// The label, taint and annotation each command sets would pass the API server's validation,
+    /// for node names as Kubernetes gives them and a reason with every kind of character.
+    #[test]
+    fn label_taint_and_annotation_are_valid_kubernetes_objects() {
+        let reason = "meshrun: slow link gpu-3.rack1 <-> gpu-4.rack1 (61.2 Gb/sec; 'quoted' \"and\" $x)";
+        for node in ["gpu-3", "ip-10-0-3-17.ec2.internal", "n07"] {
+            assert!(k8s::dns_subdomain(node), "{node}");
+            for action in [OnFail::Label, OnFail::Taint] {
+                let cmds = commands(action, node, reason);
+                for c in &cmds {
+                    assert_eq!(&c[..4], ["kubectl", c[1].as_str(), "node", node]);
+                    let (key, rest) = c[5].split_once('=').expect("key=value");
+                    assert!(k8s::qualified_name(key), "{key}");
+                    match c[1].as_str() {
+                        "label" => assert!(k8s::label_value(rest), "{rest}"),
+                        "taint" => {
+                            let (value, effect) = rest.split_once(':').expect("value:effect");
+                            assert!(k8s::label_value(value) && k8s::taint_effect(effect), "{rest}");
+                        }
+                        // An annotation's value is any string (the whole object's annotations
+                        // under 256 KiB): the reason as it is.
+                        "annotate" => assert_eq!(rest, reason),
+                        other => panic!("unexpected kubectl {other}"),
+                    }
+                }
+            }
+        }
+        assert!(!k8s::qualified_name("meshrun.io/-bad") && !k8s::label_value("slow link"));
+    }
+
     #[test]
     fn drain_is_scontrol_with_the_short_name_and_the_reason() {
         assert_eq!(
