@@ -463,6 +463,14 @@ fn the_daemonset_s_pod_is_ready_only_while_its_node_passes() {
     let node = healthy_node(&dir);
     write(&dir.join("configmap/node.toml"), EXPECT);
     let name = format!("meshrun-preflight-ds-{}", std::process::id());
+    /// Removes the pod's container however the test ends (a failed assertion included).
+    struct Removed(String);
+    impl Drop for Removed {
+        fn drop(&mut self) {
+            let _ = Command::new("podman").args(["rm", "-f", "-t", "0", &self.0]).output();
+        }
+    }
+    let _removed = Removed(name.clone());
     let podman = |args: &[&str]| run_bounded(Command::new("podman").args(args), Duration::from_secs(60));
     // The pod as the kubelet starts it, with `env` added to the manifest's environment.
     let start = |env: &[(&str, &str)]| {
