@@ -29,10 +29,8 @@ pub fn run(a: &CompareArgs) -> i32 {
     print!("{}", out.text);
     if let Some(p) = &a.json {
         let doc = table::json(&inputs, &out, a.from, a.min_ratio);
-        let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-        if let Err(e) = collectives::output::write_json(p, &bytes, a.force) {
-            ranks::eline!("meshrun compare: {e}");
-            return Status::Usage.code();
+        if let Err(s) = crate::exit::write_json_doc(p, &doc, a.force, "meshrun compare") {
+            return s.code();
         }
     }
     if out.below.is_empty() {

@@ -89,16 +89,10 @@ impl RankCommand for MeshCheck {
         print!("{text}");
         if let Some(p) = &self.args.json {
             let doc = analysis::mesh_check::json(&c.hosts, c.transport, &self.cfg, &c.all);
-            let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-            if let Err(e) = collectives::output::write_json(p, &bytes, self.args.force) {
-                ranks::eline!("meshrun: {e}");
-                return Status::Usage;
+            if let Err(s) = crate::exit::write_json_doc(p, &doc, self.args.force, "meshrun") {
+                return s;
             }
         }
-        if ok {
-            Status::Ok
-        } else {
-            Status::FoundProblem
-        }
+        crate::exit::of_pass(ok)
     }
 }

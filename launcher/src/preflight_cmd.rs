@@ -88,18 +88,11 @@ fn render(a: &PreflightArgs, all: &[Inventory], expect: Option<&Expectations>, l
     }
     print!("{text}");
     if let Some(p) = &a.json {
-        let doc = report::json(&scope, all, &found);
-        let bytes = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-        if let Err(e) = collectives::output::write_json(p, &bytes, a.force) {
-            ranks::eline!("meshrun: {e}");
-            return Status::Usage;
+        if let Err(s) = crate::exit::write_json_doc(p, &report::json(&scope, all, &found), a.force, "meshrun") {
+            return s;
         }
     }
-    if ok {
-        Status::Ok
-    } else {
-        Status::FoundProblem
-    }
+    crate::exit::of_pass(ok)
 }
 
 /// `meshrun preflight`; the process exit status.

@@ -52,10 +52,8 @@ pub fn document(c: &Conclusion) -> serde_json::Value {
 
 fn write(c: &Conclusion) {
     let Some((path, force)) = OUT.get() else { return };
-    let bytes = serde_json::to_vec_pretty(&document(c)).unwrap_or_default();
-    if let Err(e) = collectives::output::write_json(path, &bytes, *force) {
-        ranks::eline!("meshrun: the stall's JSON: {e}");
-    }
+    // The job ends with status 3 whatever the write did; a failed write has been said.
+    let _ = crate::exit::write_json_doc(path, &document(c), *force, "meshrun: the stall's JSON");
 }
 
 #[cfg(test)]
