@@ -278,6 +278,8 @@ fn gpus(root: &Path, proc_root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>,
         .collect();
     // Bridges whose ACS redirects peer-to-peer traffic, with the GPU-to-NIC paths through them.
     let mut acs: Vec<(String, Vec<String>)> = Vec::new();
+    // Every GPU's closest NICs, read from the PCI tree once for all GPUs.
+    let affinity = pci::gpu_nic_affinity(root, nics);
     for g in &found {
         let scope = format!("gpu {}", g.addr);
         if let Some(l) = pci::link(root, &g.addr) {
@@ -307,7 +309,7 @@ fn gpus(root: &Path, proc_root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>,
                 }
             }
         }
-        if let Some(w) = pci::gpu_nic_affinity(root, nics)
+        if let Some(w) = affinity
             .iter()
             .find(|x| x.gpu.addr == g.addr)
             .and_then(pci::GpuNics::warning)
