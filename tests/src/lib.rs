@@ -66,9 +66,13 @@ impl Run {
 }
 
 /// Environment every MPI run gets here: Open MPI as root, and the TCP/shared-memory transports
-/// (the UCX pml fails on machines without RDMA).
+/// (the UCX pml fails on machines without RDMA). Ranks outnumber this machine's cores in most
+/// tests (4 ranks, or 6 namespace hosts, on 2 cores), so they yield when idle, as Open MPI's docs
+/// say for that case; mpirun sets it on its own only where it counts the node oversubscribed,
+/// which a hostfile of one slot per namespace host never is.
 pub fn mpi_env(cmd: &mut Command) -> &mut Command {
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_MCA_mpi_yield_when_idle", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .env("OMPI_MCA_pml", "ob1")
         .env("OMPI_MCA_btl", "self,vader,tcp")
