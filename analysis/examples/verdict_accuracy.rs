@@ -235,6 +235,7 @@ fn config() -> PairwiseConfig {
         retest: true,
         op_timeout: Duration::from_secs(60),
         nic_choice: None,
+        qps: 1,
     }
 }
 

@@ -56,6 +56,7 @@ struct Fixture {
 }
 
 fn outcome(f: Fixture) -> PairwiseOutcome {
+    let (m, r, c) = (f.measurements.clone(), f.retests.clone(), f.config.clone());
     let plan = verdict::retest_plan(&f.measurements, &f.config, &f.hosts);
     let verdict = verdict::decide(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
     PairwiseOutcome {
@@ -72,6 +73,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         follow_up: Vec::new(),
         counters: Vec::new(),
         timings: None,
+        paths: analysis::pairwise::paths::decide(&m, &r, &c),
     }
 }
 

@@ -150,7 +150,7 @@ pub fn run(o: &PairwiseOutcome, action: OnFail, apply: bool) -> bool {
         println!("# On fail: {n}");
     }
     if nodes.is_empty() {
-        if !o.verdict.pass {
+        if !o.pass() {
             println!("# On fail: no node to act on");
         }
         return true;

@@ -525,9 +525,17 @@ pub struct PairwiseArgs {
     /// perftest's --report_gbits: accepted, no effect (meshrun reports Gb/s)
     #[arg(long = "report-gbits", alias = "report_gbits")]
     pub report_gbits: bool,
-    /// perftest's -q (queue pairs per peer): 1 only; several are not implemented yet
-    #[arg(short = 'q', value_name = "QPS", default_value_t = 1)]
-    pub qps: u32,
+    /// Queue pairs per bandwidth test, 1-128 (perftest's -q/--qp; else NCCL_IB_QPS_PER_CONNECTION):
+    /// each posts -n operations and carries its own flow label, so on RoCE v2 each takes its own
+    /// ECMP path; the report gives each one's Gb/s [default: 1]
+    #[arg(short = 'q', long = "qp", value_name = "QPS")]
+    pub qps: Option<u32>,
+    /// Where -q came from when not the command line (`MESHRUN_QP`), for the header.
+    #[arg(skip)]
+    pub qps_source: Option<crate::nic_env::Source>,
+    /// NCCL_IB_QPS_PER_CONNECTION as this rank's environment has it (used over RDMA only).
+    #[arg(skip)]
+    pub qps_env: Option<String>,
     /// perftest's -R (rdma_cm connection setup): refused with the reason
     #[arg(short = 'R', hide = true)]
     pub rdma_cm: bool,

@@ -196,7 +196,7 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     let Some((_, sub)) = m.subcommand() else {
         return Ok(());
     };
-    let rank = match cmd {
+    let rank = match &mut *cmd {
         Command::MeshCheck(a) => &mut a.rank,
         Command::Pairwise(a) => &mut a.rank,
         Command::Preflight(a) => &mut a.rank,
@@ -206,7 +206,14 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
         },
     };
     let env = |k: &str| std::env::var(k).ok();
-    nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())
+    nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())?;
+    // Pairwise's queue pairs per test: resolved with the transport, in pairwise_cmd::config.
+    if let Command::Pairwise(a) = cmd {
+        let given = a.qps;
+        a.qps_source = nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default());
+        a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
+    }
+    Ok(())
 }
 
 /// A collective's average bus bandwidth bar: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW`, or

@@ -5,7 +5,9 @@
 //! - `NCCL_IB_HCA` -> `--devices` (and `--ib-port` where the entries name one),
 //! - `NCCL_IB_GID_INDEX` -> `--gid-index`,
 //! - `NCCL_IB_SL` -> `--sl`, `NCCL_IB_TC` -> `--tclass` (the service level and traffic class the
-//!   training job's queue pairs use: its lossless class on RoCE).
+//!   training job's queue pairs use: its lossless class on RoCE),
+//! - `NCCL_IB_QPS_PER_CONNECTION` -> pairwise's `-q` (queue pairs per connection, so as many
+//!   ECMP paths per pair as the job's connections take).
 //!
 //! NCCL's lists name NICs by prefix (`mlx5` matches `mlx5_0` and `mlx5_1`), `=` first for exact
 //! names, `^` first to exclude the listed ones; `NCCL_IB_HCA` entries may end in `:PORT`. They
@@ -212,13 +214,17 @@ pub fn clap_source(m: &clap::ArgMatches, id: &str, long: &str, value: impl Fn() 
 }
 
 /// The NCCL variables meshrun reads.
-pub const NCCL_VARS: [&str; 5] = [
+pub const NCCL_VARS: [&str; 6] = [
     "NCCL_SOCKET_IFNAME",
     "NCCL_IB_HCA",
     "NCCL_IB_GID_INDEX",
     "NCCL_IB_SL",
     "NCCL_IB_TC",
+    "NCCL_IB_QPS_PER_CONNECTION",
 ];
+
+/// The most queue pairs per test: NCCL's own limit per connection (NCCL_IB_MAX_QPS).
+pub const MAX_QPS: u32 = 128;
 
 /// Variables `meshrun launch` passes on to the ranks when they are set here: every
 /// `MESHRUN_<FLAG>`, NCCL's three, and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
@@ -374,6 +380,51 @@ pub fn apply(
     Ok(())
 }
 
+/// Pairwise's queue pairs per test: `-q`/`--qp` (or `MESHRUN_QP`, `source` says which), else
+/// `NCCL_IB_QPS_PER_CONNECTION` over RDMA, else 1; with where it came from when not the flag,
+/// appended to the run's NIC-choice header line `header`. (The flag's range is checked with
+/// the other flags, in `pairwise_cmd::config`.)
+pub fn qps(
+    given: Option<u32>,
+    source: Option<Source>,
+    rdma: bool,
+    env: &dyn Fn(&str) -> Option<String>,
+    header: &mut Option<String>,
+) -> Result<u32, String> {
+    let var = "NCCL_IB_QPS_PER_CONNECTION";
+    let (n, from) = match (given, source) {
+        (Some(n), s) => (n, s.filter(|s| *s != Source::Flag)),
+        (None, _) => match env(var).filter(|v| !v.trim().is_empty() && rdma) {
+            Some(v) => {
+                let n = v
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_QPS).contains(n))
+                    .ok_or_else(|| format!("{var}={v}: expected a whole number from 1 to {MAX_QPS}"))?;
+                let resolved = n.to_string();
+                (
+                    n,
+                    Some(Source::Nccl {
+                        var: var.into(),
+                        value: v,
+                        resolved,
+                    }),
+                )
+            }
+            None => return Ok(1),
+        },
+    };
+    if let Some(s) = from {
+        let line = Provenance { items: vec![("-q", s)] }.header().unwrap_or_default();
+        *header = Some(match header.take() {
+            Some(h) => format!("{h}; {line}"),
+            None => line,
+        });
+    }
+    Ok(n)
+}
+
 /// `NCCL_IB_SL` / `NCCL_IB_TC`: a whole number from 0 to `max`.
 pub fn parse_small(spec: &str, var: &str, max: u8) -> Result<u8, String> {
     spec.trim()
@@ -389,6 +440,46 @@ mod tests {
 
     fn v(xs: &[&str]) -> Vec<String> {
         xs.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn queue_pairs_from_the_flag_meshrun_qp_or_nccl() {
+        let env = |kv: &'static [(&'static str, &'static str)]| {
+            move |k: &str| kv.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
+        };
+        let nccl = env(&[("NCCL_IB_QPS_PER_CONNECTION", "4")]);
+        // Nothing given, nothing set: one.
+        let mut h = None;
+        assert_eq!(qps(None, None, true, &env(&[]), &mut h), Ok(1));
+        assert_eq!(h, None);
+        // NCCL's variable over RDMA, said in the header after what is there.
+        let mut h = Some("--tclass 106 from NCCL_IB_TC=106".to_string());
+        assert_eq!(qps(None, None, true, &nccl, &mut h), Ok(4));
+        assert_eq!(
+            h.as_deref(),
+            Some("--tclass 106 from NCCL_IB_TC=106; -q 4 from NCCL_IB_QPS_PER_CONNECTION=4")
+        );
+        // The flag wins and says nothing; MESHRUN_QP is named.
+        let mut h = None;
+        assert_eq!(qps(Some(2), Some(Source::Flag), true, &nccl, &mut h), Ok(2));
+        assert_eq!(h, None);
+        let m = Some(Source::Meshrun("MESHRUN_QP".into(), "8".into()));
+        assert_eq!(qps(Some(8), m, true, &nccl, &mut h), Ok(8));
+        assert_eq!(h.as_deref(), Some("-q 8 from MESHRUN_QP"));
+        // Over TCP NCCL's IB variable does not apply.
+        let mut h = None;
+        assert_eq!(qps(None, None, false, &nccl, &mut h), Ok(1));
+        assert_eq!(h, None);
+        // A bad value is one line naming the variable and the range.
+        for bad in ["0", "129", "four"] {
+            let e = |k: &str| (k == "NCCL_IB_QPS_PER_CONNECTION").then(|| bad.to_string());
+            assert_eq!(
+                qps(None, None, true, &e, &mut None),
+                Err(format!(
+                    "NCCL_IB_QPS_PER_CONNECTION={bad}: expected a whole number from 1 to 128"
+                ))
+            );
+        }
     }
 
     #[test]

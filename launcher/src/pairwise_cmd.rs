@@ -75,12 +75,34 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
                 .into(),
         );
     }
-    if a.qps != 1 {
+    // -q (or MESHRUN_QP), else NCCL_IB_QPS_PER_CONNECTION where the mesh has RDMA.
+    let mut nic_choice = a.rank.nic_choice.clone();
+    let env = |k: &str| a.qps_env.clone().filter(|_| k == "NCCL_IB_QPS_PER_CONNECTION");
+    let qps = crate::nic_env::qps(a.qps, a.qps_source.clone(), transport.has_rdma(), &env, &mut nic_choice)?;
+    let max = crate::nic_env::MAX_QPS;
+    if !(1..=max).contains(&qps) {
         return Err(format!(
-            "-q {}: meshrun opens one queue pair per peer and test; several per peer \
-             (perftest's -q, NCCL_IB_QPS_PER_CONNECTION) are not implemented yet; drop -q",
-            a.qps
+            "-q {qps}: expected 1 to {max} queue pairs per test (NCCL's own limit per connection)"
         ));
+    }
+    if qps > 1 {
+        if !transport.has_rdma() {
+            return Err(format!(
+                "-q {qps}: several queue pairs per test need RDMA verbs, and this job's mesh is {transport} \
+                 (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device"
+            ));
+        }
+        if test == TestKind::Lat {
+            return Err(format!(
+                "-q {qps}: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat"
+            ));
+        }
+        if a.duration.is_some() {
+            return Err(format!(
+                "-q {qps} with -D: a timed send test runs through the mesh's own queue pair; use -n ITERS \
+                 (each queue pair posts ITERS)"
+            ));
+        }
     }
     if a.rdma_cm {
         return Err(
@@ -138,7 +160,8 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
         expect_gbps: a.expect_gbps,
         retest: !a.no_retest,
         op_timeout: Duration::from_secs_f64(a.rank.timeout),
-        nic_choice: a.rank.nic_choice.clone(),
+        nic_choice,
+        qps: qps as usize,
     })
 }
 
@@ -333,6 +356,7 @@ impl RankCommand for Pairwise {
         // `--op send` measures the SEND opcode (ib_send_bw), not the default RDMA write.
         if let Some(r) = t.rdma() {
             r.use_send_opcode(cfg.op == OpName::Send);
+            r.set_test_qps(cfg.qps);
         }
         ranks::verbs::require_dmabuf(a.use_cuda_dmabuf);
         if let Some(sel) = &a.use_cuda {
@@ -434,7 +458,7 @@ impl RankCommand for Pairwise {
         }
         if !files_ok {
             Status::Usage
-        } else if !o.verdict.pass || slower {
+        } else if !o.pass() || slower {
             Status::FoundProblem
         } else {
             Status::Ok

@@ -156,11 +156,25 @@ mod tests {
             "pairwise -b -s 1M -n 100",
             "pairwise --test lat --op send -s 2 -n 1000",
             "pairwise --use_cuda_dmabuf -s 1M",
+            "pairwise -q 4 -s 1M -n 100 --report_gbits",
+            "pairwise --qp 8 -b -s 64K",
         ] {
             assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
         }
         for (bad, want) in [
-            ("pairwise -q 4", "-q 4: meshrun opens one queue pair per peer and test"),
+            (
+                "pairwise -q 4 --test lat",
+                "-q 4: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat",
+            ),
+            (
+                "pairwise -q 4 --transport tcp",
+                "-q 4: several queue pairs per test need RDMA verbs, and this job's mesh is tcp",
+            ),
+            (
+                "pairwise -q 2 -D 5",
+                "-q 2 with -D: a timed send test runs through the mesh's own queue pair",
+            ),
+            ("pairwise -q 129", "-q 129: expected 1 to 128 queue pairs per test"),
             ("pairwise -R", "-R (rdma_cm connection setup) is not supported"),
             (
                 "pairwise -p 18515",

@@ -190,6 +190,7 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
         qos: ranks::verbs::Qos {
             sl: args.sl.unwrap_or(0),
             traffic_class: args.tclass.unwrap_or(0),
+            flow_label: 0,
         },
     }
 }

@@ -49,8 +49,10 @@ fn judge(a: &VerdictArgs) -> Result<i32, String> {
         cfg.expect_gbps = a.expect_gbps;
     }
     let again = saved::rejudge(&run, &cfg, topology.as_ref());
-    let own = if run.verdict.pass {
+    let own = if run.pass() {
         "PASS".to_string()
+    } else if run.verdict.pass {
+        "FAIL, a slow path (one queue pair of a pair)".to_string()
     } else {
         format!("FAIL, {} slow rank pair(s)", run.verdict.confirmed.len())
     };
@@ -63,11 +65,7 @@ fn judge(a: &VerdictArgs) -> Result<i32, String> {
     );
     println!("# The run's own verdict, with its retests: {own}");
     print!("{}", text::render_judged(&again));
-    let mut code = if again.verdict.pass {
-        0
-    } else {
-        Status::FoundProblem.code()
-    };
+    let mut code = if again.pass() { 0 } else { Status::FoundProblem.code() };
     if let (Some(then), Some(p)) = (then, &a.baseline) {
         let c = baseline::compare(&run, &then, topology.as_ref());
         print!("{}", baseline::render(&c, &p.display().to_string()));

@@ -128,3 +128,43 @@ fn launch_passes_the_variables_to_the_ranks() {
     assert!(s.contains(" -x NCCL_IB_HCA "), "{s}");
     assert!(!s.contains("NCCL_DEBUG_UNRELATED"), "{s}");
 }
+
+#[test]
+fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
+    // -q (and MESHRUN_QP) on a TCP mesh: refused in one line naming the mesh and the fix.
+    for (args, env) in [
+        (&["pairwise", "-s", "4K", "-n", "20", "-q", "4"][..], &[][..]),
+        (&["pairwise", "-s", "4K", "-n", "20"][..], &[("MESHRUN_QP", "4")][..]),
+    ] {
+        let r = mpirun(2, args, env, LIMIT);
+        assert_eq!(r.code, Some(2), "{}", r.all());
+        let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("-q 4:")).collect();
+        assert!(!lines.is_empty(), "{}", r.all());
+        for l in lines {
+            assert!(
+                l.contains("-q 4: several queue pairs per test need RDMA verbs, and this job's mesh is tcp")
+                    && l.contains("drop -q"),
+                "{l}"
+            );
+        }
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    // NCCL's variable is an RDMA setting: a job on TCP runs as without it, and says nothing of it.
+    let r = mpirun(
+        2,
+        &[
+            "pairwise",
+            "-s",
+            "4K",
+            "-n",
+            "20",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+        ],
+        &[("NCCL_IB_QPS_PER_CONNECTION", "4")],
+        LIMIT,
+    );
+    r.expect_code(0);
+    assert!(!r.stdout.contains("NCCL_IB_QPS_PER_CONNECTION"), "{}", r.stdout);
+    assert!(!r.stdout.contains("\"paths\""), "{}", r.stdout);
+}

@@ -134,6 +134,7 @@ fn ratio_config(size: usize) -> PairwiseConfig {
         retest: false,
         op_timeout: std::time::Duration::from_secs(1),
         nic_choice: None,
+        qps: 1,
     }
 }
 
@@ -275,6 +276,7 @@ mod tests {
             follow_up: Vec::new(),
             counters: Vec::new(),
             timings: None,
+            paths: None,
         }
     }
 

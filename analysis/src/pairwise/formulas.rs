@@ -37,6 +37,18 @@ pub fn mpps(messages: f64, seconds: f64) -> f64 {
     messages / seconds / 1e6
 }
 
+/// Several queue pairs in one test (perftest's `-q`), each moving `bytes` x `iterations`, the
+/// last of queue pair k completing `last[k]` seconds after the first post: the test's average is
+/// all their bytes over the time until the last one is done (as perftest reports it), and each
+/// queue pair's own rate is its bytes over its own time. So the average is the queue pair count
+/// times the slowest one's rate, and at most the sum of their rates.
+pub fn per_qp_gbps(bytes: u64, iterations: u64, last: &[f64]) -> (f64, Vec<f64>) {
+    let each = bytes as f64 * iterations as f64;
+    let end = last.iter().copied().fold(0.0, f64::max);
+    let avg = gbps(each * last.len() as f64, end);
+    (avg, last.iter().map(|&t| gbps(each, t)).collect())
+}
+
 /// Peak bandwidth from receive completion times (seconds since the first completion): the best
 /// rate over consecutive slices of the run, each at least `min_msgs` messages and `min_span`
 /// seconds long. Over TCP one read can complete many small messages at the same instant, so a
@@ -112,6 +124,30 @@ impl LatencyStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn several_queue_pairs_by_hand() {
+        // 4 queue pairs of 1000 x 64 KiB each (524,288,000 bits), done 0.5, 0.5, 0.5 and 1.0 s
+        // after the first post: each moved 0.524288 Gb in its own time, 1.048576 Gb/s for the
+        // first three and 0.524288 for the last; the test moved 2.097152 Gb in 1.0 s, which is 4
+        // times the slowest queue pair's rate and less than the 3.670016 Gb/s of their sum.
+        let (avg, each) = per_qp_gbps(65536, 1000, &[0.5, 0.5, 0.5, 1.0]);
+        assert!((avg - 2.097152).abs() < 1e-12, "{avg}");
+        assert_eq!(each.len(), 4);
+        for (a, b) in each.iter().zip([1.048576, 1.048576, 1.048576, 0.524288]) {
+            assert!((a - b).abs() < 1e-12, "{each:?}");
+        }
+        let sum: f64 = each.iter().sum();
+        assert!((sum - 3.670016).abs() < 1e-12 && avg <= sum);
+        // One queue pair: the plain formula.
+        let (one, each) = per_qp_gbps(65536, 1000, &[0.5]);
+        assert_eq!(
+            (one, each),
+            (gbps(65536.0 * 1000.0, 0.5), vec![gbps(65536.0 * 1000.0, 0.5)])
+        );
+        // Nothing completed: no rate rather than infinity.
+        assert_eq!(per_qp_gbps(65536, 1000, &[0.0, 0.0]).0, 0.0);
+    }
 
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-9 * b.abs().max(1.0)

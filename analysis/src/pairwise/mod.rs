@@ -7,6 +7,7 @@ pub mod blame;
 pub mod bulk;
 pub mod follow_up;
 pub mod formulas;
+pub mod paths;
 pub mod rails;
 pub mod report;
 pub mod saved;
@@ -120,6 +121,18 @@ pub struct PairwiseConfig {
     /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX): one line for the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
+    /// Queue pairs per bandwidth test (`-q`, NCCL_IB_QPS_PER_CONNECTION; RDMA only), each
+    /// posting the test's iterations.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub qps: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 fn all_pairs() -> Pattern {
@@ -155,6 +168,10 @@ pub struct Measurement {
     pub iterations: u64,
     /// Run alone, after the first pass found it suspect.
     pub retest: bool,
+    /// With several queue pairs per test (`-q`): each queue pair's own Gb/s, its bytes over its
+    /// own time (bidirectional: both directions of queue pair k together); empty with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<f64>,
 }
 
 impl Measurement {
@@ -175,6 +192,7 @@ impl Measurement {
             lat: None,
             iterations,
             retest,
+            paths: Vec::new(),
         }
     }
 
@@ -235,6 +253,16 @@ pub struct PairwiseOutcome {
     /// What the run cost: setup, rounds against wire time, retests, memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timings: Option<Timings>,
+    /// With several queue pairs per test (`-q`): whether one of a pair's paths is slow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<paths::PathVerdict>,
+}
+
+impl PairwiseOutcome {
+    /// The run passed: no slow pair, and no slow path of a pair.
+    pub fn pass(&self) -> bool {
+        self.verdict.pass && self.paths.as_ref().is_none_or(paths::PathVerdict::pass)
+    }
 }
 
 /// What a run cost, measured: where the time went beyond moving bytes, and the memory it took.

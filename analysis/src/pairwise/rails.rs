@@ -125,6 +125,7 @@ pub fn decide(
         let sub_plan = RetestPlan {
             suspects: plan.suspects.iter().copied().filter(in_group).collect(),
             references: plan.references.iter().copied().filter(in_group).collect(),
+            paths: Vec::new(),
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
         let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);
@@ -285,6 +286,7 @@ mod tests {
             retest: true,
             op_timeout: Duration::from_secs(1),
             nic_choice: None,
+            qps: 1,
         }
     }
 
@@ -303,6 +305,7 @@ mod tests {
             lat: None,
             iterations: 10,
             retest: false,
+            paths: Vec::new(),
         }
     }
 

@@ -131,6 +131,7 @@ pub fn parse(bytes: &[u8]) -> Result<PairwiseOutcome, String> {
             .and_then(|c| serde_json::from_value(c.clone()).ok())
             .unwrap_or_default(),
         timings: None,
+        paths: doc.get("paths").and_then(|p| serde_json::from_value(p.clone()).ok()),
     })
 }
 
@@ -152,11 +153,17 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
     let nics = nics_of(o);
     let fabric = Fabric { topology, nics: &nics };
     let (verdict, rails) = rails::decide(&o.measurements, &[], cfg, &o.hosts, &RetestPlan::default(), fabric);
+    // Queue pairs slower than their others, from the first pass alone as the pairs are.
+    let from_pass = PairwiseConfig {
+        retest: false,
+        ..cfg.clone()
+    };
     PairwiseOutcome {
         config: cfg.clone(),
         retests: Vec::new(),
         verdict,
         rails,
+        paths: super::paths::decide(&o.measurements, &[], &from_pass),
         ..o.clone()
     }
 }

@@ -88,12 +88,22 @@ pub struct Verdict {
 pub struct RetestPlan {
     pub suspects: Vec<Pair>,
     pub references: Vec<Pair>,
+    /// Pairs with a queue pair slower than its others (`-q`, [`super::paths`]), retested with
+    /// all their queue pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<Pair>,
 }
 
 impl RetestPlan {
-    /// Every pair to retest, one at a time, in this order.
+    /// Every pair to retest, one at a time, in this order (each once).
     pub fn pairs(&self) -> Vec<Pair> {
-        self.suspects.iter().chain(&self.references).copied().collect()
+        let mut v: Vec<Pair> = self.suspects.iter().chain(&self.references).copied().collect();
+        for p in &self.paths {
+            if !v.contains(p) {
+                v.push(*p);
+            }
+        }
+        v
     }
 }
 
@@ -263,7 +273,11 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
             references.extend(candidates.into_iter().take(REFERENCES).map(|c| c.1));
         }
     }
-    RetestPlan { suspects, references }
+    RetestPlan {
+        suspects,
+        references,
+        paths: Vec::new(),
+    }
 }
 
 /// The worst direction of a pair's retests, each direction at its best pass.

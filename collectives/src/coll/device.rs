@@ -407,6 +407,7 @@ mod tests {
             Ok(())
         }
         fn use_send_opcode(&mut self, _: bool) {}
+        fn set_test_qps(&mut self, _: usize) {}
     }
 
     fn ctx(nranks: usize) -> Ctx {

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use analysis::pairwise::formulas::{gbps, mpps, peak_gbps, BwResult, LatencyStats};
+use analysis::pairwise::formulas::{gbps, mpps, peak_gbps, per_qp_gbps, BwResult, LatencyStats};
 use analysis::pairwise::{Amount, PairwiseConfig};
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 
@@ -19,6 +19,8 @@ pub struct MeasureSpec {
     pub window: usize,
     pub warmup: u64,
     pub op_timeout: Duration,
+    /// Queue pairs per one-sided bandwidth test (`-q`), each posting `amount`.
+    pub qps: usize,
 }
 
 impl MeasureSpec {
@@ -30,6 +32,7 @@ impl MeasureSpec {
             window: cfg.window,
             warmup: cfg.warmup,
             op_timeout: cfg.op_timeout,
+            qps: cfg.qps.max(1),
         }
     }
 }
@@ -266,7 +269,7 @@ pub fn bw_one_sided(
     spec: &MeasureSpec,
     op: OneSidedOp,
     initiator: bool,
-) -> Result<Option<BwResult>, TransportError> {
+) -> Result<Option<(BwResult, Vec<f64>)>, TransportError> {
     let Amount::Iterations(iters) = spec.amount else {
         return Err(TransportError::Setup(
             "-D (duration) is not supported with --op write/read; use -n".into(),
@@ -311,16 +314,31 @@ pub fn bw_one_sided(
         },
         deadline(),
     )?;
+    Ok(Some(initiator_result(spec, iters, &r)))
+}
+
+/// An initiator's bandwidth from its completions: with several queue pairs, all their bytes over
+/// the time until the last is done, and each one's own rate ([`per_qp_gbps`]).
+fn initiator_result(spec: &MeasureSpec, iters: u64, r: &ranks::OneSidedResult) -> (BwResult, Vec<f64>) {
     let secs = r.completions.last().copied().unwrap_or(0.0);
-    let avg = gbps(spec.bytes as f64 * iters as f64, secs);
-    let peak = peak_gbps(&r.completions, spec.bytes as f64, spec.window, secs / 20.0).unwrap_or(avg);
-    Ok(Some(BwResult {
-        bytes: spec.bytes as u64,
-        iterations: iters,
-        peak_gbps: peak.max(avg),
-        avg_gbps: avg,
-        msg_rate_mpps: mpps(iters as f64, secs),
-    }))
+    let qps = r.per_qp.len().max(1);
+    let (avg, paths) = if r.per_qp.len() > 1 {
+        let last: Vec<f64> = r.per_qp.iter().map(|c| c.last().copied().unwrap_or(0.0)).collect();
+        per_qp_gbps(spec.bytes as u64, iters, &last)
+    } else {
+        (gbps(spec.bytes as f64 * iters as f64, secs), Vec::new())
+    };
+    let peak = peak_gbps(&r.completions, spec.bytes as f64, spec.window * qps, secs / 20.0).unwrap_or(avg);
+    (
+        BwResult {
+            bytes: spec.bytes as u64,
+            iterations: iters,
+            peak_gbps: peak.max(avg),
+            avg_gbps: avg,
+            msg_rate_mpps: mpps(iters as f64 * qps as f64, secs),
+        },
+        paths,
+    )
 }
 
 /// With one operation in flight at a time, the gaps between completion times (seconds since the
@@ -415,7 +433,7 @@ pub fn bw_one_sided_bidir(
     peer: usize,
     spec: &MeasureSpec,
     op: OneSidedOp,
-) -> Result<Option<BwResult>, TransportError> {
+) -> Result<Option<(BwResult, Vec<f64>)>, TransportError> {
     let Amount::Iterations(iters) = spec.amount else {
         return Err(TransportError::Setup(
             "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
@@ -431,13 +449,30 @@ pub fn bw_one_sided_bidir(
         one_sided(t)?.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
     }
     let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), deadline())?;
-    let mine = r.completions.last().copied().unwrap_or(0.0);
-    let mut theirs = [0u8; 8];
-    crate::swap(t, peer, &mine.to_le_bytes(), &mut theirs, deadline())?;
+    // Each side's last completion, then each queue pair's (with several), swapped.
+    let mut mine = vec![r.completions.last().copied().unwrap_or(0.0)];
+    mine.extend(r.per_qp.iter().map(|c| c.last().copied().unwrap_or(0.0)));
+    let send: Vec<u8> = mine.iter().flat_map(|x| x.to_le_bytes()).collect();
+    let mut got = vec![0u8; send.len()];
+    crate::swap(t, peer, &send, &mut got, deadline())?;
     if t.rank() > peer {
         return Ok(None);
     }
-    Ok(Some(duplex(spec.bytes, iters, mine.max(f64::from_le_bytes(theirs)))))
+    let theirs: Vec<f64> = got
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+        .collect();
+    let slower: Vec<f64> = mine.iter().zip(&theirs).map(|(a, b)| a.max(*b)).collect();
+    let qps = r.per_qp.len().max(1) as u64;
+    let mut all = duplex(spec.bytes, iters * qps, slower[0]);
+    // perftest's iterations column counts each queue pair's.
+    all.iterations = iters;
+    // Queue pair k both ways: its two directions' bytes over the slower side's time.
+    let paths = slower[1..]
+        .iter()
+        .map(|&s| duplex(spec.bytes, iters, s).avg_gbps)
+        .collect();
+    Ok(Some((all, paths)))
 }
 
 /// The transport's one-sided operations (RDMA only).

@@ -13,8 +13,8 @@ use crate::progress::Progress;
 use analysis::pairwise::formulas::{BwResult, LatencyStats};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::{
-    follow_up, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern, TestKind,
-    Timings,
+    follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern,
+    TestKind, Timings,
 };
 use analysis::schedule::{Pair, Schedule};
 use measure::MeasureSpec;
@@ -31,7 +31,7 @@ fn measure_pair(
     let spec = MeasureSpec::of(cfg, bytes);
     let (lo, hi) = (me.min(peer), me.max(peer));
     let mut out = Vec::new();
-    let rec = |src, dst, bw: Option<BwResult>, lat: Option<LatencyStats>, iterations| Measurement {
+    let rec = |src, dst, bw: Option<BwResult>, lat: Option<LatencyStats>, iterations, paths| Measurement {
         src,
         dst,
         bytes: bytes as u64,
@@ -39,6 +39,7 @@ fn measure_pair(
         lat,
         iterations,
         retest,
+        paths,
     };
     // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
     // on a queue pair of its own, as ib_send_bw); elsewhere (TCP), and for -D runs, through
@@ -58,20 +59,20 @@ fn measure_pair(
                 None => measure::latency(t, peer, &spec)?,
             };
             if let Some((iters, l)) = l {
-                out.push(rec(lo, hi, None, Some(l), iters));
+                out.push(rec(lo, hi, None, Some(l), iters, Vec::new()));
             }
         }
         TestKind::Bw if cfg.bidirectional && one_sided.is_some() => {
             if let Some(op) = one_sided {
-                if let Some(r) = measure::bw_one_sided_bidir(t, peer, &spec, op)? {
-                    out.push(rec(lo, hi, Some(r), None, r.iterations));
+                if let Some((r, paths)) = measure::bw_one_sided_bidir(t, peer, &spec, op)? {
+                    out.push(rec(lo, hi, Some(r), None, r.iterations, paths));
                 }
             }
         }
         TestKind::Bw if cfg.bidirectional => {
             let r = measure::bw_bidir(t, peer, &spec)?;
             if me == lo {
-                out.push(rec(lo, hi, Some(r), None, r.iterations));
+                out.push(rec(lo, hi, Some(r), None, r.iterations, Vec::new()));
             }
         }
         TestKind::Bw if one_sided.is_some() => {
@@ -84,7 +85,7 @@ fn measure_pair(
             for initiator in [lo, hi] {
                 let target = if initiator == lo { hi } else { lo };
                 let me_initiates = me == initiator;
-                if let Some(r) = measure::bw_one_sided(
+                if let Some((r, paths)) = measure::bw_one_sided(
                     t,
                     if me_initiates { target } else { initiator },
                     &spec,
@@ -96,7 +97,7 @@ fn measure_pair(
                     } else {
                         (initiator, target)
                     };
-                    out.push(rec(src, dst, Some(r), None, r.iterations));
+                    out.push(rec(src, dst, Some(r), None, r.iterations, paths));
                 }
             }
         }
@@ -105,7 +106,7 @@ fn measure_pair(
             for (src, dst) in [(lo, hi), (hi, lo)] {
                 if me == src {
                     let r = measure::bw_send(t, dst, &spec)?;
-                    out.push(rec(src, dst, Some(r), None, r.iterations));
+                    out.push(rec(src, dst, Some(r), None, r.iterations, Vec::new()));
                 } else {
                     measure::bw_recv(t, src, &spec)?;
                 }
@@ -235,7 +236,10 @@ pub fn run(
     let mut rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
     let (mut measurements, mut clock) = measure_rounds(world, t, cfg, &rounds, progress)?;
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
-        Some(all) if cfg.retest => rails::retest_plan(all, cfg, hosts),
+        Some(all) if cfg.retest => verdict::RetestPlan {
+            paths: paths::suspect_pairs(all, cfg),
+            ..rails::retest_plan(all, cfg, hosts)
+        },
         _ => verdict::RetestPlan::default(),
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
@@ -280,6 +284,7 @@ pub fn run(
     }
     Ok(measurements.zip(retests).map(|(measurements, retests)| {
         let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
+        let paths = paths::decide(&measurements, &retests, cfg);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),
@@ -301,6 +306,7 @@ pub fn run(
                 retest_s,
                 ..Timings::default()
             }),
+            paths,
         }
     }))
 }

@@ -99,7 +99,11 @@ pub enum OneSidedRole {
 /// What the initiator saw: completion times in seconds since the first post.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OneSidedResult {
+    /// Every queue pair's completions together, in time order.
     pub completions: Vec<f64>,
+    /// With several queue pairs per test ([`Rdma::set_test_qps`]): each one's completions, in
+    /// queue pair order (empty with one).
+    pub per_qp: Vec<Vec<f64>>,
     /// Ping-pong round trips, seconds (leader only).
     pub round_trips: Vec<f64>,
 }
@@ -208,4 +212,11 @@ pub trait Rdma {
     /// Carry two-sided messages with the verbs SEND opcode (what perftest's ib_send_bw measures)
     /// instead of RDMA WRITE-with-immediate.
     fn use_send_opcode(&mut self, on: bool);
+
+    /// Queue pairs per bandwidth test (perftest's `-q`, NCCL_IB_QPS_PER_CONNECTION): each of the
+    /// `n` posts the test's `count` operations, at most `window` in flight on each, as perftest's
+    /// multi-QP loop does; queue pair k of a pair's test carries flow label k + 1 (with n > 1), so
+    /// on RoCE v2 each takes its own UDP source port, and so its own ECMP path, and a retest of
+    /// the pair takes the same paths. Latency tests always use one. Both ends must set the same n.
+    fn set_test_qps(&mut self, n: usize);
 }

@@ -212,10 +212,14 @@ impl QueuePair<Reset> {
 /// the virtual lane; on RoCE v2 the traffic class is the IP header's DSCP/ECN byte (DSCP 26 is
 /// traffic class 104), which is how a switch puts the traffic in its lossless (PFC) class. What
 /// `--sl`/`--tclass` (or NCCL_IB_SL/NCCL_IB_TC) ask for; 0 and 0 by default, as perftest.
+/// The flow label (RoCE and IB with a GRH) is 0 unless a test sets it: a RoCE v2 NIC (mlx5, rxe)
+/// derives the UDP source port, and so the path ECMP hashes it onto, from a nonzero label
+/// (0xC000 | (label & 0x3FFF) ^ (label >> 14)), and from the two queue pair numbers otherwise.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Qos {
     pub sl: u8,
     pub traffic_class: u8,
+    pub flow_label: u32,
 }
 
 impl QueuePair<Init> {
@@ -246,6 +250,7 @@ impl QueuePair<Init> {
             a.ah_attr.grh.sgid_index = gi;
             a.ah_attr.grh.hop_limit = 64;
             a.ah_attr.grh.traffic_class = qos.traffic_class;
+            a.ah_attr.grh.flow_label = qos.flow_label & 0x000f_ffff;
         }
         let mask = ibv_qp_attr_mask::IBV_QP_STATE
             | ibv_qp_attr_mask::IBV_QP_AV

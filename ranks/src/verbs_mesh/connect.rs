@@ -181,6 +181,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         use_send: false,
         window_mem: None,
         patient: false,
+        test_qps: 1,
     })
 }
 

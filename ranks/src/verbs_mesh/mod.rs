@@ -161,6 +161,8 @@ pub struct VerbsMesh {
     window_mem: Option<crate::verbs::SharedWindow>,
     /// Sleep instead of spinning when an exchange has waited a while (a one-sided target).
     patient: bool,
+    /// Queue pairs per bandwidth test ([`Rdma::set_test_qps`]).
+    test_qps: usize,
 }
 
 impl VerbsMesh {
@@ -284,6 +286,10 @@ impl Rdma for VerbsMesh {
 
     fn use_send_opcode(&mut self, on: bool) {
         self.use_send = on;
+    }
+
+    fn set_test_qps(&mut self, n: usize) {
+        self.test_qps = n.max(1);
     }
 
     fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {

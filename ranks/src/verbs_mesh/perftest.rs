@@ -90,6 +90,41 @@ impl Window {
     }
 }
 
+/// One queue pair's share of a bandwidth loop: what it posted and retired, its moderation, its
+/// completion times and (a SEND test's receive side) its receives.
+struct Lane<'a> {
+    link: &'a TestLink,
+    posted: u64,
+    done: u64,
+    moderation: Moderation,
+    completions: Vec<f64>,
+    recvs: Option<Receives<'a>>,
+}
+
+impl Lane<'_> {
+    fn busy(&self, count: u64) -> bool {
+        self.done < count || self.recvs.as_ref().is_some_and(|r| r.done < r.total)
+    }
+}
+
+/// Every queue pair's completions in one time-ordered list, and each one's apart when there
+/// are several.
+fn result_of(per_qp: Vec<Vec<f64>>) -> OneSidedResult {
+    if per_qp.len() == 1 {
+        return OneSidedResult {
+            completions: per_qp.into_iter().next().unwrap_or_default(),
+            ..Default::default()
+        };
+    }
+    let mut completions: Vec<f64> = per_qp.iter().flatten().copied().collect();
+    completions.sort_by(f64::total_cmp);
+    OneSidedResult {
+        completions,
+        per_qp,
+        ..Default::default()
+    }
+}
+
 impl VerbsMesh {
     pub(super) fn one_sided_in(
         &mut self,
@@ -119,8 +154,9 @@ impl VerbsMesh {
                 self.send_ping_pong(peer, bytes, count, leader, deadline, reg)
             }
             OneSidedRole::Target => {
-                // The window the initiator writes into or reads from.
-                let link = self.test_link(peer, 2, deadline, &mut |_| Ok(()))?;
+                // The window the initiator writes into or reads from (through every queue pair
+                // of the test).
+                let links = self.test_links(peer, 2, deadline, &mut |_| Ok(()))?;
                 let mr = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 self.exchange(&mut [Op::send(peer, &key_of(mr.reg()))], deadline)?;
                 let mut done = [0u8; 8];
@@ -131,38 +167,30 @@ impl VerbsMesh {
                 let r = self.exchange(&mut [Op::recv(peer, &mut done)], deadline);
                 self.patient = false;
                 r?;
-                drop(link);
+                drop(links);
                 Ok(OneSidedResult::default())
             }
             OneSidedRole::Initiator { op, count, window } => {
                 let window = window.clamp(1, MAX_TEST_DEPTH);
-                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
+                let links = self.test_links(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mut key = [0u8; 12];
                 self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions =
-                    self.post_loop(&link, peer, op, &key, &local, bytes, count, window, None, deadline)?;
+                let per_qp = self.post_loop(&links, peer, op, &key, &local, bytes, count, window, None, deadline)?;
                 self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
-                Ok(OneSidedResult {
-                    completions,
-                    ..Default::default()
-                })
+                Ok(result_of(per_qp))
             }
             OneSidedRole::Both { op, count, window } => {
                 let window = window.clamp(1, MAX_TEST_DEPTH);
-                let link = self.test_link(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
+                let links = self.test_links(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
                 let local = self.source(reg, bytes, local_only)?;
-                let completions =
-                    self.post_loop(&link, peer, op, &theirs, &local, bytes, count, window, None, deadline)?;
+                let per_qp = self.post_loop(&links, peer, op, &theirs, &local, bytes, count, window, None, deadline)?;
                 // Neither side leaves while the other may still write into or read its window.
                 self.swap(peer, [0u8; 12], deadline)?;
                 drop(mine);
-                Ok(OneSidedResult {
-                    completions,
-                    ..Default::default()
-                })
+                Ok(result_of(per_qp))
             }
             OneSidedRole::PingPong { count, leader } => self.ping_pong(peer, bytes.max(1), count, leader, deadline),
         }
@@ -191,15 +219,17 @@ impl VerbsMesh {
         Ok(theirs)
     }
 
-    /// The bandwidth loop on a test link, as perftest's: post `count` operations of `bytes` from
-    /// `local` (an RDMA write or read into or from the window `key` names, or a SEND), at most
-    /// `window` in flight and one in [`CQ_MODERATION`] signalled; meanwhile, with `recvs`, repost
-    /// receives into its window as they complete until all its messages are in. Returns the send
-    /// side's completion times in seconds since the first post.
+    /// The bandwidth loop on a test's queue pairs, as perftest's: each queue pair posts `count`
+    /// operations of `bytes` from `local` (an RDMA write or read into or from the window `key`
+    /// names, or a SEND), at most `window` in flight and one in [`CQ_MODERATION`] signalled;
+    /// meanwhile, with `recvs` (the receive window, the receives in all per queue pair, and
+    /// those already posted on each), repost receives into the window as they complete until
+    /// all its messages are in. Returns each queue pair's send completion times in seconds since
+    /// the first post.
     #[allow(clippy::too_many_arguments)]
     fn post_loop(
         &self,
-        link: &TestLink,
+        links: &[TestLink],
         peer: usize,
         op: OneSidedOp,
         key: &[u8; 12],
@@ -207,18 +237,33 @@ impl VerbsMesh {
         bytes: usize,
         count: u64,
         window: usize,
-        mut recvs: Option<Receives<'_>>,
+        recvs: Option<(&Window, u64, u64)>,
         deadline: Instant,
-    ) -> Result<Vec<f64>, TransportError> {
+    ) -> Result<Vec<Vec<f64>>, TransportError> {
         let (remote_addr, rkey) = unkey(key);
         let sop = match op {
             OneSidedOp::Write => SendOp::Write { remote_addr, rkey },
             OneSidedOp::Read => SendOp::Read { remote_addr, rkey },
             OneSidedOp::Send => SendOp::Send,
         };
-        let (mut posted, mut done) = (0u64, 0u64);
-        let mut moderation = Moderation::new(window);
-        let mut completions = Vec::with_capacity(count.min(10_000_000) as usize);
+        let mut lanes: Vec<Lane<'_>> = links
+            .iter()
+            .map(|link| Lane {
+                link,
+                posted: 0,
+                done: 0,
+                moderation: Moderation::new(window),
+                completions: Vec::with_capacity(count.min(10_000_000) as usize),
+                recvs: recvs.and_then(|(window, total, posted)| {
+                    (total > 0).then_some(Receives {
+                        window,
+                        total,
+                        posted,
+                        done: 0,
+                    })
+                }),
+            })
+            .collect();
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let t0 = Instant::now();
         // The deadline bounds how long we wait without any completion, not the whole run.
@@ -228,55 +273,96 @@ impl VerbsMesh {
         // so a spin costs one poll, as perftest's does (a clock read per poll delays noticing a
         // completion, measurably so in a read latency under emulation).
         let mut empty = 0u32;
-        while done < count || recvs.as_ref().is_some_and(|r| r.done < r.total) {
-            while posted < count && posted - done < window as u64 {
-                let signaled = moderation.next(posted + 1 == count);
-                link.qp
-                    .post_flagged(sop, local.reg(), 0, bytes, wr_id(peer, WrKind::OneSided, 0), signaled)
-                    .map_err(|e| self.verbs_err(e))?;
-                posted += 1;
-            }
-            comps.clear();
-            link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
-            if comps.is_empty() {
-                empty = empty.wrapping_add(1);
-                if empty.is_multiple_of(CLOCK_EVERY) && last_progress.elapsed() >= idle_limit {
-                    let received = recvs
-                        .as_ref()
-                        .map(|r| format!(", {} of {} received", r.done, r.total))
-                        .unwrap_or_default();
-                    return Err(self.stalled(
-                        peer,
-                        t0,
-                        format!("RDMA {op:?} completions ({done} of {count} done{received})"),
-                    ));
+        while lanes.iter().any(|l| l.busy(count)) {
+            let mut progressed = false;
+            for (q, lane) in lanes.iter_mut().enumerate() {
+                while lane.posted < count && lane.posted - lane.done < window as u64 {
+                    let signaled = lane.moderation.next(lane.posted + 1 == count);
+                    lane.link
+                        .qp
+                        .post_flagged(sop, local.reg(), 0, bytes, wr_id(peer, WrKind::OneSided, q), signaled)
+                        .map_err(|e| self.verbs_err(e))?;
+                    lane.posted += 1;
                 }
-                std::hint::spin_loop();
-                continue;
-            }
-            let now = Instant::now();
-            last_progress = now;
-            let at = now.duration_since(t0).as_secs_f64();
-            for c in &comps {
-                match recvs.as_mut() {
-                    Some(r) if decode(c.wr_id).1 == Some(WrKind::Recv) => {
-                        r.done += 1;
-                        if r.posted < r.total {
-                            link.qp
-                                .post_recv(r.window.reg(), 0, bytes, c.wr_id)
-                                .map_err(|e| self.verbs_err(e))?;
-                            r.posted += 1;
+                comps.clear();
+                lane.link.cq.poll(32, &mut comps).map_err(|e| self.verbs_err(e))?;
+                if comps.is_empty() {
+                    continue;
+                }
+                progressed = true;
+                let now = Instant::now();
+                last_progress = now;
+                let at = now.duration_since(t0).as_secs_f64();
+                for c in &comps {
+                    match lane.recvs.as_mut() {
+                        Some(r) if decode(c.wr_id).1 == Some(WrKind::Recv) => {
+                            r.done += 1;
+                            if r.posted < r.total {
+                                lane.link
+                                    .qp
+                                    .post_recv(r.window.reg(), 0, bytes, c.wr_id)
+                                    .map_err(|e| self.verbs_err(e))?;
+                                r.posted += 1;
+                            }
+                        }
+                        _ => {
+                            let retired = lane.moderation.retired();
+                            lane.done += retired;
+                            lane.completions.extend(std::iter::repeat_n(at, retired as usize));
                         }
                     }
-                    _ => {
-                        let retired = moderation.retired();
-                        done += retired;
-                        completions.extend(std::iter::repeat_n(at, retired as usize));
-                    }
                 }
             }
+            if progressed {
+                continue;
+            }
+            empty = empty.wrapping_add(1);
+            if empty.is_multiple_of(CLOCK_EVERY) && last_progress.elapsed() >= idle_limit {
+                let done: u64 = lanes.iter().map(|l| l.done).sum();
+                let received = if lanes.iter().any(|l| l.recvs.is_some()) {
+                    let (got, want) = lanes
+                        .iter()
+                        .filter_map(|l| l.recvs.as_ref())
+                        .fold((0, 0), |(a, b), r| (a + r.done, b + r.total));
+                    format!(", {got} of {want} received")
+                } else {
+                    String::new()
+                };
+                let on = if lanes.len() > 1 {
+                    format!(" on {} queue pairs", lanes.len())
+                } else {
+                    String::new()
+                };
+                return Err(self.stalled(
+                    peer,
+                    t0,
+                    format!(
+                        "RDMA {op:?} completions ({done} of {} done{received}{on})",
+                        count * lanes.len() as u64
+                    ),
+                ));
+            }
+            std::hint::spin_loop();
         }
-        Ok(completions)
+        Ok(lanes.into_iter().map(|l| l.completions).collect())
+    }
+
+    /// The queue pairs of one bandwidth test to `peer` ([`Rdma::set_test_qps`] of them), each
+    /// made by [`Self::test_link`]; with several, queue pair k carries flow label k + 1.
+    fn test_links(
+        &mut self,
+        peer: usize,
+        depth: u32,
+        deadline: Instant,
+        prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
+    ) -> Result<Vec<TestLink>, TransportError> {
+        let n = self.test_qps.max(1);
+        (0..n)
+            .map(|k| {
+                let label = if n > 1 { k as u32 + 1 } else { 0 };
+                self.test_link_labelled(peer, depth, deadline, prepare, label)
+            })
+            .collect()
     }
 
     /// A queue pair of its own to `peer` for one pairwise measurement, as perftest connects one per
@@ -290,6 +376,18 @@ impl VerbsMesh {
         depth: u32,
         deadline: Instant,
         prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
+    ) -> Result<TestLink, TransportError> {
+        self.test_link_labelled(peer, depth, deadline, prepare, 0)
+    }
+
+    /// [`Self::test_link`] with the flow label its packets carry (0: the device's choice).
+    fn test_link_labelled(
+        &mut self,
+        peer: usize,
+        depth: u32,
+        deadline: Instant,
+        prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
+        flow_label: u32,
     ) -> Result<TestLink, TransportError> {
         let port = self.choice.port;
         let info = self._ctx.query_port(port).map_err(|e| self.verbs_err(e))?;
@@ -329,8 +427,9 @@ impl VerbsMesh {
             TransportError::Setup(format!("rank {}: malformed test endpoint from rank {peer}", self.rank))
         })?;
         let grh = info.ethernet.then_some(self.choice.gid.index as u8);
+        let qos = crate::verbs::Qos { flow_label, ..self.qos };
         let qp = qp
-            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh, self.qos)
+            .into_rtr(&remote, port, info.mtu_enum.min(remote.mtu), grh, qos)
             .and_then(|q| q.into_rts(psn))
             .map_err(|e| self.verbs_err(e))?;
         // Both ends connected before either sends: a SEND to a queue pair still in INIT is dropped
@@ -339,9 +438,10 @@ impl VerbsMesh {
         Ok(TestLink { qp, cq })
     }
 
-    /// ib_send_bw's loop on a test link: post `sends` SENDs of `bytes` from a source window, at most
-    /// `window` in flight, while `recvs` receives land in a receive window with up to twice
-    /// `window` posted. Returns the send completion times, in seconds since the first post.
+    /// ib_send_bw's loop on a test's queue pairs: each posts `sends` SENDs of `bytes` from a
+    /// source window, at most `window` in flight, while `recvs` receives per queue pair land in a
+    /// receive window with up to twice `window` posted on each. Returns each queue pair's send
+    /// completion times, in seconds since the first post.
     fn send_stream(
         &mut self,
         peer: usize,
@@ -360,17 +460,11 @@ impl VerbsMesh {
         let posted = 2 * window;
         let first = recvs.min(posted as u64);
         let recv_id = wr_id(peer, WrKind::Recv, 0);
-        let link = self.test_link(peer, posted as u32 + 1, deadline, &mut |qp| {
+        let links = self.test_links(peer, posted as u32 + 1, deadline, &mut |qp| {
             (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
         })?;
-        let receives = (recvs > 0).then_some(Receives {
-            window: &inbox,
-            total: recvs,
-            posted: first,
-            done: 0,
-        });
-        let completions = self.post_loop(
-            &link,
+        let per_qp = self.post_loop(
+            &links,
             peer,
             OneSidedOp::Send,
             &[0u8; 12],
@@ -378,16 +472,13 @@ impl VerbsMesh {
             bytes,
             sends,
             window,
-            receives,
+            Some((&inbox, recvs, first)),
             deadline,
         )?;
         // Neither side tears its queue pair down while the other may still be acknowledging.
         self.swap(peer, [0u8; 12], deadline)?;
-        drop(link);
-        Ok(OneSidedResult {
-            completions,
-            ..Default::default()
-        })
+        drop(links);
+        Ok(result_of(per_qp))
     }
 
     /// perftest's `Mtu` line: this end's active MTU, or, where peers differ, the path MTUs the
@@ -413,10 +504,19 @@ impl VerbsMesh {
             ("Device".into(), c.device.clone()),
             (
                 "Number of qps".into(),
-                format!(
-                    "1 per test (write, read, send -n; besides the mesh's {}, one per peer)",
-                    self.size.saturating_sub(1)
-                ),
+                if self.test_qps > 1 {
+                    format!(
+                        "{} per bandwidth test (flow labels 1-{}), 1 per latency test (besides the mesh's {}, one per peer)",
+                        self.test_qps,
+                        self.test_qps,
+                        self.size.saturating_sub(1)
+                    )
+                } else {
+                    format!(
+                        "1 per test (write, read, send -n; besides the mesh's {}, one per peer)",
+                        self.size.saturating_sub(1)
+                    )
+                },
             ),
             ("Transport type".into(), "IB".into()),
             ("Connection type".into(), "RC".into()),

@@ -94,6 +94,10 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
     if !o.follow_up.is_empty() {
         doc["follow_up"] = json!(o.follow_up);
     }
+    // `-q`: whether one of a pair's queue pairs was slower than its others (absent otherwise).
+    if let Some(p) = &o.paths {
+        doc["paths"] = json!(p);
+    }
     // Where the time and memory went (absent from outcomes built without a run).
     if let Some(t) = &o.timings {
         doc["timings"] = json!(t);

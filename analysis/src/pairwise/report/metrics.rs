@@ -60,7 +60,7 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
         "meshrun_pairwise_pass",
         "1 when the verdict named no slow part, else 0.",
     );
-    pass.sample(vec![], if o.verdict.pass { 1.0 } else { 0.0 });
+    pass.sample(vec![], if o.pass() { 1.0 } else { 0.0 });
     let mut slow = Family::gauge(
         "meshrun_pairwise_slow_part",
         "A part of the fabric the verdict named slow (always 1; its labels say which).",

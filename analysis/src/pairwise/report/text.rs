@@ -33,8 +33,9 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
         matrix_table(&mut s, o, &mx, &all);
         summaries(&mut s, o, &mx);
         verdict(&mut s, o, &o.verdict);
+        paths(&mut s, o);
         unblamed_counters(&mut s, o);
-        pass_line(&mut s, &o.verdict);
+        pass_line(&mut s, o, &o.verdict);
     } else {
         for r in &o.rails {
             rail_section(&mut s, o, &mx, r);
@@ -47,8 +48,9 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
         rest.cleared
             .retain(|p| !o.rails.iter().any(|r| r.verdict.cleared.contains(p)));
         verdict(&mut s, o, &rest);
+        paths(&mut s, o);
         unblamed_counters(&mut s, o);
-        pass_line(&mut s, &o.verdict);
+        pass_line(&mut s, o, &o.verdict);
     }
     s
 }
@@ -534,9 +536,72 @@ fn unblamed_counters(s: &mut String, o: &PairwiseOutcome) {
     }
 }
 
+/// `-q`: the queue pairs of each test against each other: the bar, what the run could have
+/// named, and each slow path with its flow label and the UDP source port RoCE v2 gives it.
+fn paths(s: &mut String, o: &PairwiseOutcome) {
+    let Some(p) = &o.paths else {
+        return;
+    };
+    let b = &p.bulk;
+    let assumed = if b.healthy < MIN_CELLS { " assumed" } else { "" };
+    let _ = writeln!(
+        s,
+        "# Paths: {} queue pairs per test (flow labels 1-{}), each against its test's others: slow below {:.2} of them \
+         (bulk median {:.2}, spread +-{:.0}%{assumed}, {} of {} queue pairs)",
+        p.qps,
+        p.qps,
+        b.bar,
+        b.median,
+        (b.spread.exp() - 1.0) * 100.0,
+        b.healthy,
+        b.cells
+    );
+    let _ = writeln!(
+        s,
+        "# Sensitivity (paths): a queue pair {:.0}% or more below the others of its test would have been named",
+        p.sensitivity.clamp(0.0, 1.0) * 100.0
+    );
+    for (src, dst, k) in &p.cleared {
+        let _ = writeln!(
+            s,
+            "# cleared: queue pair {} of rank {src} ({}) -> rank {dst} ({}) was slow in the pass; fine when retested",
+            k + 1,
+            o.hosts[*src],
+            o.hosts[*dst]
+        );
+    }
+    for x in &p.confirmed {
+        let alone = x.ratio_alone.map_or(", not retested".to_string(), |r| {
+            format!(", {r:.2} of them when retested")
+        });
+        let _ = writeln!(
+            s,
+            "# Slow path: one of the {} paths from {} (rank {}) to {} (rank {}) is slow: queue pair {} (flow label {}, \
+             RoCE v2 UDP source port {}) {:.2} Gb/s against {:.2} for the others ({:.2} of them{alone})",
+            x.qps,
+            o.hosts[x.src],
+            x.src,
+            o.hosts[x.dst],
+            x.dst,
+            x.qp + 1,
+            x.flow_label,
+            x.udp_source_port(),
+            x.gbps,
+            x.others_gbps,
+            x.ratio
+        );
+    }
+}
+
 /// The run's PASS or FAIL, with what was blamed at each level.
-fn pass_line(s: &mut String, v: &Verdict) {
-    if v.pass {
+fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+    let slow_paths = o.paths.as_ref().map_or(0, |p| p.confirmed.len());
+    if v.pass && slow_paths > 0 {
+        let _ = writeln!(
+            s,
+            "# FAIL: {slow_paths} slow path(s) (one queue pair of a pair slower than its others), no slow pair"
+        );
+    } else if v.pass {
         let _ = writeln!(s, "# PASS: no slow pairs");
     } else {
         let count = |level: &str| v.blamed.iter().filter(|p| p.level() == level).count();
@@ -550,5 +615,11 @@ fn pass_line(s: &mut String, v: &Verdict) {
             count("NIC"),
             count("rank pair")
         );
+        if slow_paths > 0 {
+            let _ = writeln!(
+                s,
+                "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
+            );
+        }
     }
 }

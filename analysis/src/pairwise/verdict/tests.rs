@@ -22,6 +22,7 @@ fn cfg() -> PairwiseConfig {
         retest: true,
         op_timeout: Duration::from_secs(1),
         nic_choice: None,
+        qps: 1,
     }
 }
 
@@ -41,6 +42,7 @@ fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
         lat: None,
         iterations: 10,
         retest: false,
+        paths: Vec::new(),
     }
 }
 
