@@ -532,7 +532,7 @@ pub struct PairwiseArgs {
     pub qps: Option<u32>,
     /// Where -q came from when not the command line (`MESHRUN_QP`), for the header.
     #[arg(skip)]
-    pub qps_source: Option<crate::nic_env::Source>,
+    pub qps_source: Option<Box<crate::nic_env::Source>>,
     /// NCCL_IB_QPS_PER_CONNECTION as this rank's environment has it (used over RDMA only).
     #[arg(skip)]
     pub qps_env: Option<String>,

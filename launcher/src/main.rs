@@ -210,7 +210,8 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     // Pairwise's queue pairs per test: resolved with the transport, in pairwise_cmd::config.
     if let Command::Pairwise(a) = cmd {
         let given = a.qps;
-        a.qps_source = nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default());
+        a.qps_source =
+            nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()).map(Box::new);
         a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
     }
     Ok(())

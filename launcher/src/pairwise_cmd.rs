@@ -78,7 +78,13 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
     // -q (or MESHRUN_QP), else NCCL_IB_QPS_PER_CONNECTION where the mesh has RDMA.
     let mut nic_choice = a.rank.nic_choice.clone();
     let env = |k: &str| a.qps_env.clone().filter(|_| k == "NCCL_IB_QPS_PER_CONNECTION");
-    let qps = crate::nic_env::qps(a.qps, a.qps_source.clone(), transport.has_rdma(), &env, &mut nic_choice)?;
+    let qps = crate::nic_env::qps(
+        a.qps,
+        a.qps_source.as_deref().cloned(),
+        transport.has_rdma(),
+        &env,
+        &mut nic_choice,
+    )?;
     let max = crate::nic_env::MAX_QPS;
     if !(1..=max).contains(&qps) {
         return Err(format!(

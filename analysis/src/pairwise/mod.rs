@@ -196,9 +196,15 @@ impl Measurement {
         }
     }
 
-    /// Higher is better: Gb/s, or 1/latency.
+    /// Higher is better: Gb/s, or 1/latency. With several queue pairs per test, the queue pair
+    /// count times the median one's rate: the average (the count times the slowest's) would make
+    /// one slow path a slow pair, and so a slow NIC or node; [`paths`] names the path instead.
     pub fn score(&self) -> f64 {
         match (&self.bw, &self.lat) {
+            (Some(_), _) if self.paths.len() > 1 => {
+                let mut p = self.paths.clone();
+                crate::stats::median(&mut p) * p.len() as f64
+            }
             (Some(b), _) => b.avg_gbps,
             (None, Some(l)) if l.t_typical > 0.0 => 1.0 / l.t_typical,
             _ => 0.0,

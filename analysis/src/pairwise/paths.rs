@@ -9,7 +9,8 @@
 //! Each queue pair's rate is judged against the median of the others of its own test (they ran
 //! at the same time, under the same load), as a ratio; the ratios of every direction of the
 //! first pass at the matrix size are one population, whose healthy bulk and bar come from its
-//! own distribution ([`Bulk`], the rule pairs are judged by). A queue pair below the bar is a
+//! own distribution ([`Bulk`], the rule pairs are judged by; under `--threshold F`, F). A queue
+//! pair below the bar is a
 //! suspect; its pair is retested alone with the others, and it is confirmed when its ratio is
 //! still below the bar at its best retest (without retests, `--no-retest`, from the first pass).
 
@@ -49,10 +50,27 @@ fn with_paths<'a>(ms: &'a [Measurement], cfg: &'a PairwiseConfig) -> impl Iterat
 }
 
 /// The bar for a queue pair's ratio to its others, from the first pass (None without several
-/// queue pairs per test).
+/// queue pairs per test). Under `--threshold F` the bar is F itself: a queue pair is slow below F
+/// times its test's others, as a pair is below F times the median.
 pub fn bulk(first: &[Measurement], cfg: &PairwiseConfig) -> Option<Bulk> {
     let all: Vec<f64> = with_paths(first, cfg).flat_map(ratios).collect();
-    Bulk::of(&all)
+    let b = Bulk::of(&all)?;
+    Some(match cfg.threshold {
+        Some(f) => Bulk {
+            bar: f,
+            healthy: all.iter().filter(|&&r| r >= f).count(),
+            ..b
+        },
+        None => b,
+    })
+}
+
+/// What a run could name: the least drop below its test's others (`1 - F` under `--threshold`).
+fn sensitivity(b: &Bulk, cfg: &PairwiseConfig) -> f64 {
+    match cfg.threshold {
+        Some(f) => 1.0 - f,
+        None => b.drop_fraction(),
+    }
 }
 
 /// The pairs to retest alone for a suspect path (as the pass measured them: unordered).
@@ -167,7 +185,7 @@ pub fn decide(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConf
     }
     Some(PathVerdict {
         qps,
-        sensitivity: b.drop_fraction(),
+        sensitivity: sensitivity(&b, cfg),
         bulk: b,
         cleared,
         confirmed,

@@ -122,6 +122,28 @@ fn a_noisy_fabric_names_no_healthy_path_and_still_a_halved_one_when_quiet_enough
 }
 
 #[test]
+fn under_a_threshold_the_bar_is_that_fraction_of_the_others() {
+    // +-5% noise and a path at 60% of its others: the distribution's bar names it; --threshold
+    // 0.5 (slow below half the others) does not, --threshold 0.7 does, alone.
+    let slow = Some((2, 1, 3, 0.6));
+    let (first, again) = (run(6, 0.05, 11, slow, false), run(6, 0.05, 12, slow, true));
+    let named = |v: &PathVerdict| v.confirmed.iter().map(|p| (p.src, p.dst, p.qp)).collect::<Vec<_>>();
+    let robust = decide(&first, &again, &cfg(true)).expect("several queue pairs");
+    assert_eq!(named(&robust), vec![(2, 1, 3)]);
+    let at = |f: f64| PairwiseConfig {
+        threshold: Some(f),
+        ..cfg(true)
+    };
+    let v = decide(&first, &again, &at(0.5)).expect("several queue pairs");
+    assert!(v.pass() && v.cleared.is_empty(), "{v:?}");
+    assert_eq!((v.bulk.bar, v.sensitivity), (0.5, 0.5));
+    assert_eq!(suspect_pairs(&first, &at(0.5)), vec![]);
+    let v = decide(&first, &again, &at(0.7)).expect("several queue pairs");
+    assert_eq!(named(&v), vec![(2, 1, 3)]);
+    assert!((v.sensitivity - 0.3).abs() < 1e-12);
+}
+
+#[test]
 fn one_queue_pair_per_test_has_no_paths_verdict() {
     let mut first = run(3, 0.01, 1, None, false);
     for m in &mut first {
@@ -139,4 +161,61 @@ fn udp_source_ports_by_hand() {
     // 0x12345: low 0x2345, high 0x12345 & 0xFC000 = 0x10000, >> 14 = 4; 0x2345 ^ 4 = 0x2341.
     assert_eq!(udp_source_port(0x12345), 0xe341);
     assert_eq!(udp_source_port(0xf_ffff), 0xc000 | (0x3fff ^ 0x3f));
+}
+
+#[test]
+fn the_reports_name_the_path_and_the_run_fails() {
+    use crate::pairwise::report::{json, text};
+    use crate::pairwise::{verdict, PairwiseOutcome};
+    let c = cfg(true);
+    let slow = Some((1, 3, 2, 0.5));
+    let (first, again) = (run(4, 0.01, 7, slow, false), run(4, 0.01, 8, slow, true));
+    let hosts: Vec<String> = (0..4).map(|i| format!("h{i}")).collect();
+    let plan = verdict::RetestPlan {
+        paths: suspect_pairs(&first, &c),
+        ..verdict::retest_plan(&first, &c, &hosts)
+    };
+    assert_eq!(
+        plan.pairs(),
+        vec![(1, 3)],
+        "the pair of the slow path is retested, once"
+    );
+    let o = PairwiseOutcome {
+        config: c.clone(),
+        transport: "verbs".into(),
+        transport_details: Vec::new(),
+        hosts: hosts.clone(),
+        rounds: 3,
+        verdict: verdict::decide(&first, &again, &c, &hosts, &plan, None),
+        paths: decide(&first, &again, &c),
+        measurements: first,
+        retests: again,
+        config_findings: Vec::new(),
+        rails: Vec::new(),
+        follow_up: Vec::new(),
+        counters: Vec::new(),
+        timings: None,
+    };
+    assert!(o.verdict.pass && !o.pass(), "the pairs pass, the run does not");
+    let t = text::render_judged(&o);
+    assert!(
+        t.contains(
+            "# Slow path: one of the 4 paths from h1 (rank 1) to h3 (rank 3) is slow: queue pair 3 (flow label 3, \
+             RoCE v2 UDP source port 49155 = 0xc003) 5.0"
+        ),
+        "{t}"
+    );
+    assert!(
+        t.contains("# Sensitivity (paths): a queue pair 7% or more below the others of its test"),
+        "{t}"
+    );
+    assert!(
+        t.contains("# FAIL: 1 slow path(s) (one queue pair of a pair slower than its others), no slow pair\n"),
+        "{t}"
+    );
+    assert!(!t.contains("# PASS"), "{t}");
+    let j: serde_json::Value = serde_json::from_slice(&json::render(&o)).expect("json");
+    assert_eq!(j["paths"]["confirmed"][0]["qp"], 2);
+    assert_eq!(j["paths"]["confirmed"][0]["flow_label"], 3);
+    assert_eq!(j["results"][0]["paths"].as_array().map(Vec::len), Some(4));
 }

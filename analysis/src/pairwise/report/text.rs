@@ -577,7 +577,7 @@ fn paths(s: &mut String, o: &PairwiseOutcome) {
         let _ = writeln!(
             s,
             "# Slow path: one of the {} paths from {} (rank {}) to {} (rank {}) is slow: queue pair {} (flow label {}, \
-             RoCE v2 UDP source port {}) {:.2} Gb/s against {:.2} for the others ({:.2} of them{alone})",
+             RoCE v2 UDP source port {} = {:#06x}) {} Gb/s against {} for the others ({:.2} of them{alone})",
             x.qps,
             o.hosts[x.src],
             x.src,
@@ -586,11 +586,23 @@ fn paths(s: &mut String, o: &PairwiseOutcome) {
             x.qp + 1,
             x.flow_label,
             x.udp_source_port(),
-            x.gbps,
-            x.others_gbps,
+            x.udp_source_port(),
+            three_figures(x.gbps),
+            three_figures(x.others_gbps),
             x.ratio
         );
     }
+}
+
+/// A rate with at least two decimals and three significant figures (a path at 0.00114 Gb/s is
+/// not "0.00").
+fn three_figures(x: f64) -> String {
+    let decimals = if x > 0.0 && x.is_finite() {
+        (2 - x.log10().floor() as i32).clamp(2, 8) as usize
+    } else {
+        2
+    };
+    format!("{x:.decimals$}")
 }
 
 /// The run's PASS or FAIL, with what was blamed at each level.
