@@ -23,6 +23,17 @@ use super::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
 use crate::stats::median;
 
+/// The median rate of the queue pairs of `paths` other than `k`.
+fn others_median(paths: &[f64], k: usize) -> f64 {
+    let mut others: Vec<f64> = paths
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != k)
+        .map(|(_, &x)| x)
+        .collect();
+    median(&mut others)
+}
+
 /// One queue pair's rate against the median of its test's others (None with fewer than two).
 fn ratios(m: &Measurement) -> Vec<f64> {
     let p = &m.paths;
@@ -31,8 +42,7 @@ fn ratios(m: &Measurement) -> Vec<f64> {
     }
     (0..p.len())
         .map(|k| {
-            let mut others: Vec<f64> = p.iter().enumerate().filter(|(j, _)| *j != k).map(|(_, &x)| x).collect();
-            let m = median(&mut others);
+            let m = others_median(p, k);
             if m > 0.0 {
                 p[k] / m
             } else {
@@ -163,13 +173,6 @@ pub fn decide(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConf
                 cleared.push((m.src, m.dst, k));
                 continue;
             }
-            let mut others: Vec<f64> = m
-                .paths
-                .iter()
-                .enumerate()
-                .filter(|(j, _)| *j != k)
-                .map(|(_, &x)| x)
-                .collect();
             confirmed.push(SlowPath {
                 src: m.src,
                 dst: m.dst,
@@ -177,7 +180,7 @@ pub fn decide(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConf
                 qps: m.paths.len(),
                 flow_label: k as u32 + 1,
                 gbps: m.paths[k],
-                others_gbps: median(&mut others),
+                others_gbps: others_median(&m.paths, k),
                 ratio,
                 ratio_alone: alone,
             });
