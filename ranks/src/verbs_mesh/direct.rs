@@ -160,9 +160,13 @@ impl VerbsMesh {
                 .pd
                 .register(64, Access::LOCAL_WRITE)
                 .map_err(|e| self.verbs_err(e))?;
-            let link = self.test_link(p, DEPTH as u32, deadline, &mut |qp| {
-                (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0)))
-            })?;
+            let link = self.test_link(
+                p,
+                DEPTH as u32,
+                deadline,
+                &mut |qp| (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0))),
+                0,
+            )?;
             self.direct.links[p] = Some(Link { link, sink });
         }
         Ok(())

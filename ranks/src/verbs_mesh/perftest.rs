@@ -360,7 +360,7 @@ impl VerbsMesh {
         (0..n)
             .map(|k| {
                 let label = if n > 1 { k as u32 + 1 } else { 0 };
-                self.test_link_labelled(peer, depth, deadline, prepare, label)
+                self.test_link(peer, depth, deadline, prepare, label)
             })
             .collect()
     }
@@ -369,19 +369,9 @@ impl VerbsMesh {
     /// test: its send queue is as deep as the test's window (the mesh's queue pairs keep room for
     /// credits), its receive queue holds only the test's receives (never the mesh's inbox
     /// receives), and its completions arrive on their own queue. `prepare` posts receives while the queue pair is in INIT, before the peer can send;
-    /// both sides are ready to send when this returns.
+    /// both sides are ready to send when this returns. `flow_label` is what its packets carry (0: the
+    /// device's choice).
     pub(super) fn test_link(
-        &mut self,
-        peer: usize,
-        depth: u32,
-        deadline: Instant,
-        prepare: &mut dyn FnMut(&QueuePair<Init>) -> Result<(), VerbsError>,
-    ) -> Result<TestLink, TransportError> {
-        self.test_link_labelled(peer, depth, deadline, prepare, 0)
-    }
-
-    /// [`Self::test_link`] with the flow label its packets carry (0: the device's choice).
-    fn test_link_labelled(
         &mut self,
         peer: usize,
         depth: u32,

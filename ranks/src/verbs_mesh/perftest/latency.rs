@@ -111,9 +111,13 @@ impl VerbsMesh {
         let src = self.source(reg, bytes.max(1), local)?;
         let recv_id = wr_id(peer, WrKind::Recv, 0);
         let first = count.min(POSTED);
-        let link = self.test_link(peer, POSTED as u32 + 2, deadline, &mut |qp| {
-            (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id))
-        })?;
+        let link = self.test_link(
+            peer,
+            POSTED as u32 + 2,
+            deadline,
+            &mut |qp| (0..first).try_for_each(|_| qp.post_recv(inbox.reg(), 0, bytes, recv_id)),
+            0,
+        )?;
         let step = deadline.saturating_duration_since(Instant::now());
         let (mut posted_r, mut unacked) = (first, 0u64);
         let mut round_trips = Vec::with_capacity(count.min(10_000_000) as usize);
