@@ -4,8 +4,8 @@
 //! latency tests) is suspect when it lies well below the healthy bulk of its own population,
 //! pairs between hosts and pairs within a host being judged apart (they use different paths).
 //! Suspect pairs are retested alone, with a few reference pairs from the middle of the bulk
-//! retested alone the same way, [`RETEST_PASSES`] times over, each direction counting at its
-//! best pass: a suspect is confirmed when, alone, it is still below the bar
+//! retested alone the same way, [`RETEST_PASSES`] times over (and the pairs still slow then
+//! [`CONFIRM_PASSES`] more), each direction counting at its best pass: a suspect is confirmed when, alone, it is still below the bar
 //! moved to where the references ran alone (the same relative drop), so a pair is never judged
 //! alone against figures measured under load. `--threshold F` instead sets the bar at F times
 //! the median of all directions (retests judged against the same bar), and `--expect-gbps` is a
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use super::blame::blame;
 pub use super::blame::{Part, SlowPair};
-use super::bulk::Bulk;
+use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD};
 use super::topology::Topology;
 use super::{Measurement, PairwiseConfig, TestKind};
 use crate::schedule::Pair;
@@ -31,6 +31,26 @@ pub const REFERENCES: usize = 2;
 /// a moment's load (another process, an interrupt storm) slowed in one retest is rarely slowed
 /// the same way in the next, so a single hiccup no longer confirms a healthy pair.
 pub const RETEST_PASSES: usize = 2;
+
+/// Further passes alone for the pairs still slow after [`RETEST_PASSES`]: a healthy direction
+/// that a busy machine slowed in both passes is rarely slowed a third time, and with a hundred
+/// suspects (a noisy first pass) some direction is slowed twice by chance; a slow link is slow
+/// every time. Only confirmed pairs run it, so a clean run pays nothing.
+pub const CONFIRM_PASSES: usize = 1;
+
+/// The pairs to retest once more before the verdict is final: those confirmed slow by their
+/// retests (never those confirmed without one).
+pub fn to_confirm(v: &Verdict) -> Vec<Pair> {
+    let mut p: Vec<Pair> = v
+        .confirmed
+        .iter()
+        .filter(|c| c.retest.is_some())
+        .map(|c| (c.a, c.b))
+        .collect();
+    p.sort_unstable();
+    p.dedup();
+    p
+}
 
 /// How the bar was set.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -66,6 +86,10 @@ pub struct Judged {
     /// A PASS means no direction fell this far, or none that stayed there when retested alone.
     #[serde(default)]
     pub sensitivity: f64,
+    /// How much a direction's score varied from one retest pass to the next (robust standard
+    /// deviation of one retest, log units), where it widened the bar alone: see [`alone_spread`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alone_spread: Option<f64>,
 }
 
 /// The outcome of the checks.
@@ -280,6 +304,33 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
     }
 }
 
+/// How much one retest alone varies, from the retests themselves: each direction retested in
+/// [`RETEST_PASSES`] passes gives the differences of its log scores from pass to pass, and their
+/// median (scaled, a difference being two draws) is the robust standard deviation of one retest
+/// (log units). A slow link is slow in every pass, so a fault does not add to it: it is the
+/// measurement's own noise alone, which the first pass under load cannot show. On a quiet
+/// fabric it is about 1% and changes nothing; on a busy machine (TCP ranks outnumbering cores)
+/// a pair alone can vary by a quarter between passes, and a bar 7% below the references would
+/// confirm healthy pairs. None for fewer than [`ALONE_DIFFS`] differences.
+pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
+    let mut by_dir: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
+    for m in retests.iter().filter(|m| population(hosts, m) == p) {
+        let s = m.score();
+        if s > 0.0 {
+            by_dir.entry((m.src, m.dst)).or_default().push(s.ln());
+        }
+    }
+    let mut diffs: Vec<f64> = by_dir
+        .values()
+        .flat_map(|v| v.windows(2).map(|w| (w[1] - w[0]).abs()))
+        .collect();
+    (diffs.len() >= ALONE_DIFFS).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
+}
+
+/// Pass-to-pass differences needed to estimate the retests' noise: the six directions of the
+/// fewest pairs a population retests (one suspect and its two references).
+pub const ALONE_DIFFS: usize = 6;
+
 /// The worst direction of a pair's retests, each direction at its best pass.
 fn worst_of_best(re: &[&Measurement]) -> f64 {
     let mut best: HashMap<(usize, usize), f64> = HashMap::new();
@@ -316,18 +367,31 @@ pub fn decide(
                 .map(Measurement::score)
                 .collect();
             let reference_alone = (!alone.is_empty()).then(|| median(&mut alone));
-            // The same relative drop, below where the references ran alone; never below the floor.
-            let mut bar_alone = reference_alone.map_or(bulk.bar, |r| r * bulk.bar / bulk.median.max(f64::MIN_POSITIVE));
+            // The same relative drop, below where the references ran alone, or a larger one where
+            // the retests themselves are noisier than that; never below the floor.
+            let mut keep = bulk.bar / bulk.median.max(f64::MIN_POSITIVE);
+            let mut widened = None;
+            if let (Rule::Robust, Some(_)) = (rule, reference_alone) {
+                if let Some(sd) = alone_spread(retests, hosts, *p) {
+                    let k = (-DEVIATIONS * sd).exp();
+                    if k < keep {
+                        keep = k;
+                        widened = Some(sd);
+                    }
+                }
+            }
+            let mut bar_alone = reference_alone.map_or(bulk.bar, |r| r * keep);
             if let (TestKind::Bw, Some(f)) = (cfg.test, cfg.expect_gbps) {
                 bar_alone = bar_alone.max(f);
             }
             Judged {
                 population: *p,
-                sensitivity: bulk.drop_fraction(),
+                sensitivity: bulk.drop_fraction().max(1.0 - keep),
                 bulk: *bulk,
                 references: refs,
                 reference_alone,
                 bar_alone,
+                alone_spread: widened,
             }
         })
         .collect();

@@ -195,18 +195,18 @@ fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, w
     })
 }
 
-/// Retest `pairs` alone, one at a time, at the matrix size, [`verdict::RETEST_PASSES`] times
-/// over (the whole list, then again), so each pair's passes are apart in time; rank 0 gets the
-/// results.
+/// Retest `pairs` alone, one at a time, at the matrix size, `passes` times over (the whole
+/// list, then again), so each pair's passes are apart in time; rank 0 gets the results.
 fn retest(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
     pairs: &[Pair],
+    passes: usize,
 ) -> Result<Option<Vec<Measurement>>, PairwiseError> {
     let me = t.rank();
     let mut mine = Vec::new();
-    for _ in 0..verdict::RETEST_PASSES {
+    for _ in 0..passes {
         for &(a, b) in pairs {
             ranks::postmortem::enter(&format!("retest {a}-{b}"));
             if me == a || me == b {
@@ -245,7 +245,7 @@ pub fn run(
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
     let retest_start = std::time::Instant::now();
     let mut retest_count = plan.pairs().len() * verdict::RETEST_PASSES;
-    let mut retests = retest(world, t, cfg, &plan.pairs())?;
+    let mut retests = retest(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES)?;
     let mut retest_s = retest_start.elapsed().as_secs_f64();
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
@@ -274,13 +274,30 @@ pub fn run(
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
         let again = std::time::Instant::now();
-        let more_retests = retest(world, t, cfg, &new)?;
+        let more_retests = retest(world, t, cfg, &new, verdict::RETEST_PASSES)?;
         retest_s += again.elapsed().as_secs_f64();
         retest_count += new.len() * verdict::RETEST_PASSES;
         if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
             re.extend(extra);
         }
         plan = whole;
+    }
+    // The pairs still slow alone, once more: rank 0 decides which, every rank learns them.
+    if cfg.retest {
+        let still = match (&measurements, &retests) {
+            (Some(ms), Some(re)) => verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0),
+            _ => Vec::new(),
+        };
+        let still = share(world, &still, "sharing the pairs to confirm")?;
+        if !still.is_empty() {
+            let again = std::time::Instant::now();
+            let more_retests = retest(world, t, cfg, &still, verdict::CONFIRM_PASSES)?;
+            retest_s += again.elapsed().as_secs_f64();
+            retest_count += still.len() * verdict::CONFIRM_PASSES;
+            if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
+                re.extend(extra);
+            }
+        }
     }
     Ok(measurements.zip(retests).map(|(measurements, retests)| {
         let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);

@@ -372,10 +372,16 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 );
                 sensitivity(s, c.test, pop, j, val(b.median), u);
                 if let Some(alone) = j.reference_alone {
+                    let noise = j.alone_spread.map_or(String::new(), |sd| {
+                        format!(
+                            " (4 deviations of the retests' own noise, +-{:.0}% from pass to pass)",
+                            (sd.exp() - 1.0) * 100.0
+                        )
+                    });
                     let _ = writeln!(
                         s,
                         "# Retested alone{pop}: the suspects, and {} reference pair(s) from the bulk, which ran at {:.2} {u} alone: \
-                         {cmp} {:.2} {u} alone is slow",
+                         {cmp} {:.2} {u} alone is slow{noise}",
                         j.references.len(),
                         val(alone),
                         val(j.bar_alone)

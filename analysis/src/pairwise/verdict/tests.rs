@@ -1,6 +1,7 @@
 //! The verdict's unit tests: bars, suspects, references and what a retest confirms.
 
 use super::*;
+use crate::pairwise::bulk::MIN_DROP;
 use crate::pairwise::formulas::BwResult;
 use crate::pairwise::Amount;
 use crate::pairwise::{OpName, Pattern, Selection};
@@ -379,4 +380,57 @@ fn a_small_population_is_judged_with_the_runs_noise() {
         Some(qwithin),
         Bulk::of(&[8.16, 5.91, 7.93, 8.79, 7.46, 8.03, 6.20, 7.86])
     );
+}
+
+/// Retests of the suspect (0, 1) and of the references: both directions, [`RETEST_PASSES`]
+/// passes, the passes apart by the factor `jitter`; the suspect runs at `suspect` (its better
+/// pass), the references at 10.
+fn retests_with_jitter(plan: &RetestPlan, suspect: f64, jitter: f64) -> Vec<Measurement> {
+    let mut v = Vec::new();
+    for pass in 0..RETEST_PASSES {
+        let f = if pass % 2 == 0 { 1.0 } else { 1.0 / jitter };
+        for &(a, b) in &plan.pairs() {
+            let at = if (a, b) == (0, 1) { suspect } else { 10.0 };
+            for (s, d) in [(a, b), (b, a)] {
+                let mut x = m(s, d, at * f);
+                x.retest = true;
+                v.push(x);
+            }
+        }
+    }
+    v
+}
+
+/// On a busy machine a pair alone varies by a quarter from one pass to the next, and a suspect
+/// 20% below the references alone is within that noise: the bar alone widens to four of the
+/// retests' own deviations, and says so. On a quiet fabric (passes within 1%) the same drop is
+/// confirmed against the first pass's 7%, and that pair is the one retested once more.
+#[test]
+fn the_retests_own_noise_sets_the_least_drop_alone() {
+    let c = PairwiseConfig {
+        threshold: None,
+        ..cfg()
+    };
+    let h = hosts(4);
+    let first = matrix(4, 10.0, &[(0, 1, 8.0)]);
+    let plan = retest_plan(&first, &c, &h);
+    assert_eq!(plan.suspects, vec![(0, 1)]);
+    assert_eq!(plan.references.len(), REFERENCES);
+
+    let noisy = decide(&first, &retests_with_jitter(&plan, 8.0, 1.3), &c, &h, &plan, None);
+    let j = &noisy.judged[0];
+    let sd = j.alone_spread.expect("the retests' noise widened the bar");
+    // Every difference is ln 1.3: one retest's deviation is that x 1.4826 / sqrt 2.
+    assert!((sd - 1.3f64.ln() * 1.4826 / 2f64.sqrt()).abs() < 1e-9, "{j:?}");
+    assert!(j.bar_alone < 8.0 && j.sensitivity > 0.6, "{j:?}");
+    assert!(noisy.pass, "{noisy:?}");
+    assert_eq!(noisy.cleared, vec![(0, 1)]);
+    assert!(to_confirm(&noisy).is_empty());
+
+    let quiet = decide(&first, &retests_with_jitter(&plan, 8.0, 1.01), &c, &h, &plan, None);
+    let j = &quiet.judged[0];
+    assert_eq!(j.alone_spread, None, "{j:?}");
+    assert!((j.sensitivity - (1.0 - (-MIN_DROP).exp())).abs() < 1e-9, "{j:?}");
+    assert!(!quiet.pass, "{quiet:?}");
+    assert_eq!(to_confirm(&quiet), vec![(0, 1)]);
 }
