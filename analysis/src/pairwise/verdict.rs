@@ -312,6 +312,10 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
 /// fabric it is about 1% and changes nothing; on a busy machine (TCP ranks outnumbering cores)
 /// a pair alone can vary by a quarter between passes, and a bar 7% below the references would
 /// confirm healthy pairs. None for fewer than [`ALONE_DIFFS`] differences.
+///
+/// The differences follow the order of `retests`, which is pass order: each rank appends its
+/// passes as it runs them, the gather keeps each rank's order, and a confirmation pass
+/// ([`CONFIRM_PASSES`]) comes after both others, adding one difference per direction it reruns.
 pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
     let mut by_dir: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
     for m in retests.iter().filter(|m| population(hosts, m) == p) {

@@ -219,6 +219,39 @@ fn retest(
     Ok(gather_measurements(world, &mine, "gathering retest results")?)
 }
 
+/// The retests alone so far, in the order they ran (rank 0 holds them), and what they cost.
+#[derive(Default)]
+struct Retests {
+    measured: Option<Vec<Measurement>>,
+    /// Pair retests run, each pass of each pair counted once.
+    count: usize,
+    seconds: f64,
+}
+
+impl Retests {
+    /// Retest `pairs` alone in `passes` passes on every rank and keep what rank 0 gathers,
+    /// after what was retested before.
+    fn run(
+        &mut self,
+        world: &World,
+        t: &mut dyn Transport,
+        cfg: &PairwiseConfig,
+        pairs: &[Pair],
+        passes: usize,
+    ) -> Result<(), PairwiseError> {
+        let started = std::time::Instant::now();
+        let more = retest(world, t, cfg, pairs, passes)?;
+        self.seconds += started.elapsed().as_secs_f64();
+        self.count += pairs.len() * passes;
+        match (self.measured.as_mut(), more) {
+            (Some(all), Some(more)) => all.extend(more),
+            (None, more) => self.measured = more,
+            (Some(_), None) => {}
+        }
+        Ok(())
+    }
+}
+
 /// Run the pairwise test on every rank. Rank 0 gets the outcome.
 ///
 /// The pass measures the rounds; rank 0 picks suspects and reference pairs, which every rank
@@ -243,15 +276,13 @@ pub fn run(
         _ => verdict::RetestPlan::default(),
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
-    let retest_start = std::time::Instant::now();
-    let mut retest_count = plan.pairs().len() * verdict::RETEST_PASSES;
-    let mut retests = retest(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES)?;
-    let mut retest_s = retest_start.elapsed().as_secs_f64();
+    let mut retests = Retests::default();
+    retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
     if cfg.pattern != Pattern::All && cfg.retest {
-        if let (Some(ms), Some(re)) = (&measurements, &retests) {
+        if let (Some(ms), Some(re)) = (&measurements, &retests.measured) {
             let (v, _) = rails::decide(ms, re, cfg, hosts, &plan, fabric);
             follow = follow_up::ranks(&v, &plan, cfg.selection, world.node_of());
         }
@@ -273,33 +304,26 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        let again = std::time::Instant::now();
-        let more_retests = retest(world, t, cfg, &new, verdict::RETEST_PASSES)?;
-        retest_s += again.elapsed().as_secs_f64();
-        retest_count += new.len() * verdict::RETEST_PASSES;
-        if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
-            re.extend(extra);
-        }
+        retests.run(world, t, cfg, &new, verdict::RETEST_PASSES)?;
         plan = whole;
     }
     // The pairs still slow alone, once more: rank 0 decides which, every rank learns them.
     if cfg.retest {
-        let still = match (&measurements, &retests) {
+        let still = match (&measurements, &retests.measured) {
             (Some(ms), Some(re)) => verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0),
             _ => Vec::new(),
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            let again = std::time::Instant::now();
-            let more_retests = retest(world, t, cfg, &still, verdict::CONFIRM_PASSES)?;
-            retest_s += again.elapsed().as_secs_f64();
-            retest_count += still.len() * verdict::CONFIRM_PASSES;
-            if let (Some(re), Some(extra)) = (retests.as_mut(), more_retests) {
-                re.extend(extra);
-            }
+            retests.run(world, t, cfg, &still, verdict::CONFIRM_PASSES)?;
         }
     }
-    Ok(measurements.zip(retests).map(|(measurements, retests)| {
+    let Retests {
+        measured,
+        count: retest_count,
+        seconds: retest_s,
+    } = retests;
+    Ok(measurements.zip(measured).map(|(measurements, retests)| {
         let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
         let paths = paths::decide(&measurements, &retests, cfg);
         PairwiseOutcome {
