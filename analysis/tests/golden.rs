@@ -377,3 +377,52 @@ fn collective_reports_match_their_golden_files() {
     };
     assert_eq!(strip(&json), strip(&direct));
 }
+
+/// A pair slow in the pass and fine alone is cleared, and its line says what it ran at alone
+/// against the bar alone (a reader sees how near the bar it was). The send-bw-4ranks run with
+/// one cell slowed to a fifth in the pass, every pair the plan retests at its pass figures alone.
+#[test]
+fn a_cleared_pair_shows_its_figure_alone_against_the_bar() {
+    let p = dir().join("send-bw-4ranks.outcome.json");
+    let mut f: Fixture = serde_json::from_slice(&std::fs::read(p).expect("fixture")).expect("a fixture outcome");
+    let healthy: Vec<Measurement> = f.measurements.clone();
+    let slow = f
+        .measurements
+        .iter_mut()
+        .find(|m| (m.src, m.dst) == (2, 3))
+        .and_then(|m| m.bw.as_mut())
+        .expect("the 2 -> 3 cell");
+    slow.avg_gbps /= 5.0;
+    let plan = verdict::retest_plan(&f.measurements, &f.config, &f.hosts);
+    assert!(plan.suspects.contains(&(2, 3)), "{:?}", plan.suspects);
+    f.retests = (0..2)
+        .flat_map(|_| plan.pairs())
+        .flat_map(|(a, b)| {
+            healthy
+                .iter()
+                .filter(move |m| (m.src.min(m.dst), m.src.max(m.dst)) == (a, b))
+        })
+        .map(|m| Measurement {
+            retest: true,
+            ..m.clone()
+        })
+        .collect();
+    let o = outcome(f);
+    assert_eq!(o.verdict.cleared, vec![(2, 3)]);
+    let alone = verdict::alone_score(&o.retests, (3, 2)).expect("retested");
+    // Ranks 2 and 3 share node02: the bar alone of the pairs within a host.
+    let within = o
+        .verdict
+        .judged
+        .iter()
+        .find(|j| j.population == verdict::Population::WithinHost);
+    let bar = within.expect("pairs within a host judged").bar_alone;
+    assert!(alone > bar, "{alone} {bar}");
+    let want = format!("fine alone ({alone:.2} Gb/sec; slow alone is below {bar:.2} Gb/sec)");
+    let text = text::render(&o);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# cleared: rank 2"))
+        .unwrap_or_default();
+    assert!(line.ends_with(&want), "{line}\nwant ... {want}\n{text}");
+}

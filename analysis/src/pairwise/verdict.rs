@@ -335,6 +335,14 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
 /// fewest pairs a population retests (one suspect and its two references).
 pub const ALONE_DIFFS: usize = 6;
 
+/// A pair's figure alone, as the verdict judges it: its worst direction, each direction at its
+/// best retest pass (score units). None when the pair was not retested.
+pub fn alone_score(retests: &[Measurement], pair: Pair) -> Option<f64> {
+    let key = (pair.0.min(pair.1), pair.0.max(pair.1));
+    let re: Vec<&Measurement> = retests.iter().filter(|m| unordered(m) == key).collect();
+    (!re.is_empty()).then(|| worst_of_best(&re))
+}
+
 /// The worst direction of a pair's retests, each direction at its best pass.
 fn worst_of_best(re: &[&Measurement]) -> f64 {
     let mut best: HashMap<(usize, usize), f64> = HashMap::new();

@@ -8,7 +8,7 @@ use crate::counters;
 use crate::pairwise::blame::{Counts, Part};
 use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::rails::RailOutcome;
-use crate::pairwise::verdict::{Judged, Population, Rule, Verdict};
+use crate::pairwise::verdict::{self, Judged, Population, Rule, Verdict};
 use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 use crate::stats::median;
 
@@ -390,11 +390,26 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             }
         }
     }
-    for (a, b) in &v.cleared {
+    for &(a, b) in &v.cleared {
+        // What it ran at alone against the bar alone of its population, so a reader sees how
+        // near the bar it was (a wide bar on a noisy run clears a pair a quiet run would name).
+        let within = o.hosts.get(a) == o.hosts.get(b);
+        let judged = v.judged.iter().find(|j| match v.rule {
+            Rule::Threshold(_) => true,
+            Rule::Robust => (j.population == Population::WithinHost) == within,
+        });
+        let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
+            (Some(alone), Some(j)) => format!(
+                " ({:.2} {u}; slow alone is {cmp} {:.2} {u})",
+                val(alone),
+                val(j.bar_alone)
+            ),
+            _ => String::new(),
+        };
         let _ = writeln!(
             s,
-            "# cleared: rank {a} ({}) <-> rank {b} ({}) was slow only with other pairs running; fine alone",
-            o.hosts[*a], o.hosts[*b]
+            "# cleared: rank {a} ({}) <-> rank {b} ({}) was slow only with other pairs running; fine alone{figures}",
+            o.hosts[a], o.hosts[b]
         );
     }
     let bulk_of = |within: bool| {
