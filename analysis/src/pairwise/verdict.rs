@@ -335,6 +335,20 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
 /// fewest pairs a population retests (one suspect and its two references).
 pub const ALONE_DIFFS: usize = 6;
 
+/// The population a pair was judged in: under a threshold the one judgement, else the pair's
+/// own population (within a host or between hosts).
+pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: Pair) -> Option<&'a Judged> {
+    let p = if hosts.get(pair.0) == hosts.get(pair.1) {
+        Population::WithinHost
+    } else {
+        Population::BetweenHosts
+    };
+    match rule {
+        Rule::Threshold(_) => judged.first(),
+        Rule::Robust => judged.iter().find(|j| j.population == p),
+    }
+}
+
 /// A pair's figure alone, as the verdict judges it: its worst direction, each direction at its
 /// best retest pass (score units). None when the pair was not retested.
 pub fn alone_score(retests: &[Measurement], pair: Pair) -> Option<f64> {
@@ -407,17 +421,7 @@ pub fn decide(
             }
         })
         .collect();
-    let alone_bar = |pair: Pair| -> f64 {
-        let p = if hosts[pair.0] == hosts[pair.1] {
-            Population::WithinHost
-        } else {
-            Population::BetweenHosts
-        };
-        match rule {
-            Rule::Threshold(_) => judged.first().map_or(0.0, |j| j.bar_alone),
-            Rule::Robust => judged.iter().find(|j| j.population == p).map_or(0.0, |j| j.bar_alone),
-        }
-    };
+    let alone_bar = |pair: Pair| judged_for(&judged, rule, hosts, pair).map_or(0.0, |j| j.bar_alone);
     let mut confirmed = Vec::new();
     let mut cleared = Vec::new();
     let first_of = by_pair(at_matrix_size(first, cfg));

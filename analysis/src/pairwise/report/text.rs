@@ -393,11 +393,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     for &(a, b) in &v.cleared {
         // What it ran at alone against the bar alone of its population, so a reader sees how
         // near the bar it was (a wide bar on a noisy run clears a pair a quiet run would name).
-        let within = o.hosts.get(a) == o.hosts.get(b);
-        let judged = v.judged.iter().find(|j| match v.rule {
-            Rule::Threshold(_) => true,
-            Rule::Robust => (j.population == Population::WithinHost) == within,
-        });
+        let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
         let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
             (Some(alone), Some(j)) => format!(
                 " ({:.2} {u}; slow alone is {cmp} {:.2} {u})",
