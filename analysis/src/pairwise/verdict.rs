@@ -5,9 +5,11 @@
 //! pairs between hosts and pairs within a host being judged apart (they use different paths).
 //! Suspect pairs are retested alone, with a few reference pairs from the middle of the bulk
 //! retested alone the same way, [`RETEST_PASSES`] times over (and the pairs still slow then
-//! [`CONFIRM_PASSES`] more), each direction counting at its best pass: a suspect is confirmed when, alone, it is still below the bar
-//! moved to where the references ran alone (the same relative drop), so a pair is never judged
-//! alone against figures measured under load. `--threshold F` instead sets the bar at F times
+//! [`CONFIRM_PASSES`] more), each direction counting at its best pass: a suspect is confirmed
+//! when, alone, it is still below a bar set under where the references ran alone, by four
+//! deviations of the retests' own noise ([`alone_spread`], never less than the 7% floor) or,
+//! with too few retests to measure it, by the first pass's relative drop; so a pair is never
+//! judged alone against figures measured under load, nor by the first pass's contention. `--threshold F` instead sets the bar at F times
 //! the median of all directions (retests judged against the same bar), and `--expect-gbps` is a
 //! floor under either rule. Confirmed pairs are then blamed on an uplink, a node, a host link, a
 //! NIC or a single rank pair ([`super::blame`]).
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::blame::blame;
 pub use super::blame::{Part, SlowPair};
-use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD};
+use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD, MIN_DROP};
 use super::topology::Topology;
 use super::{Measurement, PairwiseConfig, TestKind};
 use crate::schedule::Pair;
@@ -87,7 +89,8 @@ pub struct Judged {
     #[serde(default)]
     pub sensitivity: f64,
     /// How much a direction's score varied from one retest pass to the next (robust standard
-    /// deviation of one retest, log units), where it widened the bar alone: see [`alone_spread`].
+    /// deviation of one retest, log units), where it set the bar alone (wider or narrower than
+    /// the first pass's relative drop): see [`alone_spread`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alone_spread: Option<f64>,
 }
@@ -311,7 +314,10 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
 /// measurement's own noise alone, which the first pass under load cannot show. On a quiet
 /// fabric it is about 1% and changes nothing; on a busy machine (TCP ranks outnumbering cores)
 /// a pair alone can vary by a quarter between passes, and a bar 7% below the references would
-/// confirm healthy pairs. None for fewer than [`ALONE_DIFFS`] differences.
+/// confirm healthy pairs; and where the first pass's contention spread the cells over a factor
+/// of several while a pair alone varies by a few percent, the first pass's bar (98% below its
+/// bulk in one such run) would clear a pair alone at a fiftieth of the references. None for
+/// fewer than [`ALONE_DIFFS`] differences.
 ///
 /// The differences follow the order of `retests`, which is pass order: each rank appends its
 /// passes as it runs them, the gather keeps each rank's order, and a confirmation pass
@@ -330,6 +336,10 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
         .collect();
     (diffs.len() >= ALONE_DIFFS).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
 }
+
+/// Bars alone closer than this (as a fraction of the references alone) are the same bar: the
+/// retests' noise is reported only where it moved the bar.
+const KEEP_EPSILON: f64 = 1e-9;
 
 /// Pass-to-pass differences needed to estimate the retests' noise: the six directions of the
 /// fewest pairs a population retests (one suspect and its two references).
@@ -393,16 +403,21 @@ pub fn decide(
                 .map(Measurement::score)
                 .collect();
             let reference_alone = (!alone.is_empty()).then(|| median(&mut alone));
-            // The same relative drop, below where the references ran alone, or a larger one where
-            // the retests themselves are noisier than that; never below the floor.
+            // Below where the references ran alone: by four deviations of the retests' own
+            // noise where there are enough retests to measure it (never less than the floor),
+            // else by the first pass's relative drop. The retests run one pair at a time, so
+            // their noise is theirs, not the first pass's contention: it widens the bar where a
+            // pair alone varies more than the first pass showed, and narrows it where the first
+            // pass was far noisier than a pair alone (a busy machine's first pass can spread over
+            // a factor of 3, and a node at a fiftieth was cleared alone against a bar at 2%).
             let mut keep = bulk.bar / bulk.median.max(f64::MIN_POSITIVE);
-            let mut widened = None;
+            let mut from_noise = None;
             if let (Rule::Robust, Some(_)) = (rule, reference_alone) {
                 if let Some(sd) = alone_spread(retests, hosts, *p) {
-                    let k = (-DEVIATIONS * sd).exp();
-                    if k < keep {
+                    let k = (-(DEVIATIONS * sd).max(MIN_DROP)).exp();
+                    if (k - keep).abs() > KEEP_EPSILON {
                         keep = k;
-                        widened = Some(sd);
+                        from_noise = Some(sd);
                     }
                 }
             }
@@ -417,7 +432,7 @@ pub fn decide(
                 references: refs,
                 reference_alone,
                 bar_alone,
-                alone_spread: widened,
+                alone_spread: from_noise,
             }
         })
         .collect();

@@ -434,3 +434,63 @@ fn the_retests_own_noise_sets_the_least_drop_alone() {
     assert!(!quiet.pass, "{quiet:?}");
     assert_eq!(to_confirm(&quiet), vec![(0, 1)]);
 }
+
+/// A busy machine's first pass (every pair at once, ranks competing for the cores) spreads its
+/// healthy cells over a factor of 25, so its bar sits near the middle of the gap below them, 97%
+/// under the bulk. Alone, one pair at a time, the retests agree within 2% from pass to pass:
+/// the bar alone comes from that noise, so a link at a twentieth of the references alone is
+/// named, and the healthy pair slowed only by the first pass's contention is cleared. With one
+/// retest pass (no noise to measure) the first pass's relative drop still sets the bar alone,
+/// and it clears both: the case a noisy namespace run showed, a node at a fiftieth cleared.
+#[test]
+fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
+    let c = PairwiseConfig {
+        threshold: None,
+        ..cfg()
+    };
+    let h = hosts(6);
+    // 28 healthy directions, log-evenly from 2 to 50 Gb/sec; (0,1) and (2,3) at 0.05.
+    let mut healthy = (0..28).map(|i| 10.0 * 5f64.powf(2.0 * f64::from(i) / 27.0 - 1.0));
+    let mut first = Vec::new();
+    for s in 0..6 {
+        for d in (0..6).filter(|&d| d != s) {
+            let g = if [(0, 1), (2, 3)].contains(&(s, d)) {
+                0.05
+            } else {
+                healthy.next().expect("28 healthy cells")
+            };
+            first.push(m(s, d, g));
+        }
+    }
+    let plan = retest_plan(&first, &c, &h);
+    assert_eq!(plan.suspects, vec![(0, 1), (2, 3)]);
+    assert_eq!(plan.references.len(), REFERENCES);
+
+    let v = decide(&first, &retests_with_jitter(&plan, 0.5, 1.02), &c, &h, &plan, None);
+    let j = &v.judged[0];
+    let first_keep = j.bulk.bar / j.bulk.median;
+    assert!(first_keep < 0.05, "the first pass's bar is far below its bulk: {j:?}");
+    let sd = j.alone_spread.expect("the retests' noise set the bar alone");
+    assert!((sd - 1.02f64.ln() * 1.4826 / 2f64.sqrt()).abs() < 1e-9, "{j:?}");
+    let keep = (-(4.0 * sd).max(MIN_DROP)).exp();
+    let alone = j.reference_alone.expect("references ran alone");
+    assert!((j.bar_alone - alone * keep).abs() < 1e-9, "{j:?}");
+    // What the run could detect is still the first pass's: a pair must be a suspect there.
+    assert!((j.sensitivity - j.bulk.drop_fraction()).abs() < 1e-12, "{j:?}");
+    assert_eq!(levels(&v), vec!["link h0-h1"], "{v:?}");
+    assert_eq!(v.cleared, vec![(2, 3)]);
+    assert_eq!(to_confirm(&v), vec![(0, 1)]);
+
+    // One pass alone: no noise measured; the first pass's relative drop clears the link too.
+    let one_pass: Vec<Measurement> = retests_with_jitter(&plan, 0.5, 1.02)
+        .into_iter()
+        .take(plan.pairs().len() * 2)
+        .collect();
+    let v = decide(&first, &one_pass, &c, &h, &plan, None);
+    let j = &v.judged[0];
+    assert_eq!(j.alone_spread, None, "{j:?}");
+    let alone = j.reference_alone.expect("references ran alone");
+    assert!((j.bar_alone - alone * first_keep).abs() < 1e-9, "{j:?}");
+    assert!(v.pass, "{v:?}");
+    assert_eq!(v.cleared, vec![(0, 1), (2, 3)]);
+}
