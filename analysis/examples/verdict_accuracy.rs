@@ -36,7 +36,7 @@ use analysis::pairwise::blame::Part;
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict::{self, RETEST_PASSES};
-use analysis::pairwise::{Amount, Measurement, OpName, PairwiseConfig, Pattern, Selection, TestKind};
+use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
 
 /// splitmix64: small, seedable, good enough for noise.
 struct Rng(u64);
@@ -247,21 +247,10 @@ fn cell(src: usize, dst: usize, gbps: f64, retest: bool) -> Measurement {
 
 fn config() -> PairwiseConfig {
     PairwiseConfig {
-        test: TestKind::Bw,
-        op: OpName::Write,
-        sizes: vec![1 << 20],
-        amount: Amount::Iterations(100),
         window: 128,
         warmup: 8,
-        bidirectional: false,
-        selection: Selection::All,
-        pattern: Pattern::All,
-        threshold: None,
-        expect_gbps: None,
-        retest: true,
         op_timeout: Duration::from_secs(60),
-        nic_choice: None,
-        qps: 1,
+        ..PairwiseConfig::synthetic(OpName::Write, 1 << 20, 100)
     }
 }
 

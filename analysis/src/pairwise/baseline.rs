@@ -18,7 +18,7 @@ use super::bulk::{Bulk, DEVIATIONS, MIN_DROP};
 use super::saved::best_scores;
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
-use super::{Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern, Selection, TestKind};
+use super::{Measurement, OpName, PairwiseConfig, PairwiseOutcome, TestKind};
 
 /// Ratios scaled so that "unchanged" is 100 (the reports print them as percentages).
 const PERCENT: f64 = 100.0;
@@ -120,21 +120,8 @@ fn ratio_cell(src: usize, dst: usize, bytes: u64, percent: f64) -> Measurement {
 /// The default rule over ratios (bandwidth-like: higher is better).
 fn ratio_config(size: usize) -> PairwiseConfig {
     PairwiseConfig {
-        test: TestKind::Bw,
-        op: OpName::Send,
-        sizes: vec![size],
-        amount: Amount::Iterations(1),
-        window: 1,
-        warmup: 0,
-        bidirectional: false,
-        selection: Selection::All,
-        pattern: Pattern::All,
-        threshold: None,
-        expect_gbps: None,
         retest: false,
-        op_timeout: std::time::Duration::from_secs(1),
-        nic_choice: None,
-        qps: 1,
+        ..PairwiseConfig::synthetic(OpName::Send, size, 1)
     }
 }
 

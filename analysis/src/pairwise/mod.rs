@@ -151,6 +151,30 @@ mod secs {
 }
 
 impl PairwiseConfig {
+    /// A bandwidth test of `iterations` messages of `size` bytes by `op`, every pair, one queue
+    /// pair, the default rule (from the distribution, no floor) with retests: what synthetic runs
+    /// (a baseline's ratios, the accuracy campaign, unit tests) start from, changing the fields
+    /// they are about with `..`. Window, warm-up and timeout are nominal: nothing judged uses them.
+    pub fn synthetic(op: OpName, size: usize, iterations: u64) -> PairwiseConfig {
+        PairwiseConfig {
+            test: TestKind::Bw,
+            op,
+            sizes: vec![size],
+            amount: Amount::Iterations(iterations),
+            window: 1,
+            warmup: 0,
+            bidirectional: false,
+            selection: Selection::All,
+            pattern: Pattern::All,
+            threshold: None,
+            expect_gbps: None,
+            retest: true,
+            op_timeout: Duration::from_secs(1),
+            nic_choice: None,
+            qps: 1,
+        }
+    }
+
     /// The message size the matrix and the verdicts use: the largest tested.
     pub fn matrix_size(&self) -> usize {
         self.sizes.iter().copied().max().unwrap_or(0)

@@ -266,27 +266,13 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
 mod tests {
     use super::*;
     use crate::pairwise::formulas::BwResult;
-    use crate::pairwise::Amount;
-    use crate::pairwise::{OpName, Pattern, TestKind};
-    use std::time::Duration;
+    use crate::pairwise::OpName;
 
     fn cfg() -> PairwiseConfig {
         PairwiseConfig {
-            test: TestKind::Bw,
-            op: OpName::Write,
-            sizes: vec![1 << 20],
-            amount: Amount::Iterations(10),
             window: 4,
-            warmup: 0,
-            bidirectional: false,
             selection: Selection::Rails { intra: false },
-            pattern: Pattern::All,
-            threshold: None,
-            expect_gbps: None,
-            retest: true,
-            op_timeout: Duration::from_secs(1),
-            nic_choice: None,
-            qps: 1,
+            ..PairwiseConfig::synthetic(OpName::Write, 1 << 20, 10)
         }
     }
 

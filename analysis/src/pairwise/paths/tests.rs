@@ -1,26 +1,17 @@
 //! The paths verdict on synthetic runs: which queue pair is named, and what is not.
 
 use super::*;
-use crate::pairwise::{Amount, OpName, Pattern, Selection, TestKind};
+use crate::pairwise::OpName;
 use std::time::Duration;
 
 fn cfg(retest: bool) -> PairwiseConfig {
     PairwiseConfig {
-        test: TestKind::Bw,
-        op: OpName::Write,
-        sizes: vec![1 << 20],
-        amount: Amount::Iterations(100),
         window: 128,
         warmup: 8,
-        bidirectional: false,
-        selection: Selection::All,
-        pattern: Pattern::All,
-        threshold: None,
-        expect_gbps: None,
         retest,
         op_timeout: Duration::from_secs(10),
-        nic_choice: None,
         qps: 4,
+        ..PairwiseConfig::synthetic(OpName::Write, 1 << 20, 100)
     }
 }
 

@@ -3,27 +3,13 @@
 use super::*;
 use crate::pairwise::bulk::MIN_DROP;
 use crate::pairwise::formulas::BwResult;
-use crate::pairwise::Amount;
-use crate::pairwise::{OpName, Pattern, Selection};
-use std::time::Duration;
+use crate::pairwise::OpName;
 
 fn cfg() -> PairwiseConfig {
     PairwiseConfig {
-        test: TestKind::Bw,
-        op: OpName::Send,
-        sizes: vec![65536],
-        amount: Amount::Iterations(10),
         window: 4,
-        warmup: 0,
-        bidirectional: false,
-        selection: Selection::All,
-        pattern: Pattern::All,
         threshold: Some(0.9),
-        expect_gbps: None,
-        retest: true,
-        op_timeout: Duration::from_secs(1),
-        nic_choice: None,
-        qps: 1,
+        ..PairwiseConfig::synthetic(OpName::Send, 65536, 10)
     }
 }
 
