@@ -98,7 +98,7 @@ fn frozen_rank_before_mpi_init_ends_the_job_in_time() {
     // No channel exists before MPI_Init: the ranks waiting in it say so and leave with 3.
     let o = fault_job(4, "stop:rank=1:phase=bootstrap", &coll_args("all_reduce"));
     let after = struck(&o, "stop:rank=1:phase=bootstrap");
-    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    assert_eq!(job_status(&o.run), Some(3), "{}", o.run.all());
     assert!(after < T as f64 + AFTER_DEADLINE, "ended {after:.1} s after the fault");
     assert!(
         o.run.stderr.contains("MPI initialisation did not finish within 3s"),
@@ -106,6 +106,30 @@ fn frozen_rank_before_mpi_init_ends_the_job_in_time() {
         o.run.all()
     );
     clean(&o);
+}
+
+/// [`job_status`] on the real output of a run whose mpirun crashed in its teardown
+/// (tests/fixtures/mpirun-teardown-segv.stderr): it reads as the exit code mpirun had reported,
+/// and only that crash after that report does.
+#[test]
+fn mpiruns_teardown_crash_reads_as_the_status_it_reported() {
+    let text = std::fs::read_to_string(e2e::root().join("tests/fixtures/mpirun-teardown-segv.stderr"))
+        .expect("tests/fixtures/mpirun-teardown-segv.stderr");
+    let run = |code: Option<i32>, stderr: &str| e2e::Run {
+        code,
+        stdout: String::new(),
+        stderr: stderr.to_string(),
+        elapsed: Duration::ZERO,
+        ended: std::time::SystemTime::now(),
+    };
+    assert_eq!(job_status(&run(None, &text)), Some(3));
+    // An exit status is taken as it is.
+    assert_eq!(job_status(&run(Some(1), &text)), Some(1));
+    // Killed by a signal without the job's end reported first, or crashed elsewhere: no status.
+    let unreported = text.replace("Exit code:    3", "");
+    assert_eq!(job_status(&run(None, &unreported)), None);
+    let elsewhere = text.replace("PMIx_server_finalize", "pmix_ptl_base_send");
+    assert_eq!(job_status(&run(None, &elsewhere)), None);
 }
 
 #[test]

@@ -89,6 +89,37 @@ pub fn fault_job(np: usize, fault: &str, args: &[&str]) -> Outcome {
     }
 }
 
+/// The job's status as mpirun gave it: its exit status, or, where Open MPI 4.1's mpirun crashed
+/// in its own teardown after it had ended the job, the status it had reported by then.
+///
+/// After a job that a rank ended early (a deadline's status 3 while a rank sat stopped before
+/// `MPI_Init`), mpirun now and then dies of SIGSEGV in `PMIx_server_finalize`, called from
+/// `orte_finalize` (Debian 12's Open MPI 4.1.4 with PMIx 4.2; once in 6 flake-sweep runs of
+/// `frozen_rank_before_mpi_init_ends_the_job_in_time`, 2026-12-04; upstream, open-mpi/ompi#13650
+/// reports mpirun segfaults during normal and abnormal termination, non-deterministic). By then
+/// it has printed the job's end (`mpirun detected that one or more processes exited with non-zero
+/// status ... Exit code: 3`): that is the status read here, and only in that case. A shell sees
+/// 139; docs/usage.md (Exit status) says so. Any other death of mpirun is returned as it is.
+pub fn job_status(run: &Run) -> Option<i32> {
+    if run.code.is_some() {
+        return run.code;
+    }
+    let teardown = run.stderr.contains("Signal: Segmentation fault (11)")
+        && run.stderr.contains("PMIx_server_finalize")
+        && run.stderr.contains("orte_finalize");
+    let ended = run
+        .stderr
+        .split_once("mpirun detected that one or more processes exited with non-zero status")
+        .map(|(_, rest)| rest);
+    let reported = ended
+        .and_then(|rest| rest.lines().find_map(|l| l.trim().strip_prefix("Exit code:")))
+        .and_then(|n| n.trim().parse().ok());
+    match (teardown, reported) {
+        (true, Some(code)) => Some(code),
+        _ => None,
+    }
+}
+
 pub fn clean(o: &Outcome) {
     assert!(
         o.leftovers.is_empty(),
@@ -135,7 +166,7 @@ pub fn frozen(rank: usize, phase: &str, args: &[&str]) {
     let fault = format!("stop:rank={rank}:phase={phase}");
     let o = fault_job(4, &fault, args);
     let after = struck(&o, &fault);
-    assert_eq!(o.run.code, Some(3), "{fault}: status\n{}", o.run.all());
+    assert_eq!(job_status(&o.run), Some(3), "{fault}: status\n{}", o.run.all());
     assert!(
         after < T as f64 + AFTER_DEADLINE,
         "{fault}: ended {after:.1} s after the fault (deadline {T} s)\n{}",
