@@ -413,6 +413,26 @@ impl SlurmCluster {
         mpi_env(&mut cmd).env("SLURM_CONF", self.conf()).current_dir(cwd);
         cmd
     }
+
+    /// The last `lines` lines of each of the cluster's logs (slurmctld, every slurmd), headed by
+    /// the file's name: for a failure message, since the cluster's files go with it.
+    pub fn log_tail(&self, lines: usize) -> String {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.join("log"))
+            .map(|r| r.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        let mut out = String::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            let all: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("== {} (last {lines} lines)\n", f.display()));
+            for l in &all[all.len().saturating_sub(lines)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
 }
 
 impl Drop for SlurmCluster {

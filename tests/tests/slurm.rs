@@ -318,10 +318,37 @@ fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
     let r = run_bounded(&mut pmi2, Duration::from_secs(60));
     assert_ne!(r.code, Some(0), "pmi2 started the ranks after all:\n{}", r.all());
     assert!(r.all().contains("SLURM's PMI support"), "{}", r.all());
-    let mut pmix = c.command("srun", &dir);
-    pmix.arg("--mpi=pmix").args(args);
+    // Once in 6 flake-sweep runs (2026-12-04, loaded) a task died here of SIGSEGV with nothing
+    // but srun's line to show why. So the tasks may leave a core (srun passes its core-size limit
+    // on to them, Slurm's PropagateResourceLimits=ALL; the kernel's pattern here is `core`, in
+    // the task's directory, which a failure keeps), and the cluster's logs go with the failure.
+    let mut pmix = c.command("sh", &dir);
+    pmix.args([
+        "-c",
+        "ulimit -c unlimited 2>/dev/null; exec srun \"$@\"",
+        "srun",
+        "--mpi=pmix",
+    ])
+    .args(args);
     let r = run_bounded(&mut pmix, Duration::from_secs(60));
-    assert_eq!(r.code, Some(0), "{}", r.all());
+    let kept = || {
+        std::fs::read_dir(&dir)
+            .map(|r| {
+                r.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(
+        r.code,
+        Some(0),
+        "{}\nfiles in {} (a core is the crashed task's): {:?}\n{}",
+        r.all(),
+        dir.display(),
+        kept(),
+        c.log_tail(30)
+    );
     assert!(r.stdout.contains("# OK: all 6 pairs reachable"), "{}", r.all());
     let _ = std::fs::remove_dir_all(&dir);
 }
