@@ -318,11 +318,16 @@ fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
     let r = run_bounded(&mut pmi2, Duration::from_secs(60));
     assert_ne!(r.code, Some(0), "pmi2 started the ranks after all:\n{}", r.all());
     assert!(r.all().contains("SLURM's PMI support"), "{}", r.all());
-    // Once in 6 flake-sweep runs (2026-12-04, loaded) a task died here of SIGSEGV with nothing
-    // but srun's line to show why. So the tasks may leave a core (srun passes its core-size limit
-    // on to them, Slurm's PropagateResourceLimits=ALL; the kernel's pattern here is `core`, in
-    // the task's directory, which a failure keeps), and the cluster's logs go with the failure.
+    // As deploy/slurm/meshrun-srun.sbatch and docs/deployment.md run it: with PMIx's hash data
+    // store (`PMIX_MCA_gds=hash`). Without it, once in 6 flake-sweep runs (2026-12-04, loaded) a
+    // task died here of SIGSEGV inside MPI_Init (its core: a NULL callback in Open MPI's TCP BTL
+    // under opal_progress in ompi_mpi_init); by hand, under stress-ng, 7 crashes in about 320
+    // such steps without it and none in 232 with it. Should a task still crash, it may leave a
+    // core (srun passes its core-size limit on, Slurm's PropagateResourceLimits=ALL; the kernel's
+    // pattern here is `core`, in the task's directory, which a failure keeps), and the cluster's
+    // logs go with the failure.
     let mut pmix = c.command("sh", &dir);
+    pmix.env("PMIX_MCA_gds", "hash");
     pmix.args([
         "-c",
         "ulimit -c unlimited 2>/dev/null; exec srun \"$@\"",
