@@ -42,6 +42,17 @@ pub fn meshrun_bin() -> PathBuf {
     p
 }
 
+/// The names of the files in directory `d` (none when it cannot be read).
+pub fn entries(d: &Path) -> Vec<String> {
+    std::fs::read_dir(d)
+        .map(|r| {
+            r.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What a finished command left.
 #[derive(Debug)]
 pub struct Run {

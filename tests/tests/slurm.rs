@@ -336,22 +336,13 @@ fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
     ])
     .args(args);
     let r = run_bounded(&mut pmix, Duration::from_secs(60));
-    let kept = || {
-        std::fs::read_dir(&dir)
-            .map(|r| {
-                r.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-            })
-            .unwrap_or_default()
-    };
     assert_eq!(
         r.code,
         Some(0),
         "{}\nfiles in {} (a core is the crashed task's): {:?}\n{}",
         r.all(),
         dir.display(),
-        kept(),
+        e2e::entries(&dir),
         c.log_tail(30)
     );
     assert!(r.stdout.contains("# OK: all 6 pairs reachable"), "{}", r.all());

@@ -1,10 +1,11 @@
 //! What every fault test shares: the deadlines, one fault job run and its outcome, and the checks
 //! made of it (named rank, bounded time, nothing left behind).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+pub use e2e::entries;
 use e2e::{meshrun_bin, mpi_env, run_bounded_leftovers, Run};
 
 /// The per-wait deadline the fault jobs use.
@@ -47,16 +48,6 @@ pub fn scratch(tag: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("scratch dir");
     d
-}
-
-pub fn entries(d: &Path) -> Vec<String> {
-    std::fs::read_dir(d)
-        .map(|r| {
-            r.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// `mpirun -np N meshrun ARGS` with MESHRUN_FAULT=`fault`; Open MPI's shared-memory segments go
