@@ -341,6 +341,11 @@ pub struct RankArgs {
     /// class a switch's PFC/ECN settings apply to; perftest's --tclass; else NCCL_IB_TC; default 0)
     #[arg(long, value_name = "TC")]
     pub tclass: Option<u8>,
+    /// Connect the verbs mesh through the RDMA connection manager (rdma_cm; perftest's -R):
+    /// each rank listens on its GID's IPv4 address and the manager resolves routes and moves the
+    /// queue pairs to RTS, instead of GIDs and queue pair numbers exchanged over MPI
+    #[arg(long = "rdma-cm")]
+    pub rdma_cm: bool,
     /// Root of the sysfs tree RDMA devices are read from
     #[arg(long = "sysfs-root", default_value = "/sys")]
     pub sysfs_root: PathBuf,
@@ -536,9 +541,9 @@ pub struct PairwiseArgs {
     /// NCCL_IB_QPS_PER_CONNECTION as this rank's environment has it (used over RDMA only).
     #[arg(skip)]
     pub qps_env: Option<String>,
-    /// perftest's -R (rdma_cm connection setup): refused with the reason
-    #[arg(short = 'R', hide = true)]
-    pub rdma_cm: bool,
+    /// perftest's -R: the same as --rdma-cm
+    #[arg(short = 'R', id = "perftest_rdma_cm", hide = true)]
+    pub perftest_rdma_cm: bool,
     /// perftest's -p (the TCP port of its endpoint exchange): refused with the reason
     #[arg(short = 'p', value_name = "PORT", hide = true)]
     pub perftest_port: Option<u16>,

@@ -187,6 +187,9 @@ fn perftest_spellings(cmd: &mut Command) {
         if a.x.is_some() {
             a.rank.gid_index = a.x;
         }
+        if a.perftest_rdma_cm {
+            a.rank.rdma_cm = true;
+        }
     }
 }
 

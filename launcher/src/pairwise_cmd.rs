@@ -110,12 +110,11 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
             ));
         }
     }
-    if a.rdma_cm {
-        return Err(
-            "-R (rdma_cm connection setup) is not supported: meshrun exchanges GIDs and queue pair \
-                    numbers over MPI; drop -R (iWARP devices, which need rdma_cm, cannot be used)"
-                .into(),
-        );
+    if a.rank.rdma_cm && !transport.has_rdma() {
+        return Err(format!(
+            "-R/--rdma-cm connects RDMA queue pairs, and this job's mesh is {transport} (no usable RDMA device, \
+             or --transport tcp); drop -R, or run where `meshrun devices` lists a device"
+        ));
     }
     if let Some(p) = a.perftest_port {
         return Err(format!(

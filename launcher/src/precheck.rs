@@ -175,7 +175,10 @@ mod tests {
                 "-q 2 with -D: a timed send test runs through the mesh's own queue pair",
             ),
             ("pairwise -q 129", "-q 129: expected 1 to 128 queue pairs per test"),
-            ("pairwise -R", "-R (rdma_cm connection setup) is not supported"),
+            (
+                "pairwise -R --transport tcp",
+                "-R/--rdma-cm connects RDMA queue pairs, and this job's mesh is tcp",
+            ),
             (
                 "pairwise -p 18515",
                 "-p 18515 (perftest's TCP port for exchanging endpoints): meshrun exchanges them over MPI; drop -p",

@@ -192,6 +192,7 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
             traffic_class: args.tclass.unwrap_or(0),
             flow_label: 0,
         },
+        rdma_cm: args.rdma_cm,
     }
 }
 

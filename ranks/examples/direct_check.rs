@@ -145,6 +145,7 @@ fn main() -> ExitCode {
         gid_index: Some(gid),
         sysfs_root: "/sys".into(),
         qos: ranks::verbs::Qos::default(),
+        rdma_cm: false,
     };
     let result = verbs_mesh::connect(&world, &opts)
         .map_err(|e| e.to_string())

@@ -11,6 +11,9 @@ use super::*;
 pub(super) struct Ctx {
     pub(super) raw: NonNull<ibv_context>,
     pub(super) name: String,
+    /// For a device context librdmacm opened (connection-manager setup): the id that keeps it
+    /// open; librdmacm, not us, closes it.
+    cm: Option<super::CmId>,
 }
 
 // SAFETY: an ibv_context may be used from any thread (libibverbs is thread-safe); we never hand out
@@ -21,6 +24,9 @@ unsafe impl Sync for Ctx {}
 
 impl Drop for Ctx {
     fn drop(&mut self) {
+        if self.cm.is_some() {
+            return;
+        }
         // SAFETY: `raw` came from ibv_open_device and every child resource holds an Arc to us, so
         // nothing uses the context after this.
         unsafe { ibv_close_device(self.raw.as_ptr()) };
@@ -79,7 +85,11 @@ impl Context {
                 // SAFETY: `dev` is a valid device of the list, which is still alive here.
                 let raw = unsafe { ibv_open_device(dev) };
                 match NonNull::new(raw) {
-                    Some(raw) => Ok(Context(Arc::new(Ctx { raw, name: dname }))),
+                    Some(raw) => Ok(Context(Arc::new(Ctx {
+                        raw,
+                        name: dname,
+                        cm: None,
+                    }))),
                     None => Err(VerbsError::verb(
                         "ibv_open_device",
                         dname,
@@ -92,6 +102,21 @@ impl Context {
         // SAFETY: freed once; opened contexts stay valid after the list is freed.
         unsafe { ibv_free_device_list(list) };
         result
+    }
+
+    /// The device context librdmacm opened for `id` (bound or resolved), kept open by holding
+    /// the id.
+    pub(super) fn borrowed(raw: NonNull<ibv_context>, id: super::CmId) -> Context {
+        // SAFETY: a valid context (librdmacm's, alive while the id is); its device's name is a
+        // NUL-terminated string owned by libibverbs.
+        let name = unsafe { CStr::from_ptr(ibv_get_device_name(raw.as_ref().device)) }
+            .to_string_lossy()
+            .into_owned();
+        Context(Arc::new(Ctx {
+            raw,
+            name,
+            cm: Some(id),
+        }))
     }
 
     pub fn name(&self) -> &str {

@@ -4,6 +4,7 @@
 //! the verb and what to do. All `unsafe` of meshrun's RDMA support is in this module.
 
 pub mod calls;
+mod cm;
 mod context;
 mod cq;
 mod mr;
@@ -11,6 +12,7 @@ mod pd;
 mod qp;
 pub mod usage;
 
+pub use cm::{CmEvent, CmEventKind, CmId, ConnParams, EventChannel};
 use context::Ctx;
 pub use context::{Context, PortInfo};
 pub use cq::{Completion, CompletionQueue};

@@ -67,8 +67,41 @@ impl ProtectionDomain {
             pd: self.0.clone(),
             // The device may grant more than asked (written back into `init.cap`).
             max_inline: init.cap.max_inline_data,
+            cm: None,
             _state: PhantomData,
         })
+    }
+}
+
+impl QueuePair<Init> {
+    /// A queue pair rdma_create_qp made on `id` (which moved it to INIT).
+    pub(super) fn from_cm(raw: NonNull<ibv_qp>, pd: Arc<Pd>, max_inline: u32, id: CmId) -> QueuePair<Init> {
+        QueuePair {
+            raw,
+            pd,
+            max_inline,
+            cm: Some(id),
+            _state: PhantomData,
+        }
+    }
+
+    /// The connection manager's id this queue pair was made on (None: connected by hand).
+    pub fn cm_id(&self) -> Option<&CmId> {
+        self.cm.as_ref()
+    }
+
+    /// RTS, as the connection manager left it once the connection was established (an
+    /// ESTABLISHED event for this queue pair's id); refused for a queue pair connected by hand.
+    pub fn established(self) -> Result<QueuePair<Rts>, VerbsError> {
+        if self.cm.is_none() {
+            return Err(VerbsError::verb(
+                "established",
+                self.device(),
+                std::io::Error::from_raw_os_error(libc::EINVAL),
+                " (this queue pair was not made by the connection manager)",
+            ));
+        }
+        Ok(self.retype())
     }
 }
 
@@ -103,6 +136,8 @@ pub struct QueuePair<S> {
     pd: Arc<Pd>,
     /// Sends and writes up to this many bytes are posted inline (copied into the work request).
     max_inline: u32,
+    /// For a queue pair made on a connection-manager id: that id, destroyed after the queue pair.
+    cm: Option<CmId>,
     _state: PhantomData<S>,
 }
 
@@ -112,8 +147,15 @@ unsafe impl<S> Send for QueuePair<S> {}
 impl<S> Drop for QueuePair<S> {
     fn drop(&mut self) {
         super::usage::qp_destroyed();
-        // SAFETY: created by us and destroyed once (a state change moves ownership without dropping).
-        unsafe { ibv_destroy_qp(self.raw.as_ptr()) };
+        match &self.cm {
+            // SAFETY: made by rdma_create_qp on this id and destroyed once, through the id (which
+            // forgets it); the id itself is destroyed after this, when the field drops.
+            Some(id) => unsafe { rdma_destroy_qp(id.raw_id()) },
+            // SAFETY: created by us and destroyed once (a state change moves ownership without dropping).
+            None => unsafe {
+                ibv_destroy_qp(self.raw.as_ptr());
+            },
+        }
     }
 }
 
@@ -155,15 +197,21 @@ impl<S> QueuePair<S> {
         // SAFETY: valid QP and attribute struct; the mask names only fields we set.
         let rc = unsafe { ibv_modify_qp(self.raw.as_ptr(), attr, mask.0 as i32) };
         self.check_rc(rc, verb, hint)?;
+        Ok(self.retype())
+    }
+
+    /// The same queue pair as another state's type.
+    fn retype<T>(self) -> QueuePair<T> {
         let me = std::mem::ManuallyDrop::new(self);
         // SAFETY: `me` is not dropped; its fields move into the new state's value exactly once.
-        let pd = unsafe { std::ptr::read(&me.pd) };
-        Ok(QueuePair {
+        let (pd, cm) = unsafe { (std::ptr::read(&me.pd), std::ptr::read(&me.cm)) };
+        QueuePair {
             raw: me.raw,
             pd,
             max_inline: me.max_inline,
+            cm,
             _state: PhantomData,
-        })
+        }
     }
 
     /// Post a receive of `len` bytes at `offset` of `mr`.

@@ -2,6 +2,7 @@
 //! endpoint records, a consistency check across ranks, then every queue pair to RTS.
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use super::*;
 use crate::wire::{ConnectRecord, Record};
@@ -91,13 +92,28 @@ fn peer_resources(
     p: usize,
     (slots, slot): (usize, usize),
 ) -> Result<PendingPeer, String> {
-    let depth = (2 * slots + 8) as u32;
     // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
     // peer may touch is limited by each memory region's own access.
     let qp = pd
-        .create_rc_qp(cq, cq, depth, MAX_INLINE)
+        .create_rc_qp(cq, cq, peer_depth(slots), MAX_INLINE)
         .and_then(|q| q.into_init(port, Access::REMOTE_READ_WRITE))
         .map_err(|e| e.to_string())?;
+    peer_regions(pd, qp, p, (slots, slot))
+}
+
+/// Work requests per queue of a mesh queue pair: every slot each way, and room for credits.
+fn peer_depth(slots: usize) -> u32 {
+    (2 * slots + 8) as u32
+}
+
+/// A mesh queue pair's regions (send slots, inbox, credit source), with every inbox slot's
+/// receive posted on `qp`.
+fn peer_regions(
+    pd: &ProtectionDomain,
+    qp: QueuePair<Init>,
+    p: usize,
+    (slots, slot): (usize, usize),
+) -> Result<PendingPeer, String> {
     let send_mr = pd
         .register(slots * slot, Access::default())
         .map_err(|e| e.to_string())?;
@@ -117,10 +133,13 @@ fn peer_resources(
 /// even when its own setup failed, so one failure ends the job everywhere instead of hanging it.
 /// Its waits are MPI steps, each bounded by the MPI watchdog.
 pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMeshError> {
+    if opts.rdma_cm {
+        return connect_cm(world, opts);
+    }
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
     let (slots, slot) = staging(n);
     let local = setup_local(world, opts, (slots, slot));
-    let records = exchange_records(world, local.as_ref().ok());
+    let records = exchange_records(world, local.as_ref().ok().map(|l| &l.choice));
     let remote = exchange_endpoints(world, local.as_ref().ok());
     crate::postmortem::enter("connect");
     let local = local.map_err(|msg| VerbsMeshError::Setup {
@@ -182,14 +201,148 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         window_mem: None,
         patient: false,
         test_qps: 1,
+        cm: None,
+    })
+}
+
+/// What a rank sets up before connecting through the connection manager.
+struct CmSetup {
+    cm: cm_link::CmLocal,
+    choice: Choice,
+    info: crate::verbs::PortInfo,
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+}
+
+fn setup_cm(world: &World, opts: &VerbsOptions) -> Result<CmSetup, String> {
+    let n = world.size();
+    let (slots, _) = staging(n);
+    let choice = opts.choice(world.local_rank())?;
+    let cm = cm_link::listen(&choice, n, opts.qos)?;
+    let info = cm.ctx.query_port(choice.port).map_err(|e| e.to_string())?;
+    if !info.active {
+        return Err(format!(
+            "{} port {} is not active (ibv_query_port)",
+            choice.device, choice.port
+        ));
+    }
+    let pd = cm.ctx.alloc_pd().map_err(|e| e.to_string())?;
+    let cq = cm
+        .ctx
+        .create_cq(((n.saturating_sub(1)) * (3 * slots + 8)).max(256) as i32)
+        .map_err(|e| e.to_string())?;
+    Ok(CmSetup {
+        cm,
+        choice,
+        info,
+        pd,
+        cq,
+    })
+}
+
+/// [`connect`] through the connection manager (`--rdma-cm`): listeners' addresses over MPI, then
+/// a connection to every peer, each carrying the inbox the peer writes to. Every rank still takes
+/// part in every MPI step and in the final vote, so one failure ends the job everywhere.
+fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMeshError> {
+    let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
+    let (slots, slot) = staging(n);
+    let local = setup_cm(world, opts);
+    let records = exchange_records(world, local.as_ref().ok().map(|l| &l.choice));
+    let addrs = cm_link::exchange_addrs(world, local.as_ref().ok().map(|l| &l.cm));
+    crate::postmortem::enter("connect");
+    let setup_err = |msg: String| VerbsMeshError::Setup {
+        rank,
+        host: host.clone(),
+        msg,
+    };
+    let local = local.map_err(setup_err)?;
+    check_records(world, records)?;
+    let CmSetup {
+        cm: cm_link::CmLocal { mut cm, ctx },
+        choice,
+        info,
+        pd,
+        cq,
+    } = local;
+    cm.set_addrs(addrs);
+    let deadline = Instant::now() + world.mpi_timeout();
+    let mut make = |p: usize, id: &crate::verbs::CmId| {
+        let qp = id
+            .create_qp(&pd, &cq, peer_depth(slots), MAX_INLINE, true)
+            .map_err(|e| e.to_string())?;
+        let (qp, send_mr, inbox, credit_src) = peer_regions(&pd, qp, p, (slots, slot))?;
+        let hello = cm_link::Hello {
+            kind: 0,
+            rank: rank as u32,
+            addr: inbox.addr(),
+            rkey: inbox.rkey(),
+            mtu: info.mtu_enum as u8,
+            size: n as u32,
+        };
+        Ok((qp, (send_mr, inbox, credit_src), hello))
+    };
+    let connected = cm.connect_mesh(rank, world.hosts(), deadline, &mut make);
+    let all = world.all_ok(connected.is_ok(), "RDMA mesh connected (rdma_cm)");
+    let connected = connected.map_err(setup_err)?;
+    if !all {
+        return Err(VerbsMeshError::PeersFailed {
+            rank,
+            host,
+            failed: "some".into(),
+        });
+    }
+    let mut peers = Vec::with_capacity(n);
+    let mut path_mtus = Vec::new();
+    for c in connected {
+        peers.push(c.map(|(qp, (send_mr, inbox, credit_src), theirs)| {
+            path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
+            Peer {
+                qp,
+                send_mr,
+                inbox,
+                credit_src,
+                remote_inbox: (theirs.addr, theirs.rkey),
+                remote_credit: (theirs.addr + (slots * slot) as u64, theirs.rkey),
+                ledger: Ledger::new(slots),
+                inflight: VecDeque::new(),
+            }
+        }));
+    }
+    let mtu = info.active_mtu;
+    let path_mtu = (
+        path_mtus.iter().copied().min().unwrap_or(mtu),
+        path_mtus.iter().copied().max().unwrap_or(mtu),
+    );
+    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
+    Ok(VerbsMesh {
+        pd,
+        rank,
+        size: n,
+        hosts: world.hosts().to_vec(),
+        peers,
+        direct: direct::Direct::default(),
+        cq,
+        _ctx: ctx,
+        slots,
+        slot,
+        choice,
+        qos: opts.qos,
+        mtu,
+        path_mtu,
+        max_inline,
+        use_send: false,
+        window_mem: None,
+        patient: false,
+        test_qps: 1,
+        cm: Some(cm),
     })
 }
 
 /// One MPI allgather of every rank's [`ConnectRecord`] (a rank whose setup failed sends an empty
 /// one); None for a record that does not decode.
-fn exchange_records(world: &World, local: Option<&Local>) -> Vec<Option<ConnectRecord>> {
+fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<ConnectRecord>> {
     let mine = ConnectRecord {
-        summary: local.map(|l| l.choice.summary()),
+        summary: choice.map(|c| c.summary()),
     };
     let all = world.all_gather_bytes(&mine.to_bytes(), "exchanging RDMA device summaries");
     all.chunks(ConnectRecord::LEN).map(ConnectRecord::from_bytes).collect()

@@ -10,6 +10,7 @@
 //! measures): receives are posted on the inbox slots in slot order, so fragment k still lands in
 //! slot k mod slots.
 
+mod cm_link;
 mod connect;
 mod direct;
 mod inbox;
@@ -85,6 +86,9 @@ pub struct VerbsOptions {
     pub sysfs_root: PathBuf,
     /// Service level and traffic class of every queue pair.
     pub qos: crate::verbs::Qos,
+    /// Connect through the RDMA connection manager (`--rdma-cm`, perftest's `-R`) instead of
+    /// exchanging GIDs and queue pair numbers over MPI.
+    pub rdma_cm: bool,
 }
 
 impl VerbsOptions {
@@ -163,6 +167,9 @@ pub struct VerbsMesh {
     patient: bool,
     /// Queue pairs per bandwidth test ([`Rdma::set_test_qps`]).
     test_qps: usize,
+    /// Connection setup through the RDMA connection manager (`--rdma-cm`): its channel and
+    /// listener, through which the pairwise tests' queue pairs connect too.
+    cm: Option<cm_link::CmMesh>,
 }
 
 impl VerbsMesh {

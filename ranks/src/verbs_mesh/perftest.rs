@@ -389,6 +389,28 @@ impl VerbsMesh {
             ._ctx
             .create_cq(2 * depth as i32 + 16)
             .map_err(|e| self.verbs_err(e))?;
+        if self.cm.is_some() {
+            // Through the connection manager (--rdma-cm): it picks the path and moves the queue
+            // pair to RTS; the flow label is the device's choice (from the queue pair numbers).
+            let host = self.hosts[peer].clone();
+            let (rank, pd) = (self.rank, &self.pd);
+            let cm = self
+                .cm
+                .as_mut()
+                .ok_or_else(|| TransportError::Setup("rdma_cm".into()))?;
+            let mut make = |id: &crate::verbs::CmId| {
+                let qp = id
+                    .create_qp(pd, &cq, depth, MAX_INLINE, false)
+                    .map_err(|e| e.to_string())?;
+                prepare(&qp).map_err(|e| e.to_string())?;
+                Ok(qp)
+            };
+            let qp = cm
+                .link(rank, peer, &host, info.mtu_enum as u8, deadline, &mut make)
+                .map_err(|e| TransportError::Setup(format!("rank {rank} ({}): {e}", self.hosts[rank])))?;
+            self.swap(peer, [0u8; 12], deadline)?;
+            return Ok(TestLink { qp, cq });
+        }
         // Remote write and read allowed on the queue pair; each region still grants only what its
         // test needs.
         let access = Access::REMOTE_READ_WRITE;
@@ -496,9 +518,13 @@ impl VerbsMesh {
                 "Number of qps".into(),
                 if self.test_qps > 1 {
                     format!(
-                        "{} per bandwidth test (flow labels 1-{}), 1 per latency test (besides the mesh's {}, one per peer)",
+                        "{} per bandwidth test ({}), 1 per latency test (besides the mesh's {}, one per peer)",
                         self.test_qps,
-                        self.test_qps,
+                        if self.cm.is_some() {
+                            "flow labels the device's, from the queue pair numbers: rdma_cm sets the path".to_string()
+                        } else {
+                            format!("flow labels 1-{}", self.test_qps)
+                        },
                         self.size.saturating_sub(1)
                     )
                 } else {
@@ -509,6 +535,14 @@ impl VerbsMesh {
                 },
             ),
             ("Transport type".into(), "IB".into()),
+            (
+                "Data ex. method".into(),
+                if self.cm.is_some() {
+                    "rdma_cm (each rank listens on its GID's IPv4 address; the manager resolves the route)".into()
+                } else {
+                    "MPI (GIDs and queue pair numbers in one all-to-all)".into()
+                },
+            ),
             ("Connection type".into(), "RC".into()),
             (
                 "CQ Moderation".into(),
