@@ -287,11 +287,22 @@ pub struct Choice {
     pub link_layer: LinkLayer,
     pub gid: Gid,
     pub lid: u16,
+    /// An iWARP device (node type RNIC): it connects only through the RDMA connection manager,
+    /// and its GID is the network device's MAC address.
+    pub iwarp: bool,
 }
 
 impl Choice {
     /// One line for reports and errors.
     pub fn describe(&self) -> String {
+        if self.iwarp {
+            let mac = self.gid.raw[..6]
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(":");
+            return format!("{} port {} (iWARP, MAC {mac})", self.device, self.port);
+        }
         let kind = match (self.link_layer, self.gid.kind) {
             (LinkLayer::InfiniBand, _) => "IB".to_string(),
             (_, Some(GidKind::RoceV2)) => "RoCE v2".into(),
@@ -310,7 +321,7 @@ impl Choice {
 pub enum SelectError {
     #[error("-d {0}: no such RDMA device; devices here: {1}")]
     UnknownDevice(String, String),
-    #[error("{0} is an iWARP device (node type RNIC): meshrun's RC queue pairs over raw verbs do not run on iWARP; use another device or --transport tcp")]
+    #[error("{0} is an iWARP device (node type RNIC), which connects only through the RDMA connection manager: add -R (--rdma-cm), or use another device or --transport tcp")]
     Iwarp(String),
     #[error("{dev} has no port {port}; its ports: {ports}")]
     NoPort { dev: String, port: u8, ports: String },
@@ -337,6 +348,18 @@ pub fn select(
     port: Option<u8>,
     gid_index: Option<u32>,
 ) -> Result<Choice, SelectError> {
+    select_with(devs, device, port, gid_index, false)
+}
+
+/// [`select`], where `rdma_cm` (connection setup through the RDMA connection manager) lets a
+/// named iWARP device be chosen; a job left to choose still picks InfiniBand or RoCE.
+pub fn select_with(
+    devs: &[RdmaDevice],
+    device: Option<&str>,
+    port: Option<u8>,
+    gid_index: Option<u32>,
+    rdma_cm: bool,
+) -> Result<Choice, SelectError> {
     let names = || devs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ");
     let candidates: Vec<&RdmaDevice> = match device {
         Some(name) => vec![devs
@@ -345,7 +368,7 @@ pub fn select(
             .ok_or_else(|| SelectError::UnknownDevice(name.into(), names()))?],
         None => devs.iter().filter(|d| d.node_type != NodeType::Rnic).collect(),
     };
-    if let Some(d) = candidates.iter().find(|d| d.node_type == NodeType::Rnic) {
+    if let Some(d) = candidates.iter().find(|d| d.node_type == NodeType::Rnic && !rdma_cm) {
         return Err(SelectError::Iwarp(d.name.clone()));
     }
     for d in &candidates {
@@ -408,6 +431,7 @@ pub fn select(
             link_layer: p.link_layer,
             gid,
             lid: p.lid,
+            iwarp: d.node_type == NodeType::Rnic,
         });
     }
     Err(SelectError::NoActivePort(names()))
@@ -417,7 +441,7 @@ pub fn select(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GidSummary {
     pub ethernet: bool,
-    /// 0 unknown, 1 IB / RoCE v1, 2 RoCE v2.
+    /// 0 unknown, 1 IB / RoCE v1, 2 RoCE v2, 3 iWARP.
     pub kind: u8,
     pub ipv4: bool,
     pub describe: String,
@@ -428,6 +452,7 @@ impl Choice {
         GidSummary {
             ethernet: self.link_layer == LinkLayer::Ethernet,
             kind: match self.gid.kind {
+                _ if self.iwarp => 3,
                 None => 0,
                 Some(GidKind::IbRoceV1) => 1,
                 Some(GidKind::RoceV2) => 2,
@@ -445,7 +470,11 @@ pub fn check_consistent(choices: &[(usize, String, GidSummary)]) -> Result<(), S
         return Ok(());
     };
     for (r, h, c) in &choices[1..] {
-        let mismatch = if c.ethernet != c0.ethernet {
+        let mismatch = if (c.kind == 3) != (c0.kind == 3) {
+            Some("iWARP and InfiniBand/RoCE cannot talk to each other")
+        } else if c.kind == 3 {
+            None
+        } else if c.ethernet != c0.ethernet {
             Some("link layers differ")
         } else if c.ethernet && c.kind != c0.kind {
             Some("RoCE versions differ")
@@ -455,8 +484,13 @@ pub fn check_consistent(choices: &[(usize, String, GidSummary)]) -> Result<(), S
             None
         };
         if let Some(why) = mismatch {
+            let fix = if (c.kind == 3) != (c0.kind == 3) {
+                "give every rank a device of the same kind with -d/--devices (see meshrun devices)"
+            } else {
+                "pick matching GIDs on every rank with -x N (see meshrun devices)"
+            };
             return Err(format!(
-                "{why}: rank {r0} ({h0}) uses {} but rank {r} ({h}) uses {}; pick matching GIDs on every rank with -x N (see meshrun devices)",
+                "{why}: rank {r0} ({h0}) uses {} but rank {r} ({h}) uses {}; {fix}",
                 c0.describe, c.describe
             ));
         }

@@ -54,6 +54,22 @@ pub struct Interface {
     pub pci: Option<String>,
 }
 
+/// The network interface whose MAC address is `mac` (sysfs under `root`: `class/net/*/address`),
+/// as an iWARP device names its interface only by the MAC in its GID.
+pub fn interface_with_mac(root: &std::path::Path, mac: [u8; 6]) -> Option<String> {
+    let want = mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+    let mut names: Vec<String> = std::fs::read_dir(root.join("class/net"))
+        .ok()?
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("address")).is_ok_and(|a| a.trim().eq_ignore_ascii_case(&want))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names.into_iter().next()
+}
+
 /// The interface that holds `ip`, if one does.
 pub fn interface_for(root: &std::path::Path, ip: IpAddr) -> Option<Interface> {
     let name = local_addresses().ok()?.into_iter().find(|a| a.ip == ip)?.name;
@@ -193,5 +209,27 @@ mod tests {
     fn this_machine_has_loopback() {
         let addrs = local_addresses().unwrap();
         assert!(choose("lo", &addrs).unwrap().is_loopback());
+    }
+
+    /// An iWARP device's interface is found by the MAC in its GID (case as sysfs writes it, or
+    /// not); none where no interface has it.
+    #[test]
+    fn interface_by_mac() {
+        let root = std::env::temp_dir().join(format!("meshrun-netif-mac-{}", std::process::id()));
+        for (name, mac) in [
+            ("eth0", "52:54:00:12:34:56"),
+            ("wa", "82:0B:1F:1F:86:6D"),
+            ("lo", "00:00:00:00:00:00"),
+        ] {
+            let d = root.join("class/net").join(name);
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("address"), format!("{mac}\n")).unwrap();
+        }
+        let found = |mac| interface_with_mac(&root, mac);
+        assert_eq!(found([0x52, 0x54, 0, 0x12, 0x34, 0x56]).as_deref(), Some("eth0"));
+        assert_eq!(found([0x82, 0x0b, 0x1f, 0x1f, 0x86, 0x6d]).as_deref(), Some("wa"));
+        assert_eq!(found([1, 2, 3, 4, 5, 6]), None);
+        assert_eq!(interface_with_mac(&root.join("nothing"), [1, 2, 3, 4, 5, 6]), None);
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }

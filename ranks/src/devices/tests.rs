@@ -80,11 +80,42 @@ fn iwarp_is_refused_with_reason() {
     let e = select(&devs, Some("siw0"), None, None).unwrap_err();
     assert!(matches!(e, SelectError::Iwarp(_)));
     assert!(e.to_string().contains("iWARP"));
+    assert!(e.to_string().contains("add -R (--rdma-cm)"), "{e}");
     // Without -d it is skipped, and nothing else is there.
     assert!(matches!(
         select(&devs, None, None, None),
         Err(SelectError::NoActivePort(_))
     ));
+    // Through the connection manager it is chosen when named, its GID read as the MAC it holds;
+    // a job left to choose still skips it.
+    let c = select_with(&devs, Some("siw0"), None, None, true).unwrap();
+    assert!(c.iwarp);
+    assert_eq!(c.describe(), "siw0 port 1 (iWARP, MAC 52:54:00:12:34:56)");
+    assert_eq!(c.summary().kind, 3);
+    assert!(matches!(
+        select_with(&devs, None, None, None, true),
+        Err(SelectError::NoActivePort(_))
+    ));
+}
+
+/// A RoCE rank and an iWARP rank cannot talk: named before any traffic, with the fix; two iWARP
+/// ranks can.
+#[test]
+fn iwarp_beside_roce_is_named() {
+    let roce = select(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None)
+        .unwrap()
+        .summary();
+    let iw = select_with(&discover(&fixture("siw")).unwrap(), Some("siw0"), None, None, true)
+        .unwrap()
+        .summary();
+    let e = check_consistent(&[(0, "a".into(), roce.clone()), (1, "b".into(), iw.clone())]).unwrap_err();
+    assert_eq!(
+        e,
+        "iWARP and InfiniBand/RoCE cannot talk to each other: rank 0 (a) uses mlx5_0 port 1 GID 3 (RoCE v2, 10.0.1.5) \
+         but rank 1 (b) uses siw0 port 1 (iWARP, MAC 52:54:00:12:34:56); give every rank a device of the same kind \
+         with -d/--devices (see meshrun devices)"
+    );
+    assert!(check_consistent(&[(0, "a".into(), iw.clone()), (1, "b".into(), iw)]).is_ok());
 }
 
 #[test]

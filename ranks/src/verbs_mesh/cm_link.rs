@@ -114,8 +114,41 @@ pub(super) struct CmLocal {
     pub ctx: Context,
 }
 
-/// Listen on the IPv4 address of this rank's chosen GID (RoCE v2), port chosen by the system.
-pub(super) fn listen(choice: &Choice, n: usize, qos: crate::verbs::Qos) -> Result<CmLocal, String> {
+/// The IPv4 address an iWARP device answers on: the first of the interface whose MAC its GID
+/// holds.
+fn iwarp_ipv4(choice: &Choice, sysfs_root: &std::path::Path) -> Result<Ipv4Addr, String> {
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&choice.gid.raw[..6]);
+    let name = crate::netif::interface_with_mac(sysfs_root, mac).ok_or_else(|| {
+        format!(
+            "{}: no network interface has the MAC address of its GID ({})",
+            choice.device,
+            choice.describe()
+        )
+    })?;
+    crate::netif::local_addresses()
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .find_map(|a| match a.ip {
+            std::net::IpAddr::V4(v4) if a.name == name => Some(v4),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            format!(
+                "{}: its network interface {name} has no IPv4 address; give it one",
+                choice.device
+            )
+        })
+}
+
+/// Listen on the IPv4 address of this rank's chosen GID (RoCE v2), or of an iWARP device's
+/// interface, port chosen by the system.
+pub(super) fn listen(
+    choice: &Choice,
+    n: usize,
+    qos: crate::verbs::Qos,
+    sysfs_root: &std::path::Path,
+) -> Result<CmLocal, String> {
     if qos.sl != 0 {
         return Err(format!(
             "--sl {} with --rdma-cm: the connection manager takes the service level from the path it resolves; \
@@ -124,7 +157,12 @@ pub(super) fn listen(choice: &Choice, n: usize, qos: crate::verbs::Qos) -> Resul
         ));
     }
     let tos = qos.traffic_class;
-    let ip = choice.gid.ipv4().ok_or_else(|| {
+    let ip = if choice.iwarp {
+        Some(iwarp_ipv4(choice, sysfs_root)?)
+    } else {
+        choice.gid.ipv4()
+    };
+    let ip = ip.ok_or_else(|| {
         format!(
             "--rdma-cm needs an IPv4 address: {} GID {} is not IPv4-mapped (choose a RoCE v2 IPv4 GID with -x N; see meshrun devices)",
             choice.device, choice.gid.index

@@ -8,7 +8,13 @@ use super::*;
 use crate::wire::{ConnectRecord, Record};
 
 /// A peer's queue pair (in INIT, receives posted) and regions: send slots, inbox, credit source.
-type PendingPeer = (QueuePair<crate::verbs::Init>, MemoryRegion, MemoryRegion, MemoryRegion);
+type PendingPeer = (
+    QueuePair<crate::verbs::Init>,
+    MemoryRegion,
+    MemoryRegion,
+    MemoryRegion,
+    Option<Notices>,
+);
 
 /// What one rank set up locally, before connecting.
 struct Local {
@@ -57,7 +63,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)
             });
             continue;
         }
-        let (qp, send_mr, inbox, credit_src) = peer_resources(&pd, &cq, choice.port, p, (slots, slot))?;
+        let (qp, send_mr, inbox, credit_src, notices) = peer_resources(&pd, &cq, choice.port, p, (slots, slot))?;
         let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
         endpoints.push(Endpoint {
             qpn: qp.qpn(),
@@ -68,7 +74,7 @@ fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)
             addr: inbox.addr(),
             rkey: inbox.rkey(),
         });
-        qps.push(Some((qp, send_mr, inbox, credit_src)));
+        qps.push(Some((qp, send_mr, inbox, credit_src, notices)));
     }
     Ok(Local {
         ctx,
@@ -98,7 +104,7 @@ fn peer_resources(
         .create_rc_qp(cq, cq, peer_depth(slots), MAX_INLINE)
         .and_then(|q| q.into_init(port, Access::REMOTE_READ_WRITE))
         .map_err(|e| e.to_string())?;
-    peer_regions(pd, qp, p, (slots, slot))
+    peer_regions(pd, qp, p, (slots, slot), false)
 }
 
 /// Work requests per queue of a mesh queue pair: every slot each way, and room for credits.
@@ -107,12 +113,14 @@ fn peer_depth(slots: usize) -> u32 {
 }
 
 /// A mesh queue pair's regions (send slots, inbox, credit source), with every inbox slot's
-/// receive posted on `qp`.
+/// receive posted on `qp`; for iWARP (`iwarp`) also the notice regions, the receives posted on
+/// the notice slots instead.
 fn peer_regions(
     pd: &ProtectionDomain,
     qp: QueuePair<Init>,
     p: usize,
     (slots, slot): (usize, usize),
+    iwarp: bool,
 ) -> Result<PendingPeer, String> {
     let send_mr = pd
         .register(slots * slot, Access::default())
@@ -122,11 +130,25 @@ fn peer_regions(
         .register(slots * slot + 8, Access::REMOTE_WRITE)
         .map_err(|e| e.to_string())?;
     let credit_src = pd.register(8, Access::default()).map_err(|e| e.to_string())?;
-    for s in 0..slots {
-        qp.post_recv(&inbox, s * slot, slot, wr_id(p, WrKind::Recv, s))
+    let notices = if iwarp {
+        let recv = pd
+            .register(slots * NOTICE, Access::LOCAL_WRITE)
             .map_err(|e| e.to_string())?;
+        let send = pd
+            .register(slots * NOTICE, Access::default())
+            .map_err(|e| e.to_string())?;
+        Some(Notices { recv, send })
+    } else {
+        None
+    };
+    for s in 0..slots {
+        match &notices {
+            Some(n) => qp.post_recv(&n.recv, s * NOTICE, NOTICE, wr_id(p, WrKind::Recv, s)),
+            None => qp.post_recv(&inbox, s * slot, slot, wr_id(p, WrKind::Recv, s)),
+        }
+        .map_err(|e| e.to_string())?;
     }
-    Ok((qp, send_mr, inbox, credit_src))
+    Ok((qp, send_mr, inbox, credit_src, notices))
 }
 
 /// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges
@@ -202,6 +224,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         patient: false,
         test_qps: 1,
         cm: None,
+        iwarp: false,
     })
 }
 
@@ -218,7 +241,7 @@ fn setup_cm(world: &World, opts: &VerbsOptions) -> Result<CmSetup, String> {
     let n = world.size();
     let (slots, _) = staging(n);
     let choice = opts.choice(world.local_rank())?;
-    let cm = cm_link::listen(&choice, n, opts.qos)?;
+    let cm = cm_link::listen(&choice, n, opts.qos, &opts.sysfs_root)?;
     let info = cm.ctx.query_port(choice.port).map_err(|e| e.to_string())?;
     if !info.active {
         return Err(format!(
@@ -270,7 +293,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         let qp = id
             .create_qp(&pd, &cq, peer_depth(slots), MAX_INLINE, true)
             .map_err(|e| e.to_string())?;
-        let (qp, send_mr, inbox, credit_src) = peer_regions(&pd, qp, p, (slots, slot))?;
+        let (qp, send_mr, inbox, credit_src, notices) = peer_regions(&pd, qp, p, (slots, slot), choice.iwarp)?;
         let hello = cm_link::Hello {
             kind: 0,
             rank: rank as u32,
@@ -279,7 +302,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
             mtu: info.mtu_enum as u8,
             size: n as u32,
         };
-        Ok((qp, (send_mr, inbox, credit_src), hello))
+        Ok((qp, (send_mr, inbox, credit_src, notices), hello))
     };
     let connected = cm.connect_mesh(rank, world.hosts(), deadline, &mut make);
     let all = world.all_ok(connected.is_ok(), "RDMA mesh connected (rdma_cm)");
@@ -294,7 +317,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
     let mut peers = Vec::with_capacity(n);
     let mut path_mtus = Vec::new();
     for c in connected {
-        peers.push(c.map(|(qp, (send_mr, inbox, credit_src), theirs)| {
+        peers.push(c.map(|(qp, (send_mr, inbox, credit_src, notices), theirs)| {
             path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
             Peer {
                 qp,
@@ -305,10 +328,12 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
                 remote_credit: (theirs.addr + (slots * slot) as u64, theirs.rkey),
                 ledger: Ledger::new(slots),
                 inflight: VecDeque::new(),
+                notices,
             }
         }));
     }
     let mtu = info.active_mtu;
+    let iwarp = choice.iwarp;
     let path_mtu = (
         path_mtus.iter().copied().min().unwrap_or(mtu),
         path_mtus.iter().copied().max().unwrap_or(mtu),
@@ -335,6 +360,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         patient: false,
         test_qps: 1,
         cm: Some(cm),
+        iwarp,
     })
 }
 
@@ -406,7 +432,7 @@ fn connect_peers(
     let mut peers = Vec::with_capacity(qps.len());
     let mut first_err = None;
     for (p, q) in qps.into_iter().enumerate() {
-        let Some((qp, send_mr, inbox, credit_src)) = q else {
+        let Some((qp, send_mr, inbox, credit_src, notices)) = q else {
             peers.push(None);
             continue;
         };
@@ -429,6 +455,7 @@ fn connect_peers(
                 remote_credit: (remote.addr + (slots * slot) as u64, remote.rkey),
                 ledger: Ledger::new(slots),
                 inflight: VecDeque::new(),
+                notices,
             })),
             Err(e) => {
                 first_err

@@ -72,6 +72,13 @@ impl VerbsMesh {
         &mut self,
         mem: Box<dyn NicMemory>,
     ) -> Result<(RegionId, ForeignPath), TransportError> {
+        if self.iwarp {
+            return Err(TransportError::Setup(format!(
+                "rank {} ({}): zero-copy transfers between registered regions signal with RDMA write-with-immediate, \
+                 which iWARP ({}) does not have; add --gpu-staging to copy through host memory",
+                self.rank, self.hosts[self.rank], self.choice.device
+            )));
+        }
         // Peers write into receive buffers; nobody reads a region remotely.
         let access = Access::REMOTE_WRITE;
         let region = self.pd.register_nic_memory(mem, access).map_err(|e| {

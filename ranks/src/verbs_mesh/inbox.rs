@@ -141,7 +141,16 @@ impl VerbsMesh {
     /// the message length its immediate carries.
     fn arrival(&mut self, p: usize, c: &Completion) {
         if let Some(peer) = self.peers[p].as_mut() {
-            peer.ledger.arrive(c.byte_len, c.imm.unwrap_or(u32::MAX));
+            match &peer.notices {
+                // iWARP: the notice in the receive's slot says what the write before it carried.
+                Some(n) => {
+                    let (_, _, s) = decode(c.wr_id);
+                    let note = &n.recv.as_slice()[s * NOTICE..(s + 1) * NOTICE];
+                    let word = |i: usize| u32::from_le_bytes([note[i], note[i + 1], note[i + 2], note[i + 3]]);
+                    peer.ledger.arrive(word(0), word(4));
+                }
+                None => peer.ledger.arrive(c.byte_len, c.imm.unwrap_or(u32::MAX)),
+            }
         }
     }
 
@@ -156,9 +165,14 @@ impl VerbsMesh {
         dst.copy_from_slice(&peer.inbox.as_slice()[slot * sl..slot * sl + dst.len()]);
         // Post the slot again: receives are posted in slot order, so fragment k of a SEND lands in
         // slot k mod slots too (a WRITE only takes the immediate).
-        let r = peer
-            .qp
-            .post_recv(&peer.inbox, slot * sl, sl, wr_id(p, WrKind::Recv, slot));
+        let r = match &peer.notices {
+            Some(n) => peer
+                .qp
+                .post_recv(&n.recv, slot * NOTICE, NOTICE, wr_id(p, WrKind::Recv, slot)),
+            None => peer
+                .qp
+                .post_recv(&peer.inbox, slot * sl, sl, wr_id(p, WrKind::Recv, slot)),
+        };
         r.map_err(|e| self.verbs_err(e))
     }
 

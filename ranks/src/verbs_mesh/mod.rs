@@ -104,8 +104,14 @@ impl VerbsOptions {
     /// The device, port and GID this rank uses, as the mesh chose them.
     pub fn choice(&self, local_rank: usize) -> Result<devices::Choice, String> {
         let devs = devices::discover(&self.sysfs_root).map_err(|e| e.to_string())?;
-        devices::select(&devs, self.device_for(local_rank).as_deref(), self.port, self.gid_index)
-            .map_err(|e| e.to_string())
+        devices::select_with(
+            &devs,
+            self.device_for(local_rank).as_deref(),
+            self.port,
+            self.gid_index,
+            self.rdma_cm,
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -134,7 +140,20 @@ struct Peer {
     ledger: Ledger,
     /// Sends posted and not completed: op index.
     inflight: VecDeque<usize>,
+    /// iWARP only (no immediate data): where each slot's notice arrives (8 bytes a slot: the
+    /// fragment's length, then the message's), receives posted here instead of on the inbox; and
+    /// the notices we send, one per send slot.
+    notices: Option<Notices>,
 }
+
+/// An iWARP mesh queue pair's notice regions: `recv` (our receives land here), `send` (sources).
+struct Notices {
+    recv: MemoryRegion,
+    send: MemoryRegion,
+}
+
+/// Bytes of one notice: the fragment's length and the message's, little-endian u32s.
+const NOTICE: usize = 8;
 
 pub struct VerbsMesh {
     rank: usize,
@@ -170,6 +189,8 @@ pub struct VerbsMesh {
     /// Connection setup through the RDMA connection manager (`--rdma-cm`): its channel and
     /// listener, through which the pairwise tests' queue pairs connect too.
     cm: Option<cm_link::CmMesh>,
+    /// The device is iWARP: fragments go as an RDMA write and a notice SEND (no immediates).
+    iwarp: bool,
 }
 
 impl VerbsMesh {

@@ -175,7 +175,7 @@ impl VerbsMesh {
                 let links = self.test_links(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mut key = [0u8; 12];
                 self.exchange(&mut [Op::recv(peer, &mut key)], deadline)?;
-                let local = self.source(reg, bytes, local_only)?;
+                let local = self.source(reg, bytes, self.sink_access(op, local_only))?;
                 let per_qp = self.post_loop(&links, peer, op, &key, &local, bytes, count, window, None, deadline)?;
                 self.exchange(&mut [Op::send(peer, &[0u8; 8])], deadline)?;
                 Ok(result_of(per_qp))
@@ -185,7 +185,7 @@ impl VerbsMesh {
                 let links = self.test_links(peer, window as u32 + 1, deadline, &mut |_| Ok(()))?;
                 let mine = reg(bytes, remote).map_err(|e| self.verbs_err(e))?;
                 let theirs = self.swap(peer, key_of(mine.reg()), deadline)?;
-                let local = self.source(reg, bytes, local_only)?;
+                let local = self.source(reg, bytes, self.sink_access(op, local_only))?;
                 let per_qp = self.post_loop(&links, peer, op, &theirs, &local, bytes, count, window, None, deadline)?;
                 // Neither side leaves while the other may still write into or read its window.
                 self.swap(peer, [0u8; 12], deadline)?;
@@ -193,6 +193,16 @@ impl VerbsMesh {
                 Ok(result_of(per_qp))
             }
             OneSidedRole::PingPong { count, leader } => self.ping_pong(peer, bytes.max(1), count, leader, deadline),
+        }
+    }
+
+    /// The access an initiator's own window needs: a read's sink on iWARP must grant remote
+    /// write (the read response is placed as a tagged write), everywhere else local write only.
+    fn sink_access(&self, op: OneSidedOp, local_only: Access) -> Access {
+        if self.iwarp && op == OneSidedOp::Read {
+            Access::REMOTE_WRITE
+        } else {
+            local_only
         }
     }
 
@@ -534,11 +544,14 @@ impl VerbsMesh {
                     )
                 },
             ),
-            ("Transport type".into(), "IB".into()),
+            (
+                "Transport type".into(),
+                if self.iwarp { "IW".into() } else { "IB".into() },
+            ),
             (
                 "Data ex. method".into(),
                 if self.cm.is_some() {
-                    "rdma_cm (each rank listens on its GID's IPv4 address; the manager resolves the route)".into()
+                    "rdma_cm (each rank listens on its device's IPv4 address; the manager resolves the route)".into()
                 } else {
                     "MPI (GIDs and queue pair numbers in one all-to-all)".into()
                 },
@@ -574,10 +587,16 @@ impl VerbsMesh {
             (
                 "Staging".into(),
                 format!(
-                    "{} inbox slots of {} KiB per peer, {} with immediate, credits by RDMA write",
+                    "{} inbox slots of {} KiB per peer, {}, credits by RDMA write",
                     self.slots,
                     self.slot / 1024,
-                    if self.use_send { "SEND" } else { "RDMA write" }
+                    if self.iwarp {
+                        "RDMA write then an 8-byte SEND notice (iWARP has no immediate data)"
+                    } else if self.use_send {
+                        "SEND with immediate"
+                    } else {
+                        "RDMA write with immediate"
+                    }
                 ),
             ),
         ];

@@ -15,6 +15,9 @@ pub(super) enum WrKind {
     DirectWrite = 5,
     /// A receive that takes a zero-copy write's immediate.
     DirectImm = 6,
+    /// iWARP (no immediate data): the RDMA write of a fragment's bytes, followed by the SEND of
+    /// its notice (a [`WrKind::Send`], whose completion frees the slot); nothing to do on its own.
+    Data = 7,
 }
 
 impl WrKind {
@@ -26,6 +29,7 @@ impl WrKind {
             4 => WrKind::OneSided,
             5 => WrKind::DirectWrite,
             6 => WrKind::DirectImm,
+            7 => WrKind::Data,
             _ => return None,
         })
     }
@@ -58,6 +62,7 @@ mod tests {
             WrKind::OneSided,
             WrKind::DirectWrite,
             WrKind::DirectImm,
+            WrKind::Data,
         ] {
             for (peer, slot) in [(0, 0), (1, 15), (4095, 0x0fff_ffff)] {
                 assert_eq!(decode(wr_id(peer, kind, slot)), (peer, Some(kind), slot));
