@@ -283,9 +283,16 @@ impl VerbsMesh {
         // so a spin costs one poll, as perftest's does (a clock read per poll delays noticing a
         // completion, measurably so in a read latency under emulation).
         let mut empty = 0u32;
+        // The lane served first turns each pass: a fixed order would let queue pair 0 post (and
+        // so reach the wire) first every time, a bias of the loop that -q's per-path figures
+        // would show as a slower last path.
+        let mut first = 0usize;
         while lanes.iter().any(|l| l.busy(count)) {
             let mut progressed = false;
-            for (q, lane) in lanes.iter_mut().enumerate() {
+            let n_lanes = lanes.len();
+            for j in 0..n_lanes {
+                let q = (first + j) % n_lanes;
+                let lane = &mut lanes[q];
                 while lane.posted < count && lane.posted - lane.done < window as u64 {
                     let signaled = lane.moderation.next(lane.posted + 1 == count);
                     lane.link
@@ -323,6 +330,7 @@ impl VerbsMesh {
                     }
                 }
             }
+            first = (first + 1) % n_lanes.max(1);
             if progressed {
                 continue;
             }
