@@ -531,12 +531,17 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
     for d in &devs {
         for p in &d.ports {
             println!(
-                "# {} port {}: {} ({}), {:?}, {}, LID 0x{:x}{}",
+                "# {} port {}: {} ({}), {:?}{}, {}, LID 0x{:x}{}",
                 d.name,
                 p.num,
                 p.state.1,
                 p.phys_state,
                 p.link_layer,
+                if d.node_type == devices::NodeType::Rnic {
+                    " (iWARP: connects through rdma_cm, -R)"
+                } else {
+                    ""
+                },
                 p.rate,
                 p.lid,
                 d.pci.as_deref().map(|x| format!(", PCI {x}")).unwrap_or_default()
