@@ -276,10 +276,25 @@ impl CmMesh {
         }
         let mut left = n - 1;
         while left > 0 {
-            let ev = self.event(
-                deadline,
-                &format!("rdma_cm mesh connections ({left} of {} left)", n - 1),
-            )?;
+            let ev = match self.chan.next(deadline, "rdma_cm mesh connections") {
+                Ok(ev) => ev,
+                // Name who never connected: the peers this rank called and those it waited for.
+                Err(crate::verbs::VerbsError::Timeout { waited, .. }) => {
+                    let missing: Vec<String> = (0..n)
+                        .filter(|&p| p != rank && done[p].is_none())
+                        .map(|p| {
+                            let how = if p < rank { "called" } else { "waited for" };
+                            format!("rank {p} ({}, {how})", hosts[p])
+                        })
+                        .collect();
+                    return Err(format!(
+                        "rdma_cm: {left} of {} connections not established after {waited:.1?}: {}",
+                        n - 1,
+                        missing.join(", ")
+                    ));
+                }
+                Err(e) => return Err(e.to_string()),
+            };
             if ev.kind == CmEventKind::ConnectRequest {
                 let Some(id) = ev.new_id else { continue };
                 let hello = Hello::from_bytes(&ev.private_data);
