@@ -343,7 +343,8 @@ pub struct RankArgs {
     pub tclass: Option<u8>,
     /// Connect the verbs mesh through the RDMA connection manager (rdma_cm; perftest's -R):
     /// each rank listens on its GID's IPv4 address and the manager resolves routes and moves the
-    /// queue pairs to RTS, instead of GIDs and queue pair numbers exchanged over MPI
+    /// queue pairs to RTS, instead of GIDs and queue pair numbers exchanged over MPI (with
+    /// --transport auto, RDMA is then required: no fall-back to TCP)
     #[arg(long = "rdma-cm")]
     pub rdma_cm: bool,
     /// Root of the sysfs tree RDMA devices are read from

@@ -231,6 +231,13 @@ fn connect(
     };
     match args.transport {
         TransportChoice::Tcp => tcp(),
+        // --rdma-cm asks for RDMA connections: with auto, a failure to make them is the error it
+        // is, not a quiet fall-back to TCP.
+        TransportChoice::Verbs | TransportChoice::Auto if args.rdma_cm => {
+            verbs_mesh::connect(world, &verbs_options(args))
+                .map(|m| Box::new(m) as Box<dyn Transport>)
+                .map_err(|e| Failed::Other(e.to_string(), Status::Usage))
+        }
         TransportChoice::Verbs => verbs_mesh::connect(world, &verbs_options(args))
             .map(|m| Box::new(m) as Box<dyn Transport>)
             .map_err(|e| Failed::Other(e.to_string(), Status::Usage)),

@@ -80,7 +80,50 @@ fn infiniband_and_iwarp_hosts() {
     );
     let r = meshrun(&["devices", "--sysfs-root", &fixture("siw"), "-d", "siw0"], LIMIT);
     r.expect_code(2);
-    assert!(r.stderr.contains("iWARP"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("iWARP") && r.stderr.contains("add -R (--rdma-cm)"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout
+            .contains("# siw0 port 1: ACTIVE (5: LinkUp), Ethernet (iWARP: connects through rdma_cm, -R)"),
+        "{}",
+        r.stdout
+    );
+}
+
+/// `--rdma-cm` asks for RDMA connections: on a machine without RDMA every rank says why in one
+/// line and the job ends with status 2, with no quiet fall-back to TCP (as `--transport auto`
+/// alone would make).
+#[test]
+fn rdma_cm_without_rdma_is_an_error_not_tcp() {
+    let r = mpirun(
+        2,
+        &[
+            "mesh-check",
+            "--rdma-cm",
+            "--sysfs-root",
+            &fixture("no-rdma"),
+            "--timeout",
+            "20",
+        ],
+        &[],
+        Duration::from_secs(60),
+    );
+    r.expect_code(2);
+    for rank in 0..2 {
+        assert!(
+            r.stderr.contains(&format!("meshrun: rank {rank} (")) && r.stderr.contains("no RDMA support loaded"),
+            "{}",
+            r.all()
+        );
+    }
+    assert!(
+        !r.stderr.contains("using TCP") && !r.stdout.contains("mesh-check:"),
+        "{}",
+        r.all()
+    );
 }
 
 #[test]
