@@ -1,7 +1,6 @@
 //! Connecting the mesh: local setup (device, port, queue pairs, inbox), one MPI allgather of
 //! endpoint records, a consistency check across ranks, then every queue pair to RTS.
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use super::*;
@@ -319,17 +318,12 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
     for c in connected {
         peers.push(c.map(|(qp, (send_mr, inbox, credit_src, notices), theirs)| {
             path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
-            Peer {
+            Peer::new(
                 qp,
-                send_mr,
-                inbox,
-                credit_src,
-                remote_inbox: (theirs.addr, theirs.rkey),
-                remote_credit: (theirs.addr + (slots * slot) as u64, theirs.rkey),
-                ledger: Ledger::new(slots),
-                inflight: VecDeque::new(),
-                notices,
-            }
+                (send_mr, inbox, credit_src, notices),
+                (theirs.addr, theirs.rkey),
+                (slots, slot),
+            )
         }));
     }
     let mtu = info.active_mtu;
@@ -446,17 +440,12 @@ fn connect_peers(
             .into_rtr(remote, choice.port, path_mtu, grh, qos)
             .and_then(|q| q.into_rts(mine.psn))
         {
-            Ok(qp) => peers.push(Some(Peer {
+            Ok(qp) => peers.push(Some(Peer::new(
                 qp,
-                send_mr,
-                inbox,
-                credit_src,
-                remote_inbox: (remote.addr, remote.rkey),
-                remote_credit: (remote.addr + (slots * slot) as u64, remote.rkey),
-                ledger: Ledger::new(slots),
-                inflight: VecDeque::new(),
-                notices,
-            })),
+                (send_mr, inbox, credit_src, notices),
+                (remote.addr, remote.rkey),
+                (slots, slot),
+            ))),
             Err(e) => {
                 first_err
                     .get_or_insert_with(|| setup_err(format!("connecting to rank {p} ({}): {e}", world.hosts()[p])));

@@ -146,6 +146,29 @@ struct Peer {
     notices: Option<Notices>,
 }
 
+impl Peer {
+    /// A connected peer: its queue pair, our regions for it, and its inbox (address, rkey), whose
+    /// credit word sits after its `slots` slots of `slot` bytes.
+    fn new(
+        qp: QueuePair<Rts>,
+        (send_mr, inbox, credit_src, notices): (MemoryRegion, MemoryRegion, MemoryRegion, Option<Notices>),
+        (addr, rkey): (u64, u32),
+        (slots, slot): (usize, usize),
+    ) -> Peer {
+        Peer {
+            qp,
+            send_mr,
+            inbox,
+            credit_src,
+            remote_inbox: (addr, rkey),
+            remote_credit: (addr + (slots * slot) as u64, rkey),
+            ledger: Ledger::new(slots),
+            inflight: VecDeque::new(),
+            notices,
+        }
+    }
+}
+
 /// An iWARP mesh queue pair's notice regions: `recv` (our receives land here), `send` (sources).
 struct Notices {
     recv: MemoryRegion,

@@ -124,19 +124,16 @@ impl VerbsMesh {
                 let chunk = &buf[(f * sl).min(buf.len())..((f + 1) * sl).min(buf.len())];
                 peer.send_mr.as_mut_slice()[slot * sl..slot * sl + chunk.len()].copy_from_slice(chunk);
                 let (inbox, rkey) = peer.remote_inbox;
-                if let Some(n) = peer.notices.as_mut() {
+                let remote_addr = inbox + (remote_slot * sl) as u64;
+                let r = if let Some(n) = peer.notices.as_mut() {
                     // iWARP: the bytes by RDMA write, then an 8-byte SEND saying how many and of
                     // what message; RC order places the write before the SEND completes there,
                     // and the SEND's completion here (after the write's) frees the slot.
                     let note = &mut n.send.as_mut_slice()[slot * NOTICE..(slot + 1) * NOTICE];
                     note[..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
                     note[4..].copy_from_slice(&(buf.len() as u32).to_le_bytes());
-                    let write = SendOp::Write {
-                        remote_addr: inbox + (remote_slot * sl) as u64,
-                        rkey,
-                    };
-                    let r = peer
-                        .qp
+                    let write = SendOp::Write { remote_addr, rkey };
+                    peer.qp
                         .post(
                             write,
                             &peer.send_mr,
@@ -152,31 +149,20 @@ impl VerbsMesh {
                                 NOTICE,
                                 wr_id(p, WrKind::Send, slot),
                             )
-                        });
-                    if let Err(e) = r {
-                        return Err(self.verbs_err(e));
-                    }
-                    peer.inflight.push_back(i);
-                    b.st[i].frags_posted += 1;
-                    b.st[i].outstanding += 1;
-                    moved = true;
-                    if b.st[i].frags_posted == b.st[i].frags_total {
-                        q.pop_front();
-                    }
-                    continue;
-                }
-                let how = if self.use_send {
-                    SendOp::SendImm(buf.len() as u32)
+                        })
                 } else {
-                    SendOp::WriteImm {
-                        remote_addr: inbox + (remote_slot * sl) as u64,
-                        rkey,
-                        imm: buf.len() as u32,
-                    }
+                    let how = if self.use_send {
+                        SendOp::SendImm(buf.len() as u32)
+                    } else {
+                        SendOp::WriteImm {
+                            remote_addr,
+                            rkey,
+                            imm: buf.len() as u32,
+                        }
+                    };
+                    peer.qp
+                        .post(how, &peer.send_mr, slot * sl, chunk.len(), wr_id(p, WrKind::Send, slot))
                 };
-                let r = peer
-                    .qp
-                    .post(how, &peer.send_mr, slot * sl, chunk.len(), wr_id(p, WrKind::Send, slot));
                 if let Err(e) = r {
                     return Err(self.verbs_err(e));
                 }
