@@ -250,6 +250,17 @@ pub struct CollArgs {
     /// and on nodes without GPUDirect RDMA); reductions still run on the GPU
     #[arg(long = "gpu-staging")]
     pub gpu_staging: bool,
+    /// Queue pairs per peer over RDMA, 1-16 (NCCL_IB_QPS_PER_CONNECTION when not given): every
+    /// message is striped over them fragment by fragment, so on RoCE v2 each takes its own ECMP
+    /// path as NCCL's do; capped where the job's size leaves too little staging (2 at 4,096 ranks)
+    #[arg(short = 'q', long = "qp", value_name = "QPS")]
+    pub qps: Option<u32>,
+    /// Where -q came from when not the command line (`MESHRUN_QP`), for the header.
+    #[arg(skip)]
+    pub qps_source: Option<Box<crate::nic_env::Source>>,
+    /// NCCL_IB_QPS_PER_CONNECTION as this rank's environment has it (used over RDMA only).
+    #[arg(skip)]
+    pub qps_env: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -365,6 +376,9 @@ pub struct RankArgs {
     /// Where the NIC choices came from (set after parsing, see nic_env.rs), for the run header.
     #[arg(skip)]
     pub nic_choice: Option<String>,
+    /// Queue pairs per peer of the verbs mesh (the collectives' -q; 0 or 1: one).
+    #[arg(skip)]
+    pub lanes: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -15,6 +15,7 @@ use ranks::{Transport, TransportKind, World};
 use crate::cli::{BaselineArg, CollArgs, RankArgs};
 use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
+use ranks::verbs_mesh::MAX_LANES;
 
 /// Build the configuration, or say what is wrong with the flags.
 pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
@@ -222,6 +223,31 @@ fn open_gpu_reporting(
     }
 }
 
+/// The header's word on the mesh's queue pairs per peer over verbs (None for one, from the flag or
+/// by default): how many, where the number came from, and the cap a job of `n` ranks put on it
+/// (the mesh connected with as many as [`ranks::verbs_mesh::max_lanes`] allows).
+pub fn lanes_line(asked: usize, n: usize, note: Option<String>) -> Option<String> {
+    let used = asked.min(ranks::verbs_mesh::max_lanes(n));
+    if used <= 1 && asked <= 1 && note.is_none() {
+        return None;
+    }
+    let mut line = if used == 1 {
+        "1 queue pair per peer".to_string()
+    } else {
+        format!("{used} queue pairs per peer, every message striped over them")
+    };
+    if let Some(n) = note {
+        line.push_str(&format!(" ({n})"));
+    }
+    if used < asked {
+        line.push_str(&format!(
+            "; {asked} asked, capped at {used}: at {n} ranks the staging budget leaves no more a slot of 8 KiB \
+             each way per peer"
+        ));
+    }
+    Some(line)
+}
+
 /// Every rank's `# Using devices` line: its GPU, and how that rank's GPU data reaches the network.
 fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) -> Result<Vec<DeviceInfo>, WireError> {
     let mine = match gpu {
@@ -267,10 +293,46 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
         .collect()
 }
 
-pub fn run(name: &str, a: CollArgs) -> i32 {
+/// The collectives' queue pairs per peer: `-q` (or `MESHRUN_QP`), else
+/// `NCCL_IB_QPS_PER_CONNECTION`, with where it came from when not the flag. The flag takes 1 to
+/// [`MAX_LANES`]; NCCL's variable, which NCCL itself takes up to 128, is capped at that.
+pub fn lanes(a: &CollArgs) -> Result<(usize, Option<String>), String> {
+    let env = |k: &str| a.qps_env.clone().filter(|_| k == "NCCL_IB_QPS_PER_CONNECTION");
+    let mut note = None;
+    // Read before the mesh exists: under `auto` the variable counts (and a bad value is an
+    // error) even where the run ends up on TCP; `--transport tcp` ignores it, as the other
+    // RDMA variables.
+    let rdma = a.rank.transport != crate::cli::TransportChoice::Tcp;
+    let n = crate::nic_env::qps(a.qps, a.qps_source.as_deref().cloned(), rdma, &env, &mut note)? as usize;
+    if a.qps.is_some() && !(1..=MAX_LANES).contains(&n) {
+        return Err(format!(
+            "-q {n}: expected 1 to {MAX_LANES} queue pairs per peer (each needs staging slots of its own)"
+        ));
+    }
+    if n > MAX_LANES {
+        let capped = format!("capped to {MAX_LANES}, the most the collectives' mesh stripes over");
+        note = Some(match note {
+            Some(h) => format!("{h} ({capped})"),
+            None => capped,
+        });
+    }
+    Ok((n.min(MAX_LANES), note))
+}
+
+pub fn run(name: &str, mut a: CollArgs) -> i32 {
     let Some(coll) = coll::by_name(name) else {
         ranks::eline!("meshrun: unknown collective {name}");
         return Status::Usage.code();
+    };
+    let lanes_note = match lanes(&a) {
+        Ok((n, note)) => {
+            a.rank.lanes = n;
+            note
+        }
+        Err(e) => {
+            ranks::eline!("meshrun {name}: {e}");
+            return Status::Usage.code();
+        }
     };
     let cfg = match config(&a) {
         Ok(c) => c,
@@ -292,6 +354,7 @@ pub fn run(name: &str, a: CollArgs) -> i32 {
         cfg,
         gpu_req,
         argv: std::env::args().collect(),
+        lanes_note,
     })
 }
 
@@ -303,6 +366,8 @@ struct Coll {
     gpu_req: Option<GpuRequest>,
     /// The command line, for the JSON report.
     argv: Vec<String>,
+    /// Where the queue pairs per peer came from when not -q (for the header).
+    lanes_note: Option<String>,
 }
 
 /// What rank 0 renders after the sweep.
@@ -323,14 +388,32 @@ impl RankCommand for Coll {
         self.a.json.as_deref().map(|p| (p, self.a.force))
     }
 
-    /// The root against the job's size.
-    fn check(&mut self, world: &World, _t: &dyn Transport) -> Result<(), String> {
+    /// The root against the job's size; several queue pairs per peer against the transport.
+    fn check(&mut self, world: &World, t: &dyn Transport) -> Result<(), String> {
         if self.cfg.root >= world.size() {
             return Err(format!(
                 "-r {}: this job has ranks 0 to {}",
                 self.cfg.root,
                 world.size() - 1
             ));
+        }
+        let asked = self.a.rank.lanes.max(1);
+        if t.kind() != TransportKind::Verbs {
+            // NCCL's variable is an RDMA setting: a job on TCP runs as without it.
+            if asked > 1 && self.a.qps.is_some() {
+                return Err(format!(
+                    "-q {asked}: several queue pairs per peer need RDMA verbs, and this job's mesh is {} \
+                     (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device",
+                    t.kind().as_str()
+                ));
+            }
+            return Ok(());
+        }
+        if let Some(line) = lanes_line(asked, world.size(), self.lanes_note.take()) {
+            self.cfg.nic_choice = Some(match self.cfg.nic_choice.take() {
+                Some(h) => format!("{h}; {line}"),
+                None => line,
+            });
         }
         Ok(())
     }
@@ -468,5 +551,83 @@ mod tests {
         // 90% of the bar, as nccl-tests: 10 GB/s passes an average of 9, not 8.99.
         let b = busbw_bar(None, false, &nccl("10")).unwrap().unwrap();
         assert!(b.passes(9.0) && !b.passes(8.99) && !b.passes(f64::NAN));
+    }
+
+    fn coll(argv: &[&str]) -> CollArgs {
+        use clap::Parser;
+        let cli = crate::cli::Cli::try_parse_from([&["meshrun", "all_reduce"], argv].concat()).expect("parses");
+        match cli.command {
+            crate::cli::Command::Coll(c) => c.args,
+            _ => panic!("all_reduce"),
+        }
+    }
+
+    #[test]
+    fn queue_pairs_per_peer_from_the_flag_or_nccl_and_their_bounds() {
+        assert_eq!(lanes(&coll(&[])), Ok((1, None)), "default: one");
+        assert_eq!(lanes(&coll(&["-q", "4"])), Ok((4, None)));
+        assert_eq!(lanes(&coll(&["--qp", "16"])), Ok((16, None)));
+        for bad in ["0", "17"] {
+            let e = lanes(&coll(&["-q", bad])).unwrap_err();
+            assert_eq!(
+                e,
+                format!("-q {bad}: expected 1 to 16 queue pairs per peer (each needs staging slots of its own)")
+            );
+        }
+        let mut a = coll(&[]);
+        a.qps_env = Some("4".into());
+        assert_eq!(
+            lanes(&a),
+            Ok((4, Some("-q 4 from NCCL_IB_QPS_PER_CONNECTION=4".into())))
+        );
+        // The flag wins over NCCL's variable.
+        let mut a = coll(&["-q", "2"]);
+        a.qps_env = Some("8".into());
+        assert_eq!(lanes(&a), Ok((2, None)));
+        // NCCL takes up to 128: meshrun stripes over 16 at most, and says so.
+        let mut a = coll(&[]);
+        a.qps_env = Some("32".into());
+        let (n, note) = lanes(&a).unwrap();
+        assert_eq!(n, 16);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "-q 32 from NCCL_IB_QPS_PER_CONNECTION=32 (capped to 16, the most the collectives' mesh stripes over)"
+            )
+        );
+        a.qps_env = Some("many".into());
+        assert_eq!(
+            lanes(&a).unwrap_err(),
+            "NCCL_IB_QPS_PER_CONNECTION=many: expected a whole number from 1 to 128"
+        );
+        // --transport tcp ignores NCCL's RDMA variables, this one too.
+        let mut a = coll(&["--transport", "tcp"]);
+        a.qps_env = Some("many".into());
+        assert_eq!(lanes(&a), Ok((1, None)));
+    }
+
+    #[test]
+    fn the_header_says_how_many_queue_pairs_and_the_cap_of_a_big_job() {
+        assert_eq!(lanes_line(1, 8, None), None, "one, by default: nothing to say");
+        assert_eq!(
+            lanes_line(4, 8, None).as_deref(),
+            Some("4 queue pairs per peer, every message striped over them")
+        );
+        assert_eq!(
+            lanes_line(4, 8, Some("-q 4 from NCCL_IB_QPS_PER_CONNECTION=4".into())).as_deref(),
+            Some("4 queue pairs per peer, every message striped over them (-q 4 from NCCL_IB_QPS_PER_CONNECTION=4)")
+        );
+        assert_eq!(
+            lanes_line(1, 8, Some("-q 1 from NCCL_IB_QPS_PER_CONNECTION=1".into())).as_deref(),
+            Some("1 queue pair per peer (-q 1 from NCCL_IB_QPS_PER_CONNECTION=1)")
+        );
+        // 4,096 ranks: two queue pairs per peer fit the 128 MiB staging budget, four do not.
+        assert_eq!(
+            lanes_line(4, 4096, None).as_deref(),
+            Some(
+                "2 queue pairs per peer, every message striped over them; 4 asked, capped at 2: at 4096 ranks \
+                 the staging budget leaves no more a slot of 8 KiB each way per peer"
+            )
+        );
     }
 }

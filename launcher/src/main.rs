@@ -217,6 +217,13 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
             nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()).map(Box::new);
         a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
     }
+    // The collectives' queue pairs per peer: resolved before the mesh connects, in coll_cmd.
+    if let Some(a) = cmd.coll_args() {
+        let given = a.qps;
+        a.qps_source =
+            nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()).map(Box::new);
+        a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
+    }
     Ok(())
 }
 

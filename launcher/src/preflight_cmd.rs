@@ -30,9 +30,10 @@ fn expectations(a: &PreflightArgs) -> Result<Option<Expectations>, String> {
 }
 
 /// Locked memory a verbs rank of an `n`-rank job registers: the staging slots (send and inbox,
-/// per peer) and a send and a receive buffer of the largest message.
+/// per peer) and a send and a receive buffer of the largest message. (Several queue pairs per
+/// peer share the same staging budget, so one lane's figure holds for any.)
 fn memlock_need(n: usize, max_bytes: u64) -> u64 {
-    let (slots, slot) = ranks::verbs_mesh::staging(n);
+    let (slots, slot) = ranks::verbs_mesh::staging(n, 1);
     (2 * slots * slot * n.saturating_sub(1).max(1)) as u64 + 2 * max_bytes
 }
 

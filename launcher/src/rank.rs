@@ -193,6 +193,7 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
             flow_label: 0,
         },
         rdma_cm: args.rdma_cm,
+        lanes: args.lanes.max(1),
     }
 }
 

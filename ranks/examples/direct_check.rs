@@ -146,6 +146,7 @@ fn main() -> ExitCode {
         sysfs_root: "/sys".into(),
         qos: ranks::verbs::Qos::default(),
         rdma_cm: false,
+        lanes: 1,
     };
     let result = verbs_mesh::connect(&world, &opts)
         .map_err(|e| e.to_string())

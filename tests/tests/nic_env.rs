@@ -168,3 +168,48 @@ fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
     assert!(!r.stdout.contains("NCCL_IB_QPS_PER_CONNECTION"), "{}", r.stdout);
     assert!(!r.stdout.contains("\"paths\""), "{}", r.stdout);
 }
+
+#[test]
+fn the_collectives_queue_pairs_per_peer_need_rdma_and_nccls_variable_waits_for_it() {
+    // -q (and MESHRUN_QP) on the collectives over a TCP mesh: refused in one line per rank.
+    for (args, env) in [
+        (&[&AR[..], &["-q", "4"]].concat()[..], &[][..]),
+        (&AR[..], &[("MESHRUN_QP", "4")][..]),
+    ] {
+        let r = mpirun(2, args, env, LIMIT);
+        assert_eq!(r.code, Some(2), "{}", r.all());
+        let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("-q 4:")).collect();
+        assert!(!lines.is_empty(), "{}", r.all());
+        for l in lines {
+            assert!(
+                l.contains("-q 4: several queue pairs per peer need RDMA verbs, and this job's mesh is tcp")
+                    && l.contains("drop -q"),
+                "{l}"
+            );
+        }
+        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+    }
+    // Out of range: refused before MPI starts a mesh, with the range.
+    let r = mpirun(2, &[&AR[..], &["-q", "17"]].concat(), &[], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("-q 17: expected 1 to 16 queue pairs per peer (each needs staging slots of its own)"),
+        "{}",
+        r.stderr
+    );
+    // NCCL's variable is an RDMA setting: on TCP the job runs as without it, and says nothing of it.
+    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "4")], LIMIT);
+    r.expect_code(0);
+    assert!(!r.stdout.contains("queue pair"), "{}", r.stdout);
+    assert!(!r.stdout.contains("NCCL_IB_QPS_PER_CONNECTION"), "{}", r.stdout);
+    // A value NCCL would not take either: one line naming it.
+    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "lots")], LIMIT);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("NCCL_IB_QPS_PER_CONNECTION=lots: expected a whole number from 1 to 128"),
+        "{}",
+        r.stderr
+    );
+}

@@ -13,25 +13,28 @@ use std::time::Instant;
 use super::*;
 use crate::verbs::{CmEvent, CmEventKind, CmId, ConnParams, EventChannel};
 
-/// Tokens of ids: the listener, a mesh connection to rank p (MESH + p), a test link's (TEST + k).
+/// Tokens of ids: the listener, a mesh connection to rank p's lane j (MESH + p x lanes + j), a
+/// test link's (TEST + k).
 const LISTENER: u64 = 1;
 const MESH: u64 = 1 << 32;
 const TEST: u64 = 2 << 32;
 /// "MRCM", then the record's version.
 const MAGIC: u32 = 0x4d52_434d;
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
 /// How long one address or route resolution may take (ms).
 const RESOLVE_MS: i32 = 5000;
 /// Outstanding RDMA reads each way (perftest's -R asks for the device's maximum; 16 is what the
 /// queue pairs connected by hand use).
 const PARAMS: ConnParams = ConnParams { rd_atomic: 16 };
 
-/// What a connection request or reply carries (24 bytes: within the 56 an InfiniBand/RoCE
+/// What a connection request or reply carries (28 bytes: within the 56 an InfiniBand/RoCE
 /// request may carry after the connection manager's own header, and iWARP's MPA limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct Hello {
     /// What the connection is for: 0 the mesh, 1 a pairwise test's queue pair.
     pub kind: u8,
+    /// Which of the mesh's queue pairs to this peer (0 .. lanes); 0 for a test.
+    pub lane: u8,
     /// The caller's rank.
     pub rank: u32,
     /// The caller's inbox (address, rkey) for a mesh connection; zero for a test.
@@ -52,6 +55,7 @@ impl Hello {
         b[4] = VERSION;
         b[5] = self.kind;
         b[6] = self.mtu;
+        b[7] = self.lane;
         b[8..12].copy_from_slice(&self.rank.to_le_bytes());
         b[12..20].copy_from_slice(&self.addr.to_le_bytes());
         b[20..24].copy_from_slice(&self.rkey.to_le_bytes());
@@ -70,6 +74,7 @@ impl Hello {
         Some(Hello {
             kind: b[5],
             mtu: b[6],
+            lane: b[7],
             rank: u32_at(8),
             addr: u64::from_le_bytes(addr),
             rkey: u32_at(20),
@@ -254,42 +259,52 @@ impl CmMesh {
         Ok(id)
     }
 
-    /// Connect the mesh: one connection to every other rank (this rank calls the lower ranks and
-    /// answers the higher ones), each queue pair made by `make`, which also returns what to send
-    /// the peer. Returns, per peer, the queue pair in RTS, the caller's resources and the peer's
-    /// record; the first failure ends it.
+    /// Connect the mesh: `lanes` connections to every other rank (this rank calls the lower ranks
+    /// and answers the higher ones), each queue pair made by `make` (peer, lane, id), which also
+    /// returns what to send the peer. Returns, per peer, its lanes in order: the queue pair in
+    /// RTS and the peer's record; the first failure ends it.
     #[allow(clippy::type_complexity)]
-    pub fn connect_mesh<T>(
+    pub fn connect_mesh(
         &mut self,
         rank: usize,
         hosts: &[String],
+        lanes: usize,
         deadline: Instant,
-        make: &mut dyn FnMut(usize, &CmId) -> Result<(QueuePair<Init>, T, Hello), String>,
-    ) -> Result<Vec<Option<(QueuePair<Rts>, T, Hello)>>, String> {
+        make: &mut dyn FnMut(usize, usize, &CmId) -> Result<(QueuePair<Init>, Hello), String>,
+    ) -> Result<Vec<Option<Vec<(QueuePair<Rts>, Hello)>>>, String> {
         let n = self.size;
-        let mut pending: Vec<Option<(QueuePair<Init>, T, Hello)>> = (0..n).map(|_| None).collect();
-        let mut done: Vec<Option<(QueuePair<Rts>, T, Hello)>> = (0..n).map(|_| None).collect();
+        let lanes = lanes.max(1);
+        // Connection c is peer c / lanes, lane c mod lanes.
+        let conns = n * lanes;
+        let mut pending: Vec<Option<(QueuePair<Init>, Hello)>> = (0..conns).map(|_| None).collect();
+        let mut done: Vec<Option<(QueuePair<Rts>, Hello)>> = (0..conns).map(|_| None).collect();
         // Active ids awaiting their queue pair (address and route still resolving).
-        let mut calling: Vec<Option<CmId>> = (0..n).map(|_| None).collect();
-        for (p, slot) in calling.iter_mut().enumerate().take(rank) {
-            *slot = Some(self.start(p, MESH + p as u64)?);
+        let mut calling: Vec<Option<CmId>> = (0..conns).map(|_| None).collect();
+        for (c, slot) in calling.iter_mut().enumerate().take(rank * lanes) {
+            *slot = Some(self.start(c / lanes, MESH + c as u64)?);
         }
-        let mut left = n - 1;
+        let mut left = (n - 1) * lanes;
         while left > 0 {
             let ev = match self.chan.next(deadline, "rdma_cm mesh connections") {
                 Ok(ev) => ev,
                 // Name who never connected: the peers this rank called and those it waited for.
                 Err(crate::verbs::VerbsError::Timeout { waited, .. }) => {
                     let missing: Vec<String> = (0..n)
-                        .filter(|&p| p != rank && done[p].is_none())
-                        .map(|p| {
+                        .filter(|&p| p != rank)
+                        .filter_map(|p| {
+                            let short = (0..lanes).filter(|j| done[p * lanes + j].is_none()).count();
                             let how = if p < rank { "called" } else { "waited for" };
-                            format!("rank {p} ({}, {how})", hosts[p])
+                            let of = if lanes > 1 {
+                                format!(", {short} of {lanes} queue pairs")
+                            } else {
+                                String::new()
+                            };
+                            (short > 0).then(|| format!("rank {p} ({}, {how}{of})", hosts[p]))
                         })
                         .collect();
                     return Err(format!(
                         "rdma_cm: {left} of {} connections not established after {waited:.1?}: {}",
-                        n - 1,
+                        (n - 1) * lanes,
                         missing.join(", ")
                     ));
                 }
@@ -298,21 +313,23 @@ impl CmMesh {
             if ev.kind == CmEventKind::ConnectRequest {
                 let Some(id) = ev.new_id else { continue };
                 let hello = Hello::from_bytes(&ev.private_data);
+                let conn = |h: &Hello| h.rank as usize * lanes + h.lane as usize;
                 match hello {
                     Some(h)
                         if h.kind == 0
                             && (h.rank as usize) > rank
                             && (h.rank as usize) < n
                             && h.size as usize == n
-                            && pending[h.rank as usize].is_none()
-                            && done[h.rank as usize].is_none() =>
+                            && (h.lane as usize) < lanes
+                            && pending[conn(&h)].is_none()
+                            && done[conn(&h)].is_none() =>
                     {
-                        let p = h.rank as usize;
-                        id.set_token(MESH + p as u64);
-                        let (qp, t, mine) = make(p, &id)?;
+                        let (p, c) = (h.rank as usize, conn(&h));
+                        id.set_token(MESH + c as u64);
+                        let (qp, mine) = make(p, h.lane as usize, &id)?;
                         id.accept(&mine.to_bytes(), PARAMS)
                             .map_err(|e| format!("accepting rank {p} ({}): {e}", hosts[p]))?;
-                        pending[p] = Some((qp, t, h));
+                        pending[c] = Some((qp, h));
                     }
                     Some(h) if h.kind == 1 => {
                         // A test link's request come early (this rank is still connecting): kept.
@@ -325,43 +342,51 @@ impl CmMesh {
                 }
                 continue;
             }
-            let p = match ev.token.checked_sub(MESH) {
-                Some(p) if (p as usize) < n && ev.token < TEST => p as usize,
+            let c = match ev.token.checked_sub(MESH) {
+                Some(c) if (c as usize) < conns && ev.token < TEST => c as usize,
                 _ => continue,
             };
+            let (p, lane) = (c / lanes, c % lanes);
             match ev.kind {
                 CmEventKind::AddrResolved => {
-                    if let Some(id) = &calling[p] {
+                    if let Some(id) = &calling[c] {
                         id.resolve_route(RESOLVE_MS).map_err(|e| e.to_string())?;
                     }
                 }
                 CmEventKind::RouteResolved => {
-                    if let Some(id) = calling[p].take() {
-                        let (qp, t, mine) = make(p, &id)?;
+                    if let Some(id) = calling[c].take() {
+                        let (qp, mine) = make(p, lane, &id)?;
                         id.connect(&mine.to_bytes(), PARAMS)
                             .map_err(|e| format!("connecting to rank {p} ({}): {e}", hosts[p]))?;
-                        pending[p] = Some((qp, t, mine));
+                        pending[c] = Some((qp, mine));
                     }
                 }
                 CmEventKind::Established => {
-                    let Some((qp, t, h)) = pending[p].take() else { continue };
+                    let Some((qp, h)) = pending[c].take() else { continue };
                     // The caller learns the peer's record from the reply; the answerer had it
                     // in the request.
                     let theirs = if p < rank {
                         Hello::from_bytes(&ev.private_data)
+                            .filter(|t| t.lane as usize == lane)
                             .ok_or_else(|| format!("rank {p} ({}) answered without meshrun's record", hosts[p]))?
                     } else {
                         h
                     };
                     let qp = qp.established().map_err(|e| e.to_string())?;
-                    done[p] = Some((qp, t, theirs));
+                    done[c] = Some((qp, theirs));
                     left -= 1;
                 }
                 CmEventKind::Disconnected | CmEventKind::Other(_) => {}
                 _ => return Err(Self::failed(&ev, p, &hosts[p])),
             }
         }
-        Ok(done)
+        let mut by_peer: Vec<Option<Vec<(QueuePair<Rts>, Hello)>>> = Vec::with_capacity(n);
+        let mut it = done.into_iter();
+        for _ in 0..n {
+            let mine: Vec<_> = it.by_ref().take(lanes).flatten().collect();
+            by_peer.push((mine.len() == lanes).then_some(mine));
+        }
+        Ok(by_peer)
     }
 
     /// One pairwise test's queue pair to `peer`, connected through the connection manager: the
@@ -380,6 +405,7 @@ impl CmMesh {
         let token = TEST + (self.next_token & 0xffff_ffff);
         let hello = Hello {
             kind: 1,
+            lane: 0,
             rank: rank as u32,
             addr: 0,
             rkey: 0,
@@ -470,6 +496,7 @@ mod tests {
     fn hello_round_trips_and_strangers_are_refused() {
         let h = Hello {
             kind: 0,
+            lane: 3,
             rank: 4095,
             addr: 0x7f00_dead_beef_0000,
             rkey: 0x1234_5678,
@@ -486,9 +513,9 @@ mod tests {
         let mut other = b;
         other[0] ^= 1;
         assert_eq!(Hello::from_bytes(&other), None, "another magic");
-        let mut v2 = b;
-        v2[4] = 2;
-        assert_eq!(Hello::from_bytes(&v2), None, "another version");
+        let mut v1 = b;
+        v1[4] = 1;
+        assert_eq!(Hello::from_bytes(&v1), None, "another version (1 had no lanes)");
         const { assert!(Hello::LEN <= 56, "fits an InfiniBand/RoCE request's private data") };
     }
 

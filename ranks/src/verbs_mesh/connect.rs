@@ -6,14 +6,8 @@ use std::time::Instant;
 use super::*;
 use crate::wire::{ConnectRecord, Record};
 
-/// A peer's queue pair (in INIT, receives posted) and regions: send slots, inbox, credit source.
-type PendingPeer = (
-    QueuePair<crate::verbs::Init>,
-    MemoryRegion,
-    MemoryRegion,
-    MemoryRegion,
-    Option<Notices>,
-);
+/// A peer's queue pairs, one per lane (in INIT, each lane's receives posted), and regions.
+type PendingPeer = (Vec<QueuePair<crate::verbs::Init>>, Regions);
 
 /// What one rank set up locally, before connecting.
 struct Local {
@@ -25,10 +19,16 @@ struct Local {
     mtu: u32,
     ethernet: bool,
     qps: Vec<Option<PendingPeer>>,
+    /// This rank's endpoint of each queue pair: peer p's lane j at p x lanes + j.
     endpoints: Vec<Endpoint>,
 }
 
-fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)) -> Result<Local, String> {
+fn setup_local(
+    world: &World,
+    opts: &VerbsOptions,
+    (slots, slot): (usize, usize),
+    lanes: usize,
+) -> Result<Local, String> {
     let choice = opts.choice(world.local_rank())?;
     let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
     let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
@@ -43,37 +43,51 @@ fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)
         .map_err(|e| e.to_string())?;
     let pd = ctx.alloc_pd().map_err(|e| e.to_string())?;
     let n = world.size();
-    let cq = ctx
-        .create_cq(((n.saturating_sub(1)) * (3 * slots + 8)).max(256) as i32)
-        .map_err(|e| e.to_string())?;
+    let cq = ctx.create_cq(cq_depth(n, slots, lanes)).map_err(|e| e.to_string())?;
     let mut qps = Vec::with_capacity(n);
-    let mut endpoints = Vec::with_capacity(n);
+    let mut endpoints = Vec::with_capacity(n * lanes);
     for p in 0..n {
         if p == world.rank() {
             qps.push(None);
-            endpoints.push(Endpoint {
-                qpn: 0,
-                psn: 0,
-                lid: 0,
-                gid,
-                mtu: info.mtu_enum,
-                addr: 0,
-                rkey: 0,
-            });
+            for _ in 0..lanes {
+                endpoints.push(Endpoint {
+                    qpn: 0,
+                    psn: 0,
+                    lid: 0,
+                    gid,
+                    mtu: info.mtu_enum,
+                    addr: 0,
+                    rkey: 0,
+                });
+            }
             continue;
         }
-        let (qp, send_mr, inbox, credit_src, notices) = peer_resources(&pd, &cq, choice.port, p, (slots, slot))?;
-        let psn = ((world.rank() as u32).wrapping_mul(7919) ^ (p as u32).wrapping_mul(104_729)) & 0x00ff_ffff;
-        endpoints.push(Endpoint {
-            qpn: qp.qpn(),
-            psn,
-            lid: info.lid,
-            gid,
-            mtu: info.mtu_enum,
-            addr: inbox.addr(),
-            rkey: inbox.rkey(),
-        });
-        qps.push(Some((qp, send_mr, inbox, credit_src, notices)));
+        let regions = peer_regions(&pd, (slots, slot), false)?;
+        let mut lane_qps = Vec::with_capacity(lanes);
+        for lane in 0..lanes {
+            // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads);
+            // what a peer may touch is limited by each memory region's own access.
+            let qp = pd
+                .create_rc_qp(&cq, &cq, peer_depth(slots, lanes), MAX_INLINE)
+                .and_then(|q| q.into_init(choice.port, Access::REMOTE_READ_WRITE))
+                .map_err(|e| e.to_string())?;
+            post_lane_recvs(&qp, &regions, p, (lane, lanes), (slots, slot))?;
+            let psn = ((world.rank() as u32).wrapping_mul(7919)
+                ^ (p as u32).wrapping_mul(104_729)
+                ^ (lane as u32).wrapping_mul(15_485_863))
+                & 0x00ff_ffff;
+            endpoints.push(Endpoint {
+                qpn: qp.qpn(),
+                psn,
+                lid: info.lid,
+                gid,
+                mtu: info.mtu_enum,
+                addr: regions.inbox.addr(),
+                rkey: regions.inbox.rkey(),
+            });
+            lane_qps.push(qp);
+        }
+        qps.push(Some((lane_qps, regions)));
     }
     Ok(Local {
         ctx,
@@ -88,39 +102,21 @@ fn setup_local(world: &World, opts: &VerbsOptions, (slots, slot): (usize, usize)
     })
 }
 
-/// The queue pair (in INIT, every inbox slot's receive posted) and the regions of one peer: send
-/// staging slots, the inbox, and the source of our credit writes.
-fn peer_resources(
-    pd: &ProtectionDomain,
-    cq: &CompletionQueue,
-    port: u8,
-    p: usize,
-    (slots, slot): (usize, usize),
-) -> Result<PendingPeer, String> {
-    // The QP allows remote writes (credits, one-sided writes) and reads (one-sided reads); what a
-    // peer may touch is limited by each memory region's own access.
-    let qp = pd
-        .create_rc_qp(cq, cq, peer_depth(slots), MAX_INLINE)
-        .and_then(|q| q.into_init(port, Access::REMOTE_READ_WRITE))
-        .map_err(|e| e.to_string())?;
-    peer_regions(pd, qp, p, (slots, slot), false)
+/// Completion queue entries for a mesh of `n` ranks: every slot each way and a credit per peer,
+/// and room for each lane's stray completions.
+fn cq_depth(n: usize, slots: usize, lanes: usize) -> i32 {
+    ((n.saturating_sub(1)) * (3 * slots + 8 * lanes)).max(256) as i32
 }
 
-/// Work requests per queue of a mesh queue pair: every slot each way, and room for credits.
-fn peer_depth(slots: usize) -> u32 {
-    (2 * slots + 8) as u32
+/// Work requests per queue of one lane of a mesh queue pair: every slot the lane carries each way
+/// (two work requests a fragment on iWARP), and room for credits.
+fn peer_depth(slots: usize, lanes: usize) -> u32 {
+    (2 * slots.div_ceil(lanes.max(1)) + 8) as u32
 }
 
-/// A mesh queue pair's regions (send slots, inbox, credit source), with every inbox slot's
-/// receive posted on `qp`; for iWARP (`iwarp`) also the notice regions, the receives posted on
-/// the notice slots instead.
-fn peer_regions(
-    pd: &ProtectionDomain,
-    qp: QueuePair<Init>,
-    p: usize,
-    (slots, slot): (usize, usize),
-    iwarp: bool,
-) -> Result<PendingPeer, String> {
+/// A peer's regions (send slots, inbox, credit source); for iWARP (`iwarp`) also the notice
+/// regions, on which the receives are posted instead.
+fn peer_regions(pd: &ProtectionDomain, (slots, slot): (usize, usize), iwarp: bool) -> Result<Regions, String> {
     let send_mr = pd
         .register(slots * slot, Access::default())
         .map_err(|e| e.to_string())?;
@@ -140,14 +136,55 @@ fn peer_regions(
     } else {
         None
     };
-    for s in 0..slots {
-        match &notices {
+    Ok(Regions {
+        send_mr,
+        inbox,
+        credit_src,
+        notices,
+    })
+}
+
+/// Post on `qp`, lane `lane` of `lanes` to peer `p`, the receive of every inbox slot it carries
+/// (slots lane, lane + lanes, ...), in slot order.
+fn post_lane_recvs(
+    qp: &QueuePair<Init>,
+    r: &Regions,
+    p: usize,
+    (lane, lanes): (usize, usize),
+    (slots, slot): (usize, usize),
+) -> Result<(), String> {
+    for s in (lane..slots).step_by(lanes.max(1)) {
+        match &r.notices {
             Some(n) => qp.post_recv(&n.recv, s * NOTICE, NOTICE, wr_id(p, WrKind::Recv, s)),
-            None => qp.post_recv(&inbox, s * slot, slot, wr_id(p, WrKind::Recv, s)),
+            None => qp.post_recv(&r.inbox, s * slot, slot, wr_id(p, WrKind::Recv, s)),
         }
         .map_err(|e| e.to_string())?;
     }
-    Ok((qp, send_mr, inbox, credit_src, notices))
+    Ok(())
+}
+
+/// Queue pairs per peer as every rank has it: one MPI allgather, and an error naming the ranks
+/// that differ from rank 0 (a job whose ranks disagree would wait forever for lanes never made).
+/// Capped at what the job's size allows ([`max_lanes`]), the same on every rank.
+fn agree_lanes(world: &World, lanes: usize) -> Result<usize, VerbsMeshError> {
+    let mine = lanes.clamp(1, 255) as u8;
+    let all = world.all_gather_bytes(&[mine], "agreeing on queue pairs per peer");
+    let odd: Vec<String> = all
+        .iter()
+        .enumerate()
+        .filter(|(_, &l)| l != all[0])
+        .map(|(r, l)| format!("rank {r} ({}) {l}", world.hosts()[r]))
+        .collect();
+    if !odd.is_empty() {
+        return Err(VerbsMeshError::Inconsistent(format!(
+            "queue pairs per peer differ between ranks: rank 0 ({}) {}, {}; give every rank the same -q \
+             (or NCCL_IB_QPS_PER_CONNECTION)",
+            world.hosts()[0],
+            all[0],
+            odd.join(", ")
+        )));
+    }
+    Ok(usize::from(all[0]).min(max_lanes(world.size())))
 }
 
 /// Connect every pair of ranks over RDMA RC queue pairs. Every rank takes part in the MPI exchanges
@@ -158,10 +195,11 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         return connect_cm(world, opts);
     }
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
-    let (slots, slot) = staging(n);
-    let local = setup_local(world, opts, (slots, slot));
+    let lanes = agree_lanes(world, opts.lanes)?;
+    let (slots, slot) = staging(n, lanes);
+    let local = setup_local(world, opts, (slots, slot), lanes);
     let records = exchange_records(world, local.as_ref().ok().map(|l| &l.choice));
-    let remote = exchange_endpoints(world, local.as_ref().ok());
+    let remote = exchange_endpoints(world, local.as_ref().ok(), lanes);
     crate::postmortem::enter("connect");
     let local = local.map_err(|msg| VerbsMeshError::Setup {
         rank,
@@ -173,7 +211,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         world,
         local.qps,
         (&local.endpoints, &remote),
-        (slots, slot),
+        (slots, slot, lanes),
         &local.choice,
         (local.mtu_enum, local.ethernet, opts.qos),
     );
@@ -224,6 +262,7 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
         test_qps: 1,
         cm: None,
         iwarp: false,
+        lanes,
     })
 }
 
@@ -236,9 +275,9 @@ struct CmSetup {
     cq: CompletionQueue,
 }
 
-fn setup_cm(world: &World, opts: &VerbsOptions) -> Result<CmSetup, String> {
+fn setup_cm(world: &World, opts: &VerbsOptions, lanes: usize) -> Result<CmSetup, String> {
     let n = world.size();
-    let (slots, _) = staging(n);
+    let (slots, _) = staging(n, lanes);
     let choice = opts.choice(world.local_rank())?;
     let cm = cm_link::listen(&choice, n, opts.qos, &opts.sysfs_root)?;
     let info = cm.ctx.query_port(choice.port).map_err(|e| e.to_string())?;
@@ -249,10 +288,7 @@ fn setup_cm(world: &World, opts: &VerbsOptions) -> Result<CmSetup, String> {
         ));
     }
     let pd = cm.ctx.alloc_pd().map_err(|e| e.to_string())?;
-    let cq = cm
-        .ctx
-        .create_cq(((n.saturating_sub(1)) * (3 * slots + 8)).max(256) as i32)
-        .map_err(|e| e.to_string())?;
+    let cq = cm.ctx.create_cq(cq_depth(n, slots, lanes)).map_err(|e| e.to_string())?;
     Ok(CmSetup {
         cm,
         choice,
@@ -267,8 +303,9 @@ fn setup_cm(world: &World, opts: &VerbsOptions) -> Result<CmSetup, String> {
 /// part in every MPI step and in the final vote, so one failure ends the job everywhere.
 fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMeshError> {
     let (rank, n, host) = (world.rank(), world.size(), world.host().to_string());
-    let (slots, slot) = staging(n);
-    let local = setup_cm(world, opts);
+    let lanes = agree_lanes(world, opts.lanes)?;
+    let (slots, slot) = staging(n, lanes);
+    let local = setup_cm(world, opts, lanes);
     let records = exchange_records(world, local.as_ref().ok().map(|l| &l.choice));
     let addrs = cm_link::exchange_addrs(world, local.as_ref().ok().map(|l| &l.cm));
     crate::postmortem::enter("connect");
@@ -287,23 +324,35 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         cq,
     } = local;
     cm.set_addrs(addrs);
+    // Every peer's regions first: a lane's request may come before lane 0's, and each lane posts
+    // its receives on the same inbox.
+    let mut regions: Vec<Option<Regions>> = Vec::with_capacity(n);
+    for p in 0..n {
+        regions.push(if p == rank {
+            None
+        } else {
+            Some(peer_regions(&pd, (slots, slot), choice.iwarp).map_err(setup_err)?)
+        });
+    }
     let deadline = Instant::now() + world.mpi_timeout();
-    let mut make = |p: usize, id: &crate::verbs::CmId| {
+    let mut make = |p: usize, lane: usize, id: &crate::verbs::CmId| {
+        let r = regions[p].as_ref().ok_or("no regions for a peer")?;
         let qp = id
-            .create_qp(&pd, &cq, peer_depth(slots), MAX_INLINE, true)
+            .create_qp(&pd, &cq, peer_depth(slots, lanes), MAX_INLINE, true)
             .map_err(|e| e.to_string())?;
-        let (qp, send_mr, inbox, credit_src, notices) = peer_regions(&pd, qp, p, (slots, slot), choice.iwarp)?;
+        post_lane_recvs(&qp, r, p, (lane, lanes), (slots, slot))?;
         let hello = cm_link::Hello {
             kind: 0,
+            lane: lane as u8,
             rank: rank as u32,
-            addr: inbox.addr(),
-            rkey: inbox.rkey(),
+            addr: r.inbox.addr(),
+            rkey: r.inbox.rkey(),
             mtu: info.mtu_enum as u8,
             size: n as u32,
         };
-        Ok((qp, (send_mr, inbox, credit_src, notices), hello))
+        Ok((qp, hello))
     };
-    let connected = cm.connect_mesh(rank, world.hosts(), deadline, &mut make);
+    let connected = cm.connect_mesh(rank, world.hosts(), lanes, deadline, &mut make);
     let all = world.all_ok(connected.is_ok(), "RDMA mesh connected (rdma_cm)");
     let connected = connected.map_err(setup_err)?;
     if !all {
@@ -315,12 +364,14 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
     }
     let mut peers = Vec::with_capacity(n);
     let mut path_mtus = Vec::new();
-    for c in connected {
-        peers.push(c.map(|(qp, (send_mr, inbox, credit_src, notices), theirs)| {
+    for (c, r) in connected.into_iter().zip(regions) {
+        peers.push(c.zip(r).map(|(qps, r)| {
+            // Every lane's record names the same inbox and MTU.
+            let theirs = qps[0].1;
             path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
             Peer::new(
-                qp,
-                (send_mr, inbox, credit_src, notices),
+                qps.into_iter().map(|(qp, _)| qp).collect(),
+                r,
                 (theirs.addr, theirs.rkey),
                 (slots, slot),
             )
@@ -355,6 +406,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         test_qps: 1,
         cm: Some(cm),
         iwarp,
+        lanes,
     })
 }
 
@@ -368,15 +420,16 @@ fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<Connec
     all.chunks(ConnectRecord::LEN).map(ConnectRecord::from_bytes).collect()
 }
 
-/// Each peer's endpoint for this rank, by an all-to-all: this rank sends peer p only the
-/// endpoint of its queue pair to p (zeros where its setup failed), so a rank handles O(N) bytes.
-fn exchange_endpoints(world: &World, local: Option<&Local>) -> Vec<Option<Endpoint>> {
+/// Each peer's endpoints for this rank (one per lane), by an all-to-all: this rank sends peer p
+/// only the endpoints of its queue pairs to p (zeros where its setup failed), so a rank handles
+/// O(N) bytes. Peer p's lane j is at p x lanes + j.
+fn exchange_endpoints(world: &World, local: Option<&Local>, lanes: usize) -> Vec<Option<Endpoint>> {
     let n = world.size();
-    let mut out = vec![0u8; n * Endpoint::LEN];
+    let mut out = vec![0u8; n * lanes * Endpoint::LEN];
     if let Some(l) = local {
-        for (p, e) in l.endpoints.iter().enumerate().take(n) {
+        for (c, e) in l.endpoints.iter().enumerate().take(n * lanes) {
             let b = e.to_bytes();
-            out[p * Endpoint::LEN..p * Endpoint::LEN + b.len()].copy_from_slice(&b);
+            out[c * Endpoint::LEN..c * Endpoint::LEN + b.len()].copy_from_slice(&b);
         }
     }
     let got = world.all_to_all_bytes(&out, "exchanging RDMA endpoints");
@@ -412,7 +465,7 @@ fn connect_peers(
     world: &World,
     qps: Vec<Option<PendingPeer>>,
     (mine, remote): (&[Endpoint], &[Option<Endpoint>]),
-    (slots, slot): (usize, usize),
+    (slots, slot, lanes): (usize, usize, usize),
     choice: &Choice,
     (mtu_enum, ethernet, qos): (u32, bool, crate::verbs::Qos),
 ) -> (Vec<Option<Peer>>, Option<VerbsMeshError>) {
@@ -426,31 +479,53 @@ fn connect_peers(
     let mut peers = Vec::with_capacity(qps.len());
     let mut first_err = None;
     for (p, q) in qps.into_iter().enumerate() {
-        let Some((qp, send_mr, inbox, credit_src, notices)) = q else {
+        let Some((lane_qps, regions)) = q else {
             peers.push(None);
             continue;
         };
-        let (Some(Some(remote)), Some(mine)) = (remote.get(p), mine.get(p)) else {
-            first_err.get_or_insert_with(|| setup_err("malformed endpoint record".into()));
-            peers.push(None);
-            continue;
-        };
-        let path_mtu = mtu_enum.min(remote.mtu);
-        match qp
-            .into_rtr(remote, choice.port, path_mtu, grh, qos)
-            .and_then(|q| q.into_rts(mine.psn))
-        {
-            Ok(qp) => peers.push(Some(Peer::new(
-                qp,
-                (send_mr, inbox, credit_src, notices),
-                (remote.addr, remote.rkey),
-                (slots, slot),
-            ))),
-            Err(e) => {
-                first_err
-                    .get_or_insert_with(|| setup_err(format!("connecting to rank {p} ({}): {e}", world.hosts()[p])));
-                peers.push(None);
+        let mut ready = Vec::with_capacity(lanes);
+        let mut inbox = (0, 0);
+        for (lane, qp) in lane_qps.into_iter().enumerate() {
+            let c = p * lanes + lane;
+            let (Some(Some(remote)), Some(mine)) = (remote.get(c), mine.get(c)) else {
+                first_err.get_or_insert_with(|| setup_err("malformed endpoint record".into()));
+                break;
+            };
+            inbox = (remote.addr, remote.rkey);
+            let path_mtu = mtu_enum.min(remote.mtu);
+            // Several lanes: queue pair k (from 1) carries flow label k, as a pairwise test's -q
+            // queue pairs do, so each has a UDP source port of its own on RoCE v2 (0xc000 + k on
+            // rxe and mlx5) and so, through ECMP, a path of its own.
+            let qos = if lanes > 1 {
+                crate::verbs::Qos {
+                    flow_label: lane as u32 + 1,
+                    ..qos
+                }
+            } else {
+                qos
+            };
+            match qp
+                .into_rtr(remote, choice.port, path_mtu, grh, qos)
+                .and_then(|q| q.into_rts(mine.psn))
+            {
+                Ok(qp) => ready.push(qp),
+                Err(e) => {
+                    let which = if lanes > 1 {
+                        format!(" (queue pair {} of {lanes})", lane + 1)
+                    } else {
+                        String::new()
+                    };
+                    first_err.get_or_insert_with(|| {
+                        setup_err(format!("connecting to rank {p} ({}){which}: {e}", world.hosts()[p]))
+                    });
+                    break;
+                }
             }
+        }
+        if ready.len() == lanes {
+            peers.push(Some(Peer::new(ready, regions, inbox, (slots, slot))));
+        } else {
+            peers.push(None);
         }
     }
     (peers, first_err)

@@ -2,8 +2,6 @@
 //! sender from overwriting a slot its peer has not read. [`Ledger`] holds the accounting (plain
 //! numbers, tested alone); the methods below apply it to the queue pairs and regions of a peer.
 
-use std::collections::VecDeque;
-
 use super::*;
 
 /// A fragment that landed in an inbox slot: the slot, its bytes, and the length of the message
@@ -20,16 +18,18 @@ pub(super) struct Arrival {
 /// Sending: fragment k goes into the peer's inbox slot k mod slots, from one of our `slots`
 /// staging slots; it may go only once the peer has consumed fragment k - slots (its consumed
 /// count, which the peer writes into our credit word) and a staging slot is free (its previous
-/// send completed, in any order). Receiving: fragment k lands in our slot k mod slots; consumed
-/// fragments are reported back lazily, once half the slots are unreported, with at most one credit
-/// write in flight (a newer count waits for it to complete).
+/// send completed, in any order). Receiving: fragment k lands in our slot k mod slots, and with
+/// several queue pairs per peer fragments arrive out of order across them (each lane keeps its
+/// own order), so arrivals are recorded by slot and consumed in fragment order: fragment k once
+/// slot k mod slots holds it. Consumed fragments are reported back lazily, once half the slots are
+/// unreported, with at most one credit write in flight (a newer count waits for it to complete).
 #[derive(Debug)]
 pub(super) struct Ledger {
     slots: usize,
     sent: u64,
     free_send: Vec<usize>,
-    arrivals: u64,
-    arrived: VecDeque<Arrival>,
+    /// What each inbox slot holds, arrived and not consumed.
+    arrived: Vec<Option<Arrival>>,
     consumed: u64,
     reported: u64,
     credit_in_flight: bool,
@@ -43,8 +43,7 @@ impl Ledger {
             slots,
             sent: 0,
             free_send: (0..slots).rev().collect(),
-            arrivals: 0,
-            arrived: VecDeque::new(),
+            arrived: vec![None; slots],
             consumed: 0,
             reported: 0,
             credit_in_flight: false,
@@ -70,22 +69,27 @@ impl Ledger {
         self.free_send.push(staging);
     }
 
-    /// A fragment of `bytes` of a `msg_len`-byte message arrived; it sits in the next slot.
-    pub fn arrive(&mut self, bytes: u32, msg_len: u32) {
-        let slot = (self.arrivals % self.slots as u64) as usize;
-        self.arrivals += 1;
-        self.arrived.push_back(Arrival { slot, bytes, msg_len });
+    /// A fragment of `bytes` of a `msg_len`-byte message arrived in inbox slot `slot`. False if
+    /// the slot still holds one not consumed (the peer wrote past its credit: a broken stream).
+    pub fn arrive_at(&mut self, slot: usize, bytes: u32, msg_len: u32) -> bool {
+        match self.arrived.get_mut(slot) {
+            Some(s @ None) => {
+                *s = Some(Arrival { slot, bytes, msg_len });
+                true
+            }
+            _ => false,
+        }
     }
 
-    /// The oldest fragment not yet consumed.
+    /// The next fragment in stream order, if it has arrived.
     pub fn next_arrival(&self) -> Option<Arrival> {
-        self.arrived.front().copied()
+        self.arrived[(self.consumed % self.slots as u64) as usize]
     }
 
-    /// Take the oldest fragment (the caller copies its slot out and posts the slot's receive
-    /// again), counting it consumed.
+    /// Take the next fragment in stream order (the caller copies its slot out and posts the
+    /// slot's receive again), counting it consumed; None if it has not arrived.
     pub fn consume(&mut self) -> Option<Arrival> {
-        let a = self.arrived.pop_front()?;
+        let a = self.arrived[(self.consumed % self.slots as u64) as usize].take()?;
         self.consumed += 1;
         Some(a)
     }
@@ -125,7 +129,7 @@ impl VerbsMesh {
         c: &Completion,
     ) -> Result<(), TransportError> {
         match kind {
-            Some(WrKind::Recv) => self.arrival(p, c),
+            Some(WrKind::Recv) => self.arrival(p, c)?,
             Some(WrKind::Credit) => {
                 let again = self.peers[p].as_mut().is_some_and(|peer| peer.ledger.credit_done());
                 if again {
@@ -138,23 +142,34 @@ impl VerbsMesh {
     }
 
     /// A fragment landed in our inbox (its WRITE-with-immediate consumed a posted receive): note
-    /// the message length its immediate carries.
-    fn arrival(&mut self, p: usize, c: &Completion) {
-        if let Some(peer) = self.peers[p].as_mut() {
-            match &peer.notices {
-                // iWARP: the notice in the receive's slot says what the write before it carried.
-                Some(n) => {
-                    let (_, _, s) = decode(c.wr_id);
-                    let note = &n.recv.as_slice()[s * NOTICE..(s + 1) * NOTICE];
-                    let word = |i: usize| u32::from_le_bytes([note[i], note[i + 1], note[i + 2], note[i + 3]]);
-                    peer.ledger.arrive(word(0), word(4));
-                }
-                None => peer.ledger.arrive(c.byte_len, c.imm.unwrap_or(u32::MAX)),
+    /// the message length its immediate carries, by slot. The receive's id names the slot: each
+    /// lane's receives are posted in the order of the slots it carries, and its fragments arrive
+    /// in that order, so the n-th receive a lane completes is the n-th slot it carries.
+    fn arrival(&mut self, p: usize, c: &Completion) -> Result<(), TransportError> {
+        let (_, _, s) = decode(c.wr_id);
+        let Some(peer) = self.peers[p].as_mut() else {
+            return Ok(());
+        };
+        let (bytes, msg_len) = match &peer.notices {
+            // iWARP: the notice in the receive's slot says what the write before it carried.
+            Some(n) => {
+                let note = &n.recv.as_slice()[s * NOTICE..(s + 1) * NOTICE];
+                let word = |i: usize| u32::from_le_bytes([note[i], note[i + 1], note[i + 2], note[i + 3]]);
+                (word(0), word(4))
             }
+            None => (c.byte_len, c.imm.unwrap_or(u32::MAX)),
+        };
+        if peer.ledger.arrive_at(s, bytes, msg_len) {
+            return Ok(());
         }
+        Err(TransportError::Setup(format!(
+            "rank {} ({}): a fragment from rank {p} ({}) landed in inbox slot {s}, which still holds one not read \
+             (the peer wrote past its credit: a broken stream)",
+            self.rank, self.hosts[self.rank], self.hosts[p]
+        )))
     }
 
-    /// Copy the oldest fragment that arrived from `p` into `dst` (its length, checked by the
+    /// Copy the next fragment in stream order from `p` into `dst` (its length, checked by the
     /// caller), post its slot's receive again and count it consumed.
     pub(super) fn claim_fragment(&mut self, p: usize, dst: &mut [u8]) -> Result<(), TransportError> {
         let sl = self.slot;
@@ -163,15 +178,13 @@ impl VerbsMesh {
             return Ok(());
         };
         dst.copy_from_slice(&peer.inbox.as_slice()[slot * sl..slot * sl + dst.len()]);
-        // Post the slot again: receives are posted in slot order, so fragment k of a SEND lands in
-        // slot k mod slots too (a WRITE only takes the immediate).
+        // Post the slot's receive again, on the lane that carries it: each lane's receives stay in
+        // the order of its slots, so fragment k of a SEND lands in slot k mod slots too (a WRITE
+        // only takes the immediate).
+        let qp = peer.lane(slot);
         let r = match &peer.notices {
-            Some(n) => peer
-                .qp
-                .post_recv(&n.recv, slot * NOTICE, NOTICE, wr_id(p, WrKind::Recv, slot)),
-            None => peer
-                .qp
-                .post_recv(&peer.inbox, slot * sl, sl, wr_id(p, WrKind::Recv, slot)),
+            Some(n) => qp.post_recv(&n.recv, slot * NOTICE, NOTICE, wr_id(p, WrKind::Recv, slot)),
+            None => qp.post_recv(&peer.inbox, slot * sl, sl, wr_id(p, WrKind::Recv, slot)),
         };
         r.map_err(|e| self.verbs_err(e))
     }
@@ -247,11 +260,37 @@ mod tests {
         }
         assert_eq!(remote, vec![0, 1, 2, 3, 0, 1, 2, 3, 0, 1]);
         let mut r = Ledger::new(3);
-        for len in [10, 20, 30, 40, 50] {
-            r.arrive(len, 99);
+        let mut slots = Vec::new();
+        for (k, len) in [10, 20, 30, 40, 50].into_iter().enumerate() {
+            assert!(r.arrive_at(k % 3, len, 99));
+            let a = r.consume().expect("arrived");
+            assert_eq!(a.bytes, len);
+            slots.push(a.slot);
         }
-        let slots: Vec<usize> = std::iter::from_fn(|| r.consume()).map(|a| a.slot).collect();
         assert_eq!(slots, vec![0, 1, 2, 0, 1]);
+    }
+
+    #[test]
+    fn fragments_arriving_out_of_order_across_lanes_are_consumed_in_stream_order() {
+        // Four lanes over eight slots: lane j carries slots j and j + 4. Lane 3 is fast, lane 0
+        // slow: fragments 3 and 7 land before fragment 0.
+        let mut r = Ledger::new(8);
+        for k in [3usize, 7, 1, 2, 5] {
+            assert!(r.arrive_at(k, 100 + k as u32, 800));
+        }
+        assert_eq!(r.next_arrival(), None, "fragment 0 has not arrived: nothing to consume");
+        assert_eq!(r.consume(), None);
+        assert!(r.arrive_at(0, 100, 800));
+        let got: Vec<u32> = std::iter::from_fn(|| r.consume()).map(|a| a.bytes).collect();
+        assert_eq!(got, vec![100, 101, 102, 103], "0 to 3, then a gap at 4");
+        assert!(r.arrive_at(4, 104, 800));
+        assert!(r.arrive_at(6, 106, 800));
+        let got: Vec<u32> = std::iter::from_fn(|| r.consume()).map(|a| a.bytes).collect();
+        assert_eq!(got, vec![104, 105, 106, 107]);
+        // A slot not yet consumed cannot take another fragment: that is a broken stream.
+        assert!(r.arrive_at(0, 1, 1));
+        assert!(!r.arrive_at(0, 1, 1), "slot 0 is still full");
+        assert!(!r.arrive_at(8, 1, 1), "no slot 8");
     }
 
     #[test]
@@ -271,7 +310,7 @@ mod tests {
 
     #[test]
     fn staging_memory_is_bounded_whatever_the_number_of_ranks() {
-        let staging = |n| staging_within(n, STAGING_BUDGET);
+        let staging = |n| staging_within(n, 1, STAGING_BUDGET);
         let bytes = |n: usize| {
             let (slots, slot) = staging(n);
             2 * slots * slot * (n - 1)
@@ -290,7 +329,39 @@ mod tests {
         // Beyond 4,097 ranks: 32 KiB per peer.
         assert_eq!(bytes(8193), 8192 * 32 * 1024);
         // The tests' small budget: 3 ranks get the 8 KiB slots of a 4,097-rank job.
-        assert_eq!(staging_within(3, 64 << 10), (2, 8 << 10));
+        assert_eq!(staging_within(3, 1, 64 << 10), (2, 8 << 10));
+    }
+
+    #[test]
+    fn several_lanes_get_a_multiple_of_their_number_of_slots_within_the_budget() {
+        let b = STAGING_BUDGET;
+        // Small jobs: 16 slots of 256 KiB share out over 2, 4, 8 or 16 lanes; 3 lanes take 15.
+        for lanes in [2, 4, 8, 16] {
+            assert_eq!(staging_within(2, lanes, b), (16, 256 << 10), "{lanes} lanes");
+        }
+        assert_eq!(staging_within(17, 3, b), (15, 256 << 10));
+        // At 129 ranks two slots: four lanes need four, each half the size.
+        assert_eq!(staging_within(129, 4, b), (4, 128 << 10));
+        // How many lanes fit: one slot of at least 8 KiB each way per lane and peer.
+        assert_eq!(lanes_within(2, b), MAX_LANES);
+        assert_eq!(lanes_within(513, b), 16);
+        assert_eq!(lanes_within(514, b), 15);
+        assert_eq!(lanes_within(1025, b), 8);
+        assert_eq!(lanes_within(2049, b), 4);
+        assert_eq!(lanes_within(4096, b), 2);
+        assert_eq!(lanes_within(4097, b), 2);
+        assert_eq!(lanes_within(8193, b), 1);
+        for n in [2, 3, 17, 100, 129, 513, 1025, 2049, 4096, 4097] {
+            for lanes in 1..=lanes_within(n, b) {
+                let (slots, slot) = staging_within(n, lanes, b);
+                assert_eq!(slots % lanes, 0, "{n} ranks, {lanes} lanes: {slots} slots");
+                assert!(slot >= SLOT_MIN && slot % 4096 == 0, "{n} ranks, {lanes} lanes: {slot}");
+                assert!(
+                    2 * slots * slot * (n - 1) <= b,
+                    "{n} ranks, {lanes} lanes: over the budget"
+                );
+            }
+        }
     }
 
     #[test]
@@ -316,19 +387,22 @@ mod tests {
     #[test]
     fn credits_go_back_at_half_the_slots_one_write_at_a_time() {
         let mut l = Ledger::new(8);
-        for _ in 0..12 {
-            l.arrive(4, 4);
-        }
+        let mut k = 0usize;
+        let mut take = |l: &mut Ledger| {
+            assert!(l.arrive_at(k % 8, 4, 4));
+            k += 1;
+            l.consume().expect("arrived")
+        };
         for _ in 0..3 {
-            l.consume();
+            take(&mut l);
         }
         assert!(!l.credit_due(), "3 of 8 unreported");
-        l.consume();
+        take(&mut l);
         assert!(l.credit_due(), "4 of 8 unreported");
         assert_eq!(l.start_credit(), Some(4));
         assert!(!l.credit_due());
         for _ in 0..5 {
-            l.consume();
+            take(&mut l);
         }
         assert!(l.credit_due());
         // A write is in flight: the newer count waits for it.
@@ -336,13 +410,13 @@ mod tests {
         assert!(l.credit_done(), "a newer count is waiting");
         assert_eq!(l.start_credit(), Some(9));
         assert!(!l.credit_done(), "nothing newer");
-        assert_eq!(l.consume().map(|a| a.slot), Some(1), "arrival 9 sits in slot 9 mod 8");
+        assert_eq!(take(&mut l).slot, 1, "fragment 9 sits in slot 9 mod 8");
     }
 
     #[test]
     fn one_slot_reports_every_fragment() {
         let mut l = Ledger::new(1);
-        l.arrive(1, 1);
+        assert!(l.arrive_at(0, 1, 1));
         l.consume();
         assert!(l.credit_due());
         assert_eq!(l.start_credit(), Some(1));

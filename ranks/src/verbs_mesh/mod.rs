@@ -18,7 +18,6 @@ mod perftest;
 mod progress;
 mod wr;
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -52,27 +51,52 @@ const MAX_TEST_DEPTH: usize = 1024;
 /// slots per peer and their size.
 pub const STAGING_BUDGET: usize = 128 << 20;
 
-/// Slots per peer and bytes per slot for a job of `n` ranks. Each peer gets `slots` send slots
-/// and `slots` inbox slots, so a rank registers 2 x slots x slot x (n - 1) bytes of staging:
-/// 16 slots of 256 KiB up to 17 ranks, fewer slots down to 2 at 129 ranks, then 2 slots that
-/// shrink (to 8 KiB at 4,097 ranks), so the total stays within [`STAGING_BUDGET`] (128 MiB) up
-/// to 4,097 ranks and grows by 32 KiB per peer beyond.
-pub fn staging(n: usize) -> (usize, usize) {
-    // MESHRUN_STAGING_BUDGET (bytes, tests only) shrinks the budget so a few ranks exercise the
-    // small slots of a big job.
-    let budget = std::env::var("MESHRUN_STAGING_BUDGET")
+/// Most queue pairs per peer the mesh opens (`-q` on the collectives): each needs a staging slot
+/// of its own each way, and a peer has at most 16.
+pub const MAX_LANES: usize = 16;
+
+/// Slots per peer and bytes per slot for a job of `n` ranks whose mesh has `lanes` queue pairs
+/// per peer. Each peer gets `slots` send slots and `slots` inbox slots, so a rank registers
+/// 2 x slots x slot x (n - 1) bytes of staging: 16 slots of 256 KiB up to 17 ranks, fewer slots
+/// down to 2 at 129 ranks, then 2 slots that shrink (to 8 KiB at 4,097 ranks), so the total stays
+/// within [`STAGING_BUDGET`] (128 MiB) up to 4,097 ranks and grows by 32 KiB per peer beyond.
+/// With several lanes the slots are a multiple of them (fragment k rides lane k mod lanes into
+/// slot k mod slots, so each lane owns every lanes-th slot): rounded down, at least one per lane,
+/// the slot size shrinking to stay within the budget; [`max_lanes`] says how many fit.
+pub fn staging(n: usize, lanes: usize) -> (usize, usize) {
+    staging_within(n, lanes, staging_budget())
+}
+
+/// The staging budget: [`STAGING_BUDGET`], or MESHRUN_STAGING_BUDGET (bytes, tests only), which
+/// shrinks it so a few ranks exercise the small slots of a big job.
+fn staging_budget() -> usize {
+    std::env::var("MESHRUN_STAGING_BUDGET")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(STAGING_BUDGET);
-    staging_within(n, budget)
+        .unwrap_or(STAGING_BUDGET)
 }
 
 /// [`staging`] for a budget of `budget` bytes.
-pub fn staging_within(n: usize, budget: usize) -> (usize, usize) {
+pub fn staging_within(n: usize, lanes: usize, budget: usize) -> (usize, usize) {
     let peers = n.saturating_sub(1).max(1);
+    let lanes = lanes.clamp(1, MAX_LANES);
     let slots = (budget / (2 * SLOT_MAX * peers)).clamp(2, 16);
+    let slots = (slots / lanes * lanes).max(lanes);
     let slot = (budget / (2 * slots * peers)).clamp(SLOT_MIN, SLOT_MAX);
     (slots, slot / 4096 * 4096)
+}
+
+/// The most queue pairs per peer a job of `n` ranks may have: every lane needs a slot of at least
+/// [`SLOT_MIN`] each way to every peer within the staging budget (16 up to 1,025 ranks, 2 at
+/// 4,096), and at most [`MAX_LANES`].
+pub fn max_lanes(n: usize) -> usize {
+    lanes_within(n, staging_budget())
+}
+
+/// [`max_lanes`] for a budget of `budget` bytes.
+pub fn lanes_within(n: usize, budget: usize) -> usize {
+    let peers = n.saturating_sub(1).max(1);
+    (budget / (2 * SLOT_MIN * peers)).clamp(1, MAX_LANES)
 }
 
 /// How to pick the device.
@@ -89,6 +113,9 @@ pub struct VerbsOptions {
     /// Connect through the RDMA connection manager (`--rdma-cm`, perftest's `-R`) instead of
     /// exchanging GIDs and queue pair numbers over MPI.
     pub rdma_cm: bool,
+    /// Queue pairs per peer (NCCL_IB_QPS_PER_CONNECTION): the two-sided stream is striped over
+    /// them fragment by fragment; at most [`max_lanes`] for the job's size.
+    pub lanes: usize,
 }
 
 impl VerbsOptions {
@@ -126,7 +153,10 @@ pub enum VerbsMeshError {
 }
 
 struct Peer {
+    /// Lane 0: the first queue pair to the peer, which also carries the credit writes.
     qp: QueuePair<Rts>,
+    /// Lanes 1.. (several queue pairs per peer): fragment k rides lane k mod lanes.
+    lanes: Vec<QueuePair<Rts>>,
     send_mr: MemoryRegion,
     /// Where the peer writes our incoming fragments (`slots` slots), then the word where it writes
     /// how many of our fragments it has consumed.
@@ -138,34 +168,54 @@ struct Peer {
     remote_credit: (u64, u32),
     /// Slot and credit accounting of the stream both ways.
     ledger: Ledger,
-    /// Sends posted and not completed: op index.
-    inflight: VecDeque<usize>,
+    /// Sends posted and not completed: the op each staging slot's fragment belongs to (send
+    /// completions free their slot by work-request id, in any order across lanes).
+    inflight: Vec<Option<usize>>,
     /// iWARP only (no immediate data): where each slot's notice arrives (8 bytes a slot: the
     /// fragment's length, then the message's), receives posted here instead of on the inbox; and
     /// the notices we send, one per send slot.
     notices: Option<Notices>,
 }
 
+/// A peer's staging and inbox regions (before its queue pairs exist): send slots, inbox, credit
+/// source and, on iWARP, the notice regions.
+pub(super) struct Regions {
+    send_mr: MemoryRegion,
+    inbox: MemoryRegion,
+    credit_src: MemoryRegion,
+    notices: Option<Notices>,
+}
+
 impl Peer {
-    /// A connected peer: its queue pair, our regions for it, and its inbox (address, rkey), whose
-    /// credit word sits after its `slots` slots of `slot` bytes.
-    fn new(
-        qp: QueuePair<Rts>,
-        (send_mr, inbox, credit_src, notices): (MemoryRegion, MemoryRegion, MemoryRegion, Option<Notices>),
-        (addr, rkey): (u64, u32),
-        (slots, slot): (usize, usize),
-    ) -> Peer {
+    /// A connected peer: its queue pairs (lane 0 first), our regions for it, and its inbox
+    /// (address, rkey), whose credit word sits after its `slots` slots of `slot` bytes.
+    fn new(mut qps: Vec<QueuePair<Rts>>, r: Regions, (addr, rkey): (u64, u32), (slots, slot): (usize, usize)) -> Peer {
+        let qp = qps.remove(0);
         Peer {
             qp,
-            send_mr,
-            inbox,
-            credit_src,
+            lanes: qps,
+            send_mr: r.send_mr,
+            inbox: r.inbox,
+            credit_src: r.credit_src,
             remote_inbox: (addr, rkey),
             remote_credit: (addr + (slots * slot) as u64, rkey),
             ledger: Ledger::new(slots),
-            inflight: VecDeque::new(),
-            notices,
+            inflight: vec![None; slots],
+            notices: r.notices,
         }
+    }
+
+    /// The queue pair that carries inbox slot `slot`'s fragments: lane slot mod lanes.
+    fn lane(&self, slot: usize) -> &QueuePair<Rts> {
+        match slot % (1 + self.lanes.len()) {
+            0 => &self.qp,
+            j => &self.lanes[j - 1],
+        }
+    }
+
+    /// Whether any send is posted and not completed.
+    fn sending(&self) -> bool {
+        self.inflight.iter().any(Option::is_some)
     }
 }
 
@@ -214,6 +264,8 @@ pub struct VerbsMesh {
     cm: Option<cm_link::CmMesh>,
     /// The device is iWARP: fragments go as an RDMA write and a notice SEND (no immediates).
     iwarp: bool,
+    /// Queue pairs per peer of the two-sided stream ([`VerbsOptions::lanes`], as agreed).
+    lanes: usize,
 }
 
 impl VerbsMesh {

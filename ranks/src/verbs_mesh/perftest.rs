@@ -1,6 +1,8 @@
 //! perftest-style measurements on queue pairs of their own (test links): one-sided write and
 //! read bandwidth, SEND bandwidth between registered windows, and the latency ping-pongs.
 
+use std::collections::VecDeque;
+
 use super::*;
 use crate::wire::{Record, WindowKey};
 
@@ -527,6 +529,26 @@ impl VerbsMesh {
         }
     }
 
+    /// The mesh's own queue pairs, for the header: "3, one per peer", or "12, 4 per peer, each
+    /// message striped over them (flow labels 1-4)".
+    fn mesh_qps(&self) -> String {
+        let peers = self.size.saturating_sub(1);
+        if self.lanes > 1 {
+            format!(
+                "{}, {} per peer, each message striped over them ({})",
+                peers * self.lanes,
+                self.lanes,
+                if self.cm.is_some() {
+                    "flow labels the device's: rdma_cm sets the path".to_string()
+                } else {
+                    format!("flow labels 1-{}", self.lanes)
+                }
+            )
+        } else {
+            format!("{peers}, one per peer")
+        }
+    }
+
     pub(super) fn details_list(&self) -> Vec<(String, String)> {
         let c = &self.choice;
         let ethernet = c.link_layer == crate::devices::LinkLayer::Ethernet;
@@ -536,19 +558,19 @@ impl VerbsMesh {
                 "Number of qps".into(),
                 if self.test_qps > 1 {
                     format!(
-                        "{} per bandwidth test ({}), 1 per latency test (besides the mesh's {}, one per peer)",
+                        "{} per bandwidth test ({}), 1 per latency test (besides the mesh's {})",
                         self.test_qps,
                         if self.cm.is_some() {
                             "flow labels the device's, from the queue pair numbers: rdma_cm sets the path".to_string()
                         } else {
                             format!("flow labels 1-{}", self.test_qps)
                         },
-                        self.size.saturating_sub(1)
+                        self.mesh_qps()
                     )
                 } else {
                     format!(
-                        "1 per test (write, read, send -n; besides the mesh's {}, one per peer)",
-                        self.size.saturating_sub(1)
+                        "1 per test (write, read, send -n; besides the mesh's {})",
+                        self.mesh_qps()
                     )
                 },
             ),

@@ -125,6 +125,11 @@ impl VerbsMesh {
                 peer.send_mr.as_mut_slice()[slot * sl..slot * sl + chunk.len()].copy_from_slice(chunk);
                 let (inbox, rkey) = peer.remote_inbox;
                 let remote_addr = inbox + (remote_slot * sl) as u64;
+                // Fragment k rides lane k mod lanes, which carries inbox slot k mod slots.
+                let qp = match remote_slot % (1 + peer.lanes.len()) {
+                    0 => &peer.qp,
+                    j => &peer.lanes[j - 1],
+                };
                 let r = if let Some(n) = peer.notices.as_mut() {
                     // iWARP: the bytes by RDMA write, then an 8-byte SEND saying how many and of
                     // what message; RC order places the write before the SEND completes there,
@@ -133,23 +138,22 @@ impl VerbsMesh {
                     note[..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
                     note[4..].copy_from_slice(&(buf.len() as u32).to_le_bytes());
                     let write = SendOp::Write { remote_addr, rkey };
-                    peer.qp
-                        .post(
-                            write,
-                            &peer.send_mr,
-                            slot * sl,
-                            chunk.len(),
-                            wr_id(p, WrKind::Data, slot),
+                    qp.post(
+                        write,
+                        &peer.send_mr,
+                        slot * sl,
+                        chunk.len(),
+                        wr_id(p, WrKind::Data, slot),
+                    )
+                    .and_then(|()| {
+                        qp.post(
+                            SendOp::Send,
+                            &n.send,
+                            slot * NOTICE,
+                            NOTICE,
+                            wr_id(p, WrKind::Send, slot),
                         )
-                        .and_then(|()| {
-                            peer.qp.post(
-                                SendOp::Send,
-                                &n.send,
-                                slot * NOTICE,
-                                NOTICE,
-                                wr_id(p, WrKind::Send, slot),
-                            )
-                        })
+                    })
                 } else {
                     let how = if self.use_send {
                         SendOp::SendImm(buf.len() as u32)
@@ -160,13 +164,12 @@ impl VerbsMesh {
                             imm: buf.len() as u32,
                         }
                     };
-                    peer.qp
-                        .post(how, &peer.send_mr, slot * sl, chunk.len(), wr_id(p, WrKind::Send, slot))
+                    qp.post(how, &peer.send_mr, slot * sl, chunk.len(), wr_id(p, WrKind::Send, slot))
                 };
                 if let Err(e) = r {
                     return Err(self.verbs_err(e));
                 }
-                peer.inflight.push_back(i);
+                peer.inflight[slot] = Some(i);
                 b.st[i].frags_posted += 1;
                 b.st[i].outstanding += 1;
                 moved = true;
@@ -199,7 +202,7 @@ impl VerbsMesh {
             }
             let peer = self.peers[p].as_mut().expect("connected peer");
             peer.ledger.send_done(slot);
-            if let Some(i) = peer.inflight.pop_front() {
+            if let Some(i) = peer.inflight.get_mut(slot).and_then(Option::take) {
                 let s = &mut b.st[i];
                 s.outstanding -= 1;
                 if s.outstanding == 0 && s.frags_posted == s.frags_total && ops[i].done_at.is_none() {
@@ -262,10 +265,7 @@ impl VerbsMesh {
         let n = self.size;
         let peer = (0..n)
             .find(|&p| !b.recvs[p].is_empty())
-            .or_else(|| {
-                (0..n)
-                    .find(|&p| !b.sends[p].is_empty() || self.peers[p].as_ref().is_some_and(|x| !x.inflight.is_empty()))
-            })
+            .or_else(|| (0..n).find(|&p| !b.sends[p].is_empty() || self.peers[p].as_ref().is_some_and(|x| x.sending())))
             .unwrap_or(0);
         let what = if !b.recvs[peer].is_empty() {
             "a message to arrive"
