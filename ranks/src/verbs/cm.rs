@@ -399,17 +399,7 @@ impl CmId {
         signal_all: bool,
     ) -> Result<QueuePair<Init>, VerbsError> {
         let make = |inline: u32| {
-            // SAFETY: plain data.
-            let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-            init.send_cq = cq.raw.as_ptr();
-            init.recv_cq = cq.raw.as_ptr();
-            init.qp_type = ibv_qp_type::IBV_QPT_RC;
-            init.cap.max_send_wr = depth;
-            init.cap.max_recv_wr = depth;
-            init.cap.max_send_sge = 1;
-            init.cap.max_recv_sge = 1;
-            init.cap.max_inline_data = inline;
-            init.sq_sig_all = i32::from(signal_all);
+            let mut init = super::qp::rc_init_attr(cq, cq, depth, inline, signal_all);
             // SAFETY: valid id, PD and CQ (the QP keeps Arcs to the PD and the id).
             let rc = unsafe { rdma_create_qp(self.raw(), pd.0.raw.as_ptr(), &mut init) };
             (rc, init.cap.max_inline_data)

@@ -47,17 +47,7 @@ impl ProtectionDomain {
         max_inline: u32,
         signal_all: bool,
     ) -> Result<QueuePair<Reset>, VerbsError> {
-        // SAFETY: plain data.
-        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = send_cq.raw.as_ptr();
-        init.recv_cq = recv_cq.raw.as_ptr();
-        init.qp_type = ibv_qp_type::IBV_QPT_RC;
-        init.cap.max_send_wr = depth;
-        init.cap.max_recv_wr = depth;
-        init.cap.max_send_sge = 1;
-        init.cap.max_recv_sge = 1;
-        init.cap.max_inline_data = max_inline;
-        init.sq_sig_all = i32::from(signal_all);
+        let mut init = rc_init_attr(send_cq, recv_cq, depth, max_inline, signal_all);
         // SAFETY: valid PD and CQs (borrowed for the call; the QP keeps Arcs to them below).
         let raw = unsafe { ibv_create_qp(self.0.raw.as_ptr(), &mut init) };
         let raw = NonNull::new(raw).ok_or_else(|| VerbsError::verb("ibv_create_qp", self.device(), errno(), ""))?;
@@ -71,6 +61,30 @@ impl ProtectionDomain {
             _state: PhantomData,
         })
     }
+}
+
+/// The creation attributes of an RC queue pair, as both ibv_create_qp and rdma_create_qp take
+/// them: one send and one receive scatter entry, `depth` work requests each way, `max_inline`
+/// bytes inline, every send signalled when `signal_all`.
+pub(super) fn rc_init_attr(
+    send_cq: &CompletionQueue,
+    recv_cq: &CompletionQueue,
+    depth: u32,
+    max_inline: u32,
+    signal_all: bool,
+) -> ibv_qp_init_attr {
+    // SAFETY: plain data.
+    let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+    init.send_cq = send_cq.raw.as_ptr();
+    init.recv_cq = recv_cq.raw.as_ptr();
+    init.qp_type = ibv_qp_type::IBV_QPT_RC;
+    init.cap.max_send_wr = depth;
+    init.cap.max_recv_wr = depth;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    init.cap.max_inline_data = max_inline;
+    init.sq_sig_all = i32::from(signal_all);
+    init
 }
 
 impl QueuePair<Init> {
