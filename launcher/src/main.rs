@@ -210,19 +210,17 @@ fn nic_choices(cmd: &mut Command, m: &clap::ArgMatches) -> Result<(), String> {
     };
     let env = |k: &str| std::env::var(k).ok();
     nic_env::apply(rank, sub, &env, &nic_env::Here::this_host())?;
-    // Pairwise's queue pairs per test: resolved with the transport, in pairwise_cmd::config.
+    // -q's source and NCCL's variable, for pairwise's queue pairs per test (resolved with the
+    // transport, in pairwise_cmd::config) and the collectives' per peer (before the mesh
+    // connects, in coll_cmd).
+    let qps = |given: Option<u32>| {
+        let source = nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default());
+        (source.map(Box::new), env("NCCL_IB_QPS_PER_CONNECTION"))
+    };
     if let Command::Pairwise(a) = cmd {
-        let given = a.qps;
-        a.qps_source =
-            nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()).map(Box::new);
-        a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
-    }
-    // The collectives' queue pairs per peer: resolved before the mesh connects, in coll_cmd.
-    if let Some(a) = cmd.coll_args() {
-        let given = a.qps;
-        a.qps_source =
-            nic_env::clap_source(sub, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()).map(Box::new);
-        a.qps_env = env("NCCL_IB_QPS_PER_CONNECTION");
+        (a.qps_source, a.qps_env) = qps(a.qps);
+    } else if let Some(a) = cmd.coll_args() {
+        (a.qps_source, a.qps_env) = qps(a.qps);
     }
     Ok(())
 }

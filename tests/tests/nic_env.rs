@@ -129,26 +129,27 @@ fn launch_passes_the_variables_to_the_ranks() {
     assert!(!s.contains("NCCL_DEBUG_UNRELATED"), "{s}");
 }
 
-#[test]
-fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
-    // -q (and MESHRUN_QP) on a TCP mesh: refused in one line naming the mesh and the fix.
-    for (args, env) in [
-        (&["pairwise", "-s", "4K", "-n", "20", "-q", "4"][..], &[][..]),
-        (&["pairwise", "-s", "4K", "-n", "20"][..], &[("MESHRUN_QP", "4")][..]),
-    ] {
+/// `args -q 4`, and `args` with MESHRUN_QP=4, on a TCP mesh: refused in one line per rank naming
+/// the mesh and the fix (`what`: "per test" for pairwise, "per peer" for the collectives).
+fn q_refused_on_tcp(args: &[&str], what: &str) {
+    let with_q = [args, &["-q", "4"]].concat();
+    for (args, env) in [(&with_q[..], &[][..]), (args, &[("MESHRUN_QP", "4")][..])] {
         let r = mpirun(2, args, env, LIMIT);
         assert_eq!(r.code, Some(2), "{}", r.all());
         let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("-q 4:")).collect();
         assert!(!lines.is_empty(), "{}", r.all());
+        let want = format!("-q 4: several queue pairs {what} need RDMA verbs, and this job's mesh is tcp");
         for l in lines {
-            assert!(
-                l.contains("-q 4: several queue pairs per test need RDMA verbs, and this job's mesh is tcp")
-                    && l.contains("drop -q"),
-                "{l}"
-            );
+            assert!(l.contains(&want) && l.contains("drop -q"), "{l}");
         }
         assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
     }
+}
+
+#[test]
+fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
+    // -q (and MESHRUN_QP) on a TCP mesh: refused in one line naming the mesh and the fix.
+    q_refused_on_tcp(&["pairwise", "-s", "4K", "-n", "20"], "per test");
     // NCCL's variable is an RDMA setting: a job on TCP runs as without it, and says nothing of it.
     let r = mpirun(
         2,
@@ -172,23 +173,7 @@ fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
 #[test]
 fn the_collectives_queue_pairs_per_peer_need_rdma_and_nccls_variable_waits_for_it() {
     // -q (and MESHRUN_QP) on the collectives over a TCP mesh: refused in one line per rank.
-    for (args, env) in [
-        (&[&AR[..], &["-q", "4"]].concat()[..], &[][..]),
-        (&AR[..], &[("MESHRUN_QP", "4")][..]),
-    ] {
-        let r = mpirun(2, args, env, LIMIT);
-        assert_eq!(r.code, Some(2), "{}", r.all());
-        let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("-q 4:")).collect();
-        assert!(!lines.is_empty(), "{}", r.all());
-        for l in lines {
-            assert!(
-                l.contains("-q 4: several queue pairs per peer need RDMA verbs, and this job's mesh is tcp")
-                    && l.contains("drop -q"),
-                "{l}"
-            );
-        }
-        assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-    }
+    q_refused_on_tcp(&AR, "per peer");
     // Out of range: refused before MPI starts a mesh, with the range.
     let r = mpirun(2, &[&AR[..], &["-q", "17"]].concat(), &[], LIMIT);
     assert_eq!(r.code, Some(2), "{}", r.all());
