@@ -5,7 +5,9 @@
 //! over the mesh's two-sided path; the sender RDMA-writes its data straight into that buffer, the
 //! last write carrying an immediate (the sender's length) that completes a receive on the
 //! receiver. Each pair of ranks gets a queue pair of its own for the data, connected on first use,
-//! so the data never consumes the receives of the mesh's inbox.
+//! so the data never consumes the receives of the mesh's inbox; with several queue pairs per peer
+//! (`-q`), one per lane, transfer t between two ranks riding lane t mod lanes whole (as NCCL with
+//! its default NCCL_IB_SPLIT_DATA_ON_QPS=0), each lane's receives matched in its own order.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -25,10 +27,10 @@ const FRAGMENT: usize = 1 << 30;
 /// Bytes of a clear-to-send: address, rkey, length.
 const CTS_BYTES: usize = 16;
 
-/// One pair's data queue pair, and the region its receives point into (a WRITE-with-immediate
-/// consumes a receive but writes nothing into it).
+/// One pair's data queue pairs (one per lane), and the region their receives point into (a
+/// WRITE-with-immediate consumes a receive but writes nothing into it).
 struct Link {
-    link: TestLink,
+    lanes: Vec<TestLink>,
     sink: MemoryRegion,
 }
 
@@ -37,6 +39,10 @@ struct Link {
 pub(super) struct Direct {
     links: Vec<Option<Link>>,
     regions: Vec<Option<ForeignRegion>>,
+    /// Per peer: transfers sent to it and received from it so far; the next one takes lane
+    /// count mod lanes, on both ends alike.
+    sent: Vec<u64>,
+    received: Vec<u64>,
 }
 
 /// Per-op progress of one batch.
@@ -44,6 +50,8 @@ pub(super) struct Direct {
 struct Progress {
     /// The peer's receive buffer (sends only): address, rkey.
     remote: (u64, u32),
+    /// The lane (data queue pair) the transfer rides.
+    lane: usize,
     posted: usize,
     frags: usize,
     outstanding: usize,
@@ -158,7 +166,10 @@ impl VerbsMesh {
     fn direct_links(&mut self, peers: &[usize], deadline: Instant) -> Result<(), TransportError> {
         if self.direct.links.len() < self.size {
             self.direct.links.resize_with(self.size, || None);
+            self.direct.sent.resize(self.size, 0);
+            self.direct.received.resize(self.size, 0);
         }
+        let lanes = self.lanes.max(1);
         for &p in peers {
             if self.direct.links[p].is_some() {
                 continue;
@@ -167,14 +178,19 @@ impl VerbsMesh {
                 .pd
                 .register(64, Access::LOCAL_WRITE)
                 .map_err(|e| self.verbs_err(e))?;
-            let link = self.test_link(
-                p,
-                DEPTH as u32,
-                deadline,
-                &mut |qp| (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0))),
-                0,
-            )?;
-            self.direct.links[p] = Some(Link { link, sink });
+            let mut links = Vec::with_capacity(lanes);
+            for lane in 0..lanes {
+                // Several lanes: lane k carries flow label k + 1, as the mesh's own queue pairs.
+                let flow_label = if lanes > 1 { lane as u32 + 1 } else { 0 };
+                links.push(self.test_link(
+                    p,
+                    DEPTH as u32,
+                    deadline,
+                    &mut |qp| (0..DEPTH).try_for_each(|_| qp.post_recv(&sink, 0, 64, wr_id(p, WrKind::DirectImm, 0))),
+                    flow_label,
+                )?);
+            }
+            self.direct.links[p] = Some(Link { lanes: links, sink });
         }
         Ok(())
     }
@@ -195,7 +211,7 @@ impl VerbsMesh {
             op.done_at = None;
         }
         self.send_clear_to_sends(ops, deadline)?;
-        let mut b = DirectBatch::new(ops, peers, self.size);
+        let mut b = DirectBatch::new(ops, peers, self.size, self.lanes.max(1), &mut self.direct.received);
         let mut comps: Vec<Completion> = Vec::with_capacity(32);
         let mut idle = 0u32;
         while b.remaining > 0 {
@@ -261,6 +277,10 @@ impl VerbsMesh {
                 let (addr, rkey, theirs) = uncts(&raw);
                 let len = ops[i].span().len;
                 let s = &mut b.st[i];
+                // Sends clear in the order the peer posted its receives, which is this rank's
+                // send order: the t-th transfer to the peer takes lane t mod lanes on both ends.
+                s.lane = (self.direct.sent[p] % b.lanes as u64) as usize;
+                self.direct.sent[p] += 1;
                 s.remote = (addr, rkey);
                 s.cleared = true;
                 s.frags = fragments(len);
@@ -280,7 +300,7 @@ impl VerbsMesh {
         let mut moved = false;
         for (i, op) in ops.iter().enumerate() {
             let DirectKind::Send(span) = op.kind else { continue };
-            while b.st[i].cleared && b.st[i].posted < b.st[i].frags && b.inflight[op.peer] < DEPTH {
+            while b.st[i].cleared && b.st[i].posted < b.st[i].frags && b.inflight[op.peer][b.st[i].lane] < DEPTH {
                 let s = &mut b.st[i];
                 let f = s.posted;
                 let (off, len) = if s.mismatched {
@@ -305,13 +325,13 @@ impl VerbsMesh {
                 ) else {
                     unreachable!("links and regions were checked above")
                 };
-                link.link
+                link.lanes[s.lane]
                     .qp
                     .post(how, local, span.off + off, len, wr_id(op.peer, WrKind::DirectWrite, i))
                     .map_err(|e| self.verbs_err(e))?;
                 s.posted += 1;
                 s.outstanding += 1;
-                b.inflight[op.peer] += 1;
+                b.inflight[op.peer][s.lane] += 1;
                 moved = true;
             }
         }
@@ -331,38 +351,40 @@ impl VerbsMesh {
             let Some(link) = self.direct.links[p].as_ref() else {
                 continue;
             };
-            comps.clear();
-            link.link.cq.poll(16, comps).map_err(|e| self.verbs_err(e))?;
-            for c in comps.drain(..) {
-                moved = true;
-                let (peer, kind, i) = decode(c.wr_id);
-                if kind == Some(WrKind::DirectWrite) {
-                    let s = &mut b.st[i];
-                    s.outstanding -= 1;
-                    b.inflight[peer] -= 1;
-                    if s.outstanding == 0 && s.posted == s.frags {
-                        ops[i].done_at = Some(Instant::now());
-                        b.remaining -= 1;
+            for (lane, data) in link.lanes.iter().enumerate() {
+                comps.clear();
+                data.cq.poll(16, comps).map_err(|e| self.verbs_err(e))?;
+                for c in comps.drain(..) {
+                    moved = true;
+                    let (peer, kind, i) = decode(c.wr_id);
+                    if kind == Some(WrKind::DirectWrite) {
+                        let s = &mut b.st[i];
+                        s.outstanding -= 1;
+                        b.inflight[peer][lane] -= 1;
+                        if s.outstanding == 0 && s.posted == s.frags {
+                            ops[i].done_at = Some(Instant::now());
+                            b.remaining -= 1;
+                        }
+                        continue;
                     }
-                    continue;
+                    // Each lane keeps its order: its n-th immediate lands in its n-th receive.
+                    let Some(i) = b.recv_q[peer][lane].pop_front() else {
+                        return Err(TransportError::Setup(format!(
+                            "rank {}: zero-copy data from rank {peer} that no receive was posted for",
+                            self.rank
+                        )));
+                    };
+                    let want = ops[i].span().len;
+                    let got = c.imm.unwrap_or(u32::MAX);
+                    if got as usize != want {
+                        return Err(self.length_mismatch(peer, want, got));
+                    }
+                    data.qp
+                        .post_recv(&link.sink, 0, 64, wr_id(peer, WrKind::DirectImm, 0))
+                        .map_err(|e| self.verbs_err(e))?;
+                    ops[i].done_at = Some(Instant::now());
+                    b.remaining -= 1;
                 }
-                let Some(i) = b.recv_q[peer].pop_front() else {
-                    return Err(TransportError::Setup(format!(
-                        "rank {}: zero-copy data from rank {peer} that no receive was posted for",
-                        self.rank
-                    )));
-                };
-                let want = ops[i].span().len;
-                let got = c.imm.unwrap_or(u32::MAX);
-                if got as usize != want {
-                    return Err(self.length_mismatch(peer, want, got));
-                }
-                link.link
-                    .qp
-                    .post_recv(&link.sink, 0, 64, wr_id(peer, WrKind::DirectImm, 0))
-                    .map_err(|e| self.verbs_err(e))?;
-                ops[i].done_at = Some(Instant::now());
-                b.remaining -= 1;
             }
         }
         Ok(moved)
@@ -395,22 +417,31 @@ struct DirectBatch {
     st: Vec<Progress>,
     /// Per peer, sends still waiting for their clear-to-send, in post order.
     waiting: Vec<VecDeque<usize>>,
-    /// Per peer, receives not yet landed, in post order.
-    recv_q: Vec<VecDeque<usize>>,
-    /// Writes posted and not completed, per peer (each link's send queue holds DEPTH).
-    inflight: Vec<usize>,
+    /// Per peer and lane, receives not yet landed, in post order.
+    recv_q: Vec<Vec<VecDeque<usize>>>,
+    /// Writes posted and not completed, per peer and lane (each queue pair's send queue holds
+    /// DEPTH).
+    inflight: Vec<Vec<usize>>,
+    /// Data queue pairs per peer.
+    lanes: usize,
     remaining: usize,
     /// The first send whose receiver posted another length: (peer, its length, ours).
     mismatch: Option<(usize, usize, usize)>,
 }
 
 impl DirectBatch {
-    fn new(ops: &[DirectOp], peers: Vec<usize>, size: usize) -> DirectBatch {
+    /// The batch of `ops`, each receive queued on its lane: the t-th transfer from a peer
+    /// (counting `received` before this batch) rides lane t mod `lanes`.
+    fn new(ops: &[DirectOp], peers: Vec<usize>, size: usize, lanes: usize, received: &mut [u64]) -> DirectBatch {
         let mut waiting: Vec<VecDeque<usize>> = vec![VecDeque::new(); size];
-        let mut recv_q: Vec<VecDeque<usize>> = vec![VecDeque::new(); size];
+        let mut recv_q: Vec<Vec<VecDeque<usize>>> = vec![vec![VecDeque::new(); lanes]; size];
         for (i, op) in ops.iter().enumerate() {
             match op.kind {
-                DirectKind::Recv(_) => recv_q[op.peer].push_back(i),
+                DirectKind::Recv(_) => {
+                    let lane = (received[op.peer] % lanes as u64) as usize;
+                    received[op.peer] += 1;
+                    recv_q[op.peer][lane].push_back(i);
+                }
                 DirectKind::Send(_) => waiting[op.peer].push_back(i),
             }
         }
@@ -419,7 +450,8 @@ impl DirectBatch {
             st: vec![Progress::default(); ops.len()],
             waiting,
             recv_q,
-            inflight: vec![0; size],
+            inflight: vec![vec![0; lanes]; size],
+            lanes,
             remaining: ops.len(),
             mismatch: None,
         }
