@@ -325,36 +325,42 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
     } = local;
     cm.set_addrs(addrs);
     // Every peer's regions first: a lane's request may come before lane 0's, and each lane posts
-    // its receives on the same inbox.
-    let mut regions: Vec<Option<Regions>> = Vec::with_capacity(n);
-    for p in 0..n {
-        regions.push(if p == rank {
-            None
-        } else {
-            Some(peer_regions(&pd, (slots, slot), choice.iwarp).map_err(setup_err)?)
-        });
-    }
+    // its receives on the same inbox. A failure here still goes through the vote below, so the
+    // other ranks learn of it instead of waiting for connections that never come.
+    let regions: Result<Vec<Option<Regions>>, String> = (0..n)
+        .map(|p| {
+            (p != rank)
+                .then(|| peer_regions(&pd, (slots, slot), choice.iwarp))
+                .transpose()
+        })
+        .collect();
     let deadline = Instant::now() + world.mpi_timeout();
-    let mut make = |p: usize, lane: usize, id: &crate::verbs::CmId| {
-        let r = regions[p].as_ref().ok_or("no regions for a peer")?;
-        let qp = id
-            .create_qp(&pd, &cq, peer_depth(slots, lanes), MAX_INLINE, true)
-            .map_err(|e| e.to_string())?;
-        post_lane_recvs(&qp, r, p, (lane, lanes), (slots, slot))?;
-        let hello = cm_link::Hello {
-            kind: 0,
-            lane: lane as u8,
-            rank: rank as u32,
-            addr: r.inbox.addr(),
-            rkey: r.inbox.rkey(),
-            mtu: info.mtu_enum as u8,
-            size: n as u32,
-        };
-        Ok((qp, hello))
+    let connected = match &regions {
+        Ok(regions) => {
+            let mut make = |p: usize, lane: usize, id: &crate::verbs::CmId| {
+                let r = regions[p].as_ref().ok_or("no regions for a peer")?;
+                let qp = id
+                    .create_qp(&pd, &cq, peer_depth(slots, lanes), MAX_INLINE, true)
+                    .map_err(|e| e.to_string())?;
+                post_lane_recvs(&qp, r, p, (lane, lanes), (slots, slot))?;
+                let hello = cm_link::Hello {
+                    kind: 0,
+                    lane: lane as u8,
+                    rank: rank as u32,
+                    addr: r.inbox.addr(),
+                    rkey: r.inbox.rkey(),
+                    mtu: info.mtu_enum as u8,
+                    size: n as u32,
+                };
+                Ok((qp, hello))
+            };
+            cm.connect_mesh(rank, world.hosts(), lanes, deadline, &mut make)
+        }
+        Err(e) => Err(e.clone()),
     };
-    let connected = cm.connect_mesh(rank, world.hosts(), lanes, deadline, &mut make);
     let all = world.all_ok(connected.is_ok(), "RDMA mesh connected (rdma_cm)");
     let connected = connected.map_err(setup_err)?;
+    let regions = regions.map_err(setup_err)?;
     if !all {
         return Err(VerbsMeshError::PeersFailed {
             rank,

@@ -125,18 +125,17 @@ impl VerbsMesh {
                 peer.send_mr.as_mut_slice()[slot * sl..slot * sl + chunk.len()].copy_from_slice(chunk);
                 let (inbox, rkey) = peer.remote_inbox;
                 let remote_addr = inbox + (remote_slot * sl) as u64;
-                // Fragment k rides lane k mod lanes, which carries inbox slot k mod slots.
-                let qp = match remote_slot % (1 + peer.lanes.len()) {
-                    0 => &peer.qp,
-                    j => &peer.lanes[j - 1],
-                };
-                let r = if let Some(n) = peer.notices.as_mut() {
-                    // iWARP: the bytes by RDMA write, then an 8-byte SEND saying how many and of
-                    // what message; RC order places the write before the SEND completes there,
-                    // and the SEND's completion here (after the write's) frees the slot.
+                // iWARP: the bytes by RDMA write, then an 8-byte SEND saying how many and of what
+                // message; RC order places the write before the SEND completes there, and the
+                // SEND's completion here (after the write's) frees the slot.
+                if let Some(n) = peer.notices.as_mut() {
                     let note = &mut n.send.as_mut_slice()[slot * NOTICE..(slot + 1) * NOTICE];
                     note[..4].copy_from_slice(&(chunk.len() as u32).to_le_bytes());
                     note[4..].copy_from_slice(&(buf.len() as u32).to_le_bytes());
+                }
+                // Fragment k rides lane k mod lanes, which carries inbox slot k mod slots.
+                let qp = peer.lane(remote_slot);
+                let r = if let Some(n) = peer.notices.as_ref() {
                     let write = SendOp::Write { remote_addr, rkey };
                     qp.post(
                         write,
