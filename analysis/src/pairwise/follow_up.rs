@@ -104,7 +104,7 @@ mod tests {
         let plan = RetestPlan {
             suspects: vec![(4, 5), (5, 6)],
             references: vec![(10, 11)],
-            paths: Vec::new(),
+            ..RetestPlan::default()
         };
         let set = ranks(&verdict(&[(4, 5), (5, 6)]), &plan, Selection::All, &node_of);
         assert_eq!(set, vec![0, 1, 4, 5, 6, 10, 11]);

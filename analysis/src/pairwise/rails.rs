@@ -90,11 +90,15 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
         return verdict::retest_plan(first, cfg, hosts);
     }
     let groups = Groups::new(hosts);
-    let mut plan = RetestPlan::default();
+    let mut plan = RetestPlan {
+        at_once: true,
+        ..RetestPlan::default()
+    };
     for ms in groups.split(first).values() {
         let p = verdict::retest_plan(ms, cfg, hosts);
         plan.suspects.extend(p.suspects);
         plan.references.extend(p.references);
+        plan.at_once &= p.at_once;
     }
     plan
 }
@@ -126,6 +130,7 @@ pub fn decide(
             suspects: plan.suspects.iter().copied().filter(in_group).collect(),
             references: plan.references.iter().copied().filter(in_group).collect(),
             paths: Vec::new(),
+            at_once: plan.at_once,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
         let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);

@@ -16,7 +16,7 @@ use analysis::pairwise::{
     follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern,
     TestKind, Timings,
 };
-use analysis::schedule::{Pair, Schedule};
+use analysis::schedule::{host_disjoint_groups, Pair, Schedule};
 use measure::MeasureSpec;
 
 /// Measure one pair at one size; returns the measurements this rank made.
@@ -195,22 +195,30 @@ fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, w
     })
 }
 
-/// Retest `pairs` alone, one at a time, at the matrix size, `passes` times over (the whole
-/// list, then again), so each pair's passes are apart in time; rank 0 gets the results.
+/// Retest `pairs` at the matrix size, `passes` times over (the whole list, then again), so each
+/// pair's passes are apart in time; rank 0 gets the results. One pair at a time, or with
+/// `at_once` the pairs that share no host together ([`host_disjoint_groups`]): a group's pairs
+/// start after one barrier and the next group after the next.
 fn retest(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
     pairs: &[Pair],
     passes: usize,
+    at_once: bool,
 ) -> Result<Option<Vec<Measurement>>, PairwiseError> {
     let me = t.rank();
+    let groups = if at_once {
+        host_disjoint_groups(pairs, world.node_of())
+    } else {
+        pairs.iter().map(|&p| vec![p]).collect()
+    };
     let mut mine = Vec::new();
     for _ in 0..passes {
-        for &(a, b) in pairs {
-            ranks::postmortem::enter(&format!("retest {a}-{b}"));
-            if me == a || me == b {
-                let peer = if me == a { b } else { a };
+        for group in &groups {
+            let names: Vec<String> = group.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+            ranks::postmortem::enter(&format!("retest {}", names.join(" ")));
+            if let Some(peer) = analysis::schedule::peer_in(group, me) {
                 mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
             }
             world.barrier("end of a retest");
@@ -229,8 +237,8 @@ struct Retests {
 }
 
 impl Retests {
-    /// Retest `pairs` alone in `passes` passes on every rank and keep what rank 0 gathers,
-    /// after what was retested before.
+    /// Retest `pairs` in `passes` passes on every rank (alone, or host-disjoint pairs at once)
+    /// and keep what rank 0 gathers, after what was retested before.
     fn run(
         &mut self,
         world: &World,
@@ -238,9 +246,10 @@ impl Retests {
         cfg: &PairwiseConfig,
         pairs: &[Pair],
         passes: usize,
+        at_once: bool,
     ) -> Result<(), PairwiseError> {
         let started = std::time::Instant::now();
-        let more = retest(world, t, cfg, pairs, passes)?;
+        let more = retest(world, t, cfg, pairs, passes, at_once)?;
         self.seconds += started.elapsed().as_secs_f64();
         self.count += pairs.len() * passes;
         match (self.measured.as_mut(), more) {
@@ -277,7 +286,7 @@ pub fn run(
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
     let mut retests = Retests::default();
-    retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES)?;
+    retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -304,7 +313,7 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        retests.run(world, t, cfg, &new, verdict::RETEST_PASSES)?;
+        retests.run(world, t, cfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
         plan = whole;
     }
     // The pairs still slow alone, once more: rank 0 decides which, every rank learns them.
@@ -315,7 +324,7 @@ pub fn run(
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            retests.run(world, t, cfg, &still, verdict::CONFIRM_PASSES)?;
+            retests.run(world, t, cfg, &still, verdict::CONFIRM_PASSES, plan.at_once)?;
         }
     }
     let Retests {

@@ -378,9 +378,14 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                             (sd.exp() - 1.0) * 100.0
                         )
                     });
+                    let how = if j.retested_at_once {
+                        " (pairs sharing no host at once: the first pass was quiet)"
+                    } else {
+                        ""
+                    };
                     let _ = writeln!(
                         s,
-                        "# Retested alone{pop}: the suspects, and {} reference pair(s) from the bulk, which ran at {:.2} {u} alone: \
+                        "# Retested alone{pop}{how}: the suspects, and {} reference pair(s) from the bulk, which ran at {:.2} {u} alone: \
                          {cmp} {:.2} {u} alone is slow{noise}",
                         j.references.len(),
                         val(alone),

@@ -480,3 +480,74 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
     assert!(v.pass, "{v:?}");
     assert_eq!(v.cleared, vec![(0, 1), (2, 3)]);
 }
+
+/// A quiet first pass (cells within 1%, as the shaped cluster and real InfiniBand) retests
+/// host-disjoint pairs at once, with references picked to run beside the suspect; a noisy one
+/// (cells over +-20%) retests one pair at a time, as do latency tests and `--threshold`.
+#[test]
+fn a_quiet_first_pass_retests_side_by_side() {
+    let robust = PairwiseConfig {
+        threshold: None,
+        ..cfg()
+    };
+    let h = hosts(6);
+    // Six hosts at 10 Gb/s within +-1%, the link 1 <-> 4 at 8.
+    let jitter = |s: usize, d: usize| 1.0 + 0.01 * (((s * 7 + d * 3) % 5) as f64 - 2.0) / 2.0;
+    let mut quiet = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
+    for x in quiet
+        .iter_mut()
+        .filter(|x| (x.src, x.dst) != (1, 4) && (x.src, x.dst) != (4, 1))
+    {
+        let g = 10.0 * jitter(x.src, x.dst);
+        x.bw = x.bw.map(|b| BwResult {
+            avg_gbps: g,
+            peak_gbps: g,
+            ..b
+        });
+    }
+    let plan = retest_plan(&quiet, &robust, &h);
+    assert_eq!(plan.suspects, vec![(1, 4)]);
+    assert!(plan.at_once, "{plan:?}");
+    assert_eq!(plan.references.len(), REFERENCES);
+    // The suspect and both references share no host: one group, one pair's time a pass.
+    let node_of: Vec<usize> = (0..6).collect();
+    assert_eq!(
+        crate::schedule::host_disjoint_groups(&plan.pairs(), &node_of).len(),
+        1,
+        "{plan:?}"
+    );
+    let mut alone = Vec::new();
+    for _ in 0..RETEST_PASSES {
+        for &(a, b) in &plan.pairs() {
+            let at = if (a, b) == (1, 4) { 8.0 } else { 10.0 };
+            for (s, d) in [(a, b), (b, a)] {
+                alone.push(Measurement {
+                    retest: true,
+                    ..m(s, d, at)
+                });
+            }
+        }
+    }
+    let v = decide(&quiet, &alone, &robust, &h, &plan, None);
+    assert!(v.judged[0].retested_at_once);
+    assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
+
+    // The same fabric with the healthy cells spread over +-20%, the link at a third: one at a time.
+    let mut noisy = matrix(6, 10.0, &[(1, 4, 3.0), (4, 1, 3.0)]);
+    for x in noisy
+        .iter_mut()
+        .filter(|x| (x.src, x.dst) != (1, 4) && (x.src, x.dst) != (4, 1))
+    {
+        let g = 10.0 * (1.0 + 0.2 * (((x.src * 7 + x.dst * 3) % 5) as f64 - 2.0) / 2.0);
+        x.bw = x.bw.map(|b| BwResult {
+            avg_gbps: g,
+            peak_gbps: g,
+            ..b
+        });
+    }
+    let plan = retest_plan(&noisy, &robust, &h);
+    assert!(!plan.suspects.is_empty());
+    assert!(!plan.at_once, "{plan:?}");
+    // A fixed threshold never measures the spread: one at a time.
+    assert!(!retest_plan(&quiet, &cfg(), &h).at_once);
+}
