@@ -359,6 +359,79 @@ pub fn peer_in(round: &[Pair], rank: usize) -> Option<usize> {
     })
 }
 
+/// Directed shift rounds over `n` ranks, as mpiGraph's: in shift k every rank i sends to
+/// i + k while it receives from i - k (mod n), so each rank carries one outgoing and one incoming
+/// stream and every direction of every pair is measured once in n - 1 shifts. For even n the
+/// shift k = n/2 pairs each rank with one partner both ways; it runs as two halves (the lower
+/// half sending, then the upper), so no pair ever carries both its directions at once: over TCP
+/// a direction's acknowledgements travel back on the reverse link, which is then idle, and
+/// cannot queue behind the reverse direction's data. n slots for even n, n - 1 for odd.
+#[derive(Debug, Clone, Copy)]
+pub struct Shifts {
+    n: usize,
+}
+
+impl Shifts {
+    pub fn new(n: usize) -> Shifts {
+        Shifts { n }
+    }
+
+    /// (shift, half) of slot `s`: half is None for a whole shift, Some(0 or 1) for the halves
+    /// of k = n/2.
+    fn slot(&self, s: usize) -> (usize, Option<usize>) {
+        let n = self.n;
+        if n % 2 == 1 || s + 1 < n / 2 {
+            return (s + 1, None);
+        }
+        match s + 1 - n / 2 {
+            0 => (n / 2, Some(0)),
+            1 => (n / 2, Some(1)),
+            d => (n / 2 + d - 1, None),
+        }
+    }
+
+    /// Slots (rounds) in all.
+    pub fn len(&self) -> usize {
+        match self.n {
+            0 | 1 => 0,
+            n if n % 2 == 0 => n,
+            n => n - 1,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn sends(&self, s: usize, rank: usize) -> bool {
+        match self.slot(s).1 {
+            None => true,
+            Some(h) => (rank >= self.n / 2) == (h == 1),
+        }
+    }
+
+    /// Whom `rank` sends to in slot `s`, if anyone.
+    pub fn to(&self, s: usize, rank: usize) -> Option<usize> {
+        let k = self.slot(s).0;
+        (rank < self.n && self.sends(s, rank)).then(|| (rank + k) % self.n)
+    }
+
+    /// Whom `rank` receives from in slot `s`, if anyone.
+    pub fn from(&self, s: usize, rank: usize) -> Option<usize> {
+        let k = self.slot(s).0;
+        let src = (rank + self.n - k % self.n) % self.n;
+        (rank < self.n && self.sends(s, src)).then_some(src)
+    }
+
+    /// Directions measured in slot `s`.
+    pub fn directions_in(&self, s: usize) -> usize {
+        match self.slot(s).1 {
+            None => self.n,
+            Some(_) => self.n / 2,
+        }
+    }
+}
+
 /// `pairs` in groups that share no host (`node_of[rank]` is a rank's host), each pair in the
 /// first group it fits, groups in the order of their first pair: the pairs of one group can be
 /// measured at once without sharing a NIC, a host link or a CPU. The order of the pairs within a
@@ -385,6 +458,42 @@ pub fn host_disjoint_groups(pairs: &[Pair], node_of: &[usize]) -> Vec<Vec<Pair>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shifts_measure_every_direction_once_and_never_both_of_a_pair_at_once() {
+        for n in [2usize, 3, 4, 5, 6, 7, 8, 16, 33] {
+            let sh = Shifts::new(n);
+            assert_eq!(sh.len(), if n % 2 == 0 { n } else { n - 1 }, "n = {n}");
+            let mut seen = std::collections::HashSet::new();
+            for s in 0..sh.len() {
+                let mut dirs = Vec::new();
+                for r in 0..n {
+                    if let Some(to) = sh.to(s, r) {
+                        assert_ne!(to, r);
+                        assert_eq!(sh.from(s, to), Some(r), "n {n} slot {s}: {r} -> {to}");
+                        dirs.push((r, to));
+                    }
+                    if let Some(from) = sh.from(s, r) {
+                        assert_eq!(sh.to(s, from), Some(r));
+                    }
+                }
+                assert_eq!(dirs.len(), sh.directions_in(s));
+                for &(a, b) in &dirs {
+                    assert!(!dirs.contains(&(b, a)), "n {n} slot {s}: {a} <-> {b} both ways");
+                    assert!(seen.insert((a, b)), "n {n}: {a} -> {b} twice");
+                }
+            }
+            assert_eq!(seen.len(), n * (n - 1), "n = {n}");
+        }
+        // Six ranks: shifts 1, 2, the two halves of 3, then 4, 5.
+        let six = Shifts::new(6);
+        assert_eq!(
+            (0..6).map(|s| six.to(s, 0)).collect::<Vec<_>>(),
+            [Some(1), Some(2), Some(3), None, Some(4), Some(5)]
+        );
+        assert_eq!(six.to(3, 4), Some(1));
+        assert!(Shifts::new(1).is_empty());
+    }
 
     #[test]
     fn host_disjoint_groups_never_share_a_host() {

@@ -230,6 +230,19 @@ fn four_hosts_two_ranks_each_one_host_link_shaped() {
     );
 }
 
+/// Five hosts, so all pairs run in shift rounds (each host streaming out while it streams in):
+/// everything into mr-h1 slow, through a 50 ms queue, which in the first pass slows its way
+/// out too (TCP's acknowledgements of its outgoing stream queue behind the incoming data). The
+/// retests, one direction at a time, clear the way out, and the node alone is named.
+#[test]
+fn five_hosts_in_shift_rounds_one_host_slow_into() {
+    let c = NetnsCluster::up(5);
+    c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
+    let r = names_only(&c, PAIRWISE, "# SLOW NODE: mr-h1: 4 of its 4 host links are slow");
+    // Odd: 4 shift rounds, every rank sending and receiving in each.
+    assert!(r.stdout.contains("Rounds         : 4"), "{}", r.stdout);
+}
+
 /// One host slow (everything into mr-h1): that node, and nothing else.
 #[test]
 fn four_hosts_two_ranks_each_one_host_shaped() {

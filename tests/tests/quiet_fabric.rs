@@ -70,11 +70,13 @@ fn a_clean_quiet_fabric_has_no_finding_ten_runs_in_a_row() {
 fn one_link_at_85_percent_is_named_alone() {
     let c = quiet(6, 1, false);
     c.script(&["shape-link", "mr-h1", "mr-h4", SLOW]).expect_code(0);
-    names_only(
+    let r = names_only(
         &c,
         PAIRWISE,
         "# SLOW HOST LINK: mr-h1 <-> mr-h4: 1 of its 1 rank pairs are slow",
     );
+    // Measured in shift rounds (6 hosts over TCP): shifts 1, 2, 4, 5 and the two halves of 3.
+    assert!(r.stdout.contains("Rounds         : 6"), "{}", r.stdout);
 }
 
 #[test]

@@ -172,6 +172,66 @@ pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     Ok(())
 }
 
+/// One slot of the shift rounds ([`analysis::schedule::Shifts`]): this rank streams `warmup +
+/// n` messages to `to` while it receives as many from `from`, every one posted at once in a
+/// single exchange, the receives dropping their payloads ([`Op::sink`]), so neither direction
+/// waits on the other: a slow stream into this rank never holds back the one out of it, as the
+/// window-by-window exchange of [`bw_send`] would. Timed by the receiver, from the arrival of the
+/// last warm-up message (without warm-up, from the post) to the arrival of the last message.
+/// Returns the result of the direction `from` -> this rank, if it received one.
+pub fn bw_stream(
+    t: &mut dyn Transport,
+    to: Option<usize>,
+    from: Option<usize>,
+    spec: &MeasureSpec,
+) -> Result<Option<BwResult>, TransportError> {
+    let Amount::Iterations(iters) = spec.amount else {
+        return Err(TransportError::Setup(
+            "-D (duration) is measured one direction at a time; the shift rounds need -n".into(),
+        ));
+    };
+    let total = spec.warmup + iters;
+    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let mut ops: Vec<Op<'_>> = Vec::new();
+    if let Some(to) = to {
+        ops.extend((0..total).map(|_| Op::send(to, &buf)));
+    }
+    let first_recv = ops.len();
+    if let Some(from) = from {
+        ops.extend((0..total).map(|_| Op::sink(from, spec.bytes)));
+    }
+    // The bound the window-by-window exchange allows: the per-operation timeout per window.
+    let windows = total.div_ceil(spec.window.max(1) as u64).max(1);
+    let deadline = Instant::now() + spec.op_timeout.saturating_mul(windows.min(u32::MAX as u64) as u32);
+    let t0 = Instant::now();
+    t.exchange(&mut ops, deadline)?;
+    if from.is_none() || iters == 0 {
+        return Ok(None);
+    }
+    let arrived: Vec<f64> = ops[first_recv..]
+        .iter()
+        .filter_map(|o| o.done_at)
+        .map(|d| d.duration_since(t0).as_secs_f64())
+        .collect();
+    let start = match spec.warmup {
+        0 => 0.0,
+        w => arrived.get(w as usize - 1).copied().unwrap_or(0.0),
+    };
+    let measured = &arrived[(spec.warmup as usize).min(arrived.len())..];
+    let secs = measured.last().copied().unwrap_or(start) - start;
+    let total_bytes = spec.bytes as f64 * iters as f64;
+    let avg = gbps(total_bytes, secs);
+    let span = measured.last().copied().unwrap_or(0.0) - measured.first().copied().unwrap_or(0.0);
+    let peak = peak_gbps(measured, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(avg);
+    Ok(Some(BwResult {
+        bytes: spec.bytes as u64,
+        iterations: iters,
+        peak_gbps: if peak.is_finite() && peak > avg { peak } else { avg },
+        avg_gbps: avg,
+        msg_rate_mpps: mpps(iters as f64, secs),
+    }))
+}
+
 /// Both directions at once (`-b`): each side sends and receives `iters` messages concurrently.
 /// Returns this side's result with both directions counted, as perftest's duplex mode does.
 pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<BwResult, TransportError> {

@@ -14,9 +14,9 @@ use analysis::pairwise::formulas::{BwResult, LatencyStats};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::{
     follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern,
-    TestKind, Timings,
+    Selection, TestKind, Timings,
 };
-use analysis::schedule::{host_disjoint_groups, Pair, Schedule};
+use analysis::schedule::{host_disjoint_groups, Pair, Schedule, Shifts};
 use measure::MeasureSpec;
 
 /// Measure one pair at one size; returns the measurements this rank made.
@@ -186,6 +186,85 @@ fn measure_rounds(
     Ok((ms, Clock { wall, wire }))
 }
 
+/// Hosts a run needs for the shift rounds. Over TCP a host whose way in is slow also slows its
+/// way out while both stream at once (the acknowledgements of its outgoing stream queue behind
+/// the incoming data), so all 2(H-1) of its H(H-1) directions between hosts can read slow in the
+/// first pass, where the circle rounds show only its H-1 incoming ones. The healthy bulk stays a
+/// clear majority (2/H below a half) from 5 hosts on; the retests, one direction at a time, then
+/// clear the outgoing directions and the node is named. Fewer hosts keep the circle rounds.
+pub const MIN_SHIFT_HOSTS: usize = 5;
+
+/// Whether the all-pairs rounds run as directed shifts ([`Shifts`], [`measure_shifts`]): every
+/// pair of every rank on at least [`MIN_SHIFT_HOSTS`] hosts, bandwidth one direction per stream
+/// (not `-b`), a count of messages (not `-D`), over two-sided messages (TCP). Elsewhere, and on
+/// RDMA, the circle rounds measure each pair's directions one after the other.
+fn in_shifts(world: &World, t: &dyn Transport, cfg: &PairwiseConfig) -> bool {
+    world.node_count() >= MIN_SHIFT_HOSTS
+        && cfg.test == TestKind::Bw
+        && !cfg.bidirectional
+        && matches!(cfg.amount, Amount::Iterations(_))
+        && cfg.op == OpName::Send
+        && !t.kind().has_rdma()
+        && cfg.pattern == Pattern::All
+        && matches!(cfg.selection, Selection::All)
+        && t.size() >= 2
+}
+
+/// The rounds as directed shifts: in each slot every rank streams to one peer while it receives
+/// from another ([`measure::bw_stream`]), a barrier after each; rank 0 gets every rank's
+/// measurements, each direction recorded by its receiver.
+fn measure_shifts(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    shifts: Shifts,
+    progress: &mut Progress,
+) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
+    let me = t.rank();
+    progress.start(
+        shifts.len(),
+        (0..shifts.len()).map(|k| shifts.directions_in(k) / 2).sum(),
+    );
+    let mut mine = Vec::new();
+    let mut busy = vec![0.0f64; shifts.len()];
+    let mut walls = vec![0.0f64; shifts.len()];
+    world.barrier("start of the pairwise rounds");
+    let start = std::time::Instant::now();
+    let mut round_start = start;
+    for (k, spent) in busy.iter_mut().enumerate() {
+        ranks::postmortem::enter(&format!("pairwise shift round {}", k + 1));
+        let (to, from) = (shifts.to(k, me), shifts.from(k, me));
+        let t0 = std::time::Instant::now();
+        for &bytes in &cfg.sizes {
+            let spec = MeasureSpec::of(cfg, bytes);
+            if let (Some(r), Some(src)) = (measure::bw_stream(t, to, from, &spec)?, from) {
+                mine.push(Measurement {
+                    src,
+                    dst: me,
+                    bytes: bytes as u64,
+                    bw: Some(r),
+                    lat: None,
+                    iterations: r.iterations,
+                    retest: false,
+                    paths: Vec::new(),
+                });
+            }
+        }
+        *spent = t0.elapsed().as_secs_f64();
+        world.barrier("end of a pairwise round");
+        walls[k] = round_start.elapsed().as_secs_f64();
+        round_start = std::time::Instant::now();
+        // Directions over two: pairs' worth, as the circle rounds count.
+        progress.round_done(k + 1, shifts.directions_in(k) / 2);
+    }
+    let wall = start.elapsed().as_secs_f64();
+    progress.finish();
+    let longest = world.max_f64(&busy, "timing the rounds");
+    let wire = longest.iter().zip(&walls).map(|(b, w)| b.min(*w)).sum();
+    let ms = gather_measurements(world, &mine, "gathering pairwise results")?;
+    Ok((ms, Clock { wall, wire }))
+}
+
 /// Rank 0's `value` on every rank (JSON over MPI).
 fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, what: &str) -> Result<T, WireError> {
     let bytes = world.broadcast_vec(&serde_json::to_vec(value).unwrap_or_default(), what);
@@ -276,7 +355,12 @@ pub fn run(
 ) -> Result<Option<PairwiseOutcome>, PairwiseError> {
     let hosts = world.hosts();
     let mut rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
-    let (mut measurements, mut clock) = measure_rounds(world, t, cfg, &rounds, progress)?;
+    let shifts = in_shifts(world, t, cfg).then(|| Shifts::new(t.size()));
+    let (mut measurements, mut clock) = match shifts {
+        Some(sh) => measure_shifts(world, t, cfg, sh, progress)?,
+        None => measure_rounds(world, t, cfg, &rounds, progress)?,
+    };
+    let rounds_run = shifts.map(|sh| sh.len());
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
         Some(all) if cfg.retest => verdict::RetestPlan {
             paths: paths::suspect_pairs(all, cfg),
@@ -340,7 +424,7 @@ pub fn run(
             transport: t.kind().as_str().to_string(),
             transport_details: t.details(),
             hosts: hosts.to_vec(),
-            rounds: rounds.len(),
+            rounds: rounds_run.unwrap_or(rounds.len()),
             measurements,
             retests,
             verdict: v,
@@ -349,7 +433,7 @@ pub fn run(
             follow_up: follow,
             counters: Vec::new(),
             timings: Some(Timings {
-                rounds: rounds.len(),
+                rounds: rounds_run.unwrap_or(rounds.len()),
                 sweep_s: clock.wall,
                 wire_s: clock.wire,
                 retests: retest_count,

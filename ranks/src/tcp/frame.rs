@@ -19,8 +19,8 @@ pub(super) fn pad_for(at: u64, len: usize) -> usize {
 }
 
 /// Copy stream bytes that start at byte `at` of a frame into place: the length field, the padding
-/// (dropped), the payload.
-pub(super) fn scatter(mut src: &[u8], mut at: usize, hdr: &mut [u8; HEADER], pad: usize, buf: &mut [u8]) {
+/// (dropped), the payload (dropped too for a sink, `buf` None).
+pub(super) fn scatter(mut src: &[u8], mut at: usize, hdr: &mut [u8; HEADER], pad: usize, buf: Option<&mut [u8]>) {
     if at < HEADER {
         let k = (HEADER - at).min(src.len());
         hdr[at..at + k].copy_from_slice(&src[..k]);
@@ -32,7 +32,7 @@ pub(super) fn scatter(mut src: &[u8], mut at: usize, hdr: &mut [u8; HEADER], pad
         src = &src[k..];
         at += k;
     }
-    if !src.is_empty() {
+    if let (false, Some(buf)) = (src.is_empty(), buf) {
         let from = at - HEADER - pad;
         buf[from..from + src.len()].copy_from_slice(src);
     }

@@ -164,10 +164,50 @@ mod tests {
         let frame: Vec<u8> = (0..(HEADER + 5 + 6) as u8).collect();
         for cut in 0..frame.len() {
             let (mut hdr, mut buf) = ([0u8; HEADER], [0u8; 6]);
-            scatter(&frame[..cut], 0, &mut hdr, 5, &mut buf);
-            scatter(&frame[cut..], cut, &mut hdr, 5, &mut buf);
+            scatter(&frame[..cut], 0, &mut hdr, 5, Some(&mut buf));
+            scatter(&frame[cut..], cut, &mut hdr, 5, Some(&mut buf));
             assert_eq!(hdr, [0, 1, 2, 3, 4, 5, 6, 7]);
             assert_eq!(buf, [13, 14, 15, 16, 17, 18], "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn sinks_drop_payloads_and_keep_the_stream_in_step() {
+        // Sinks of every size (staged, direct, larger than the sink buffer) between receives: each
+        // receive after them gets its own message, so the sinks consumed exactly their frames.
+        let meshes = local_mesh(2);
+        let sizes = [3usize, ALIGN_MIN + 1, DIRECT_READ_MIN + 5, 3 << 20, 0, 2 * STAGING + 11];
+        let handles: Vec<_> = meshes
+            .into_iter()
+            .map(|mut m| {
+                std::thread::spawn(move || {
+                    let (r, peer) = (m.rank(), 1 - m.rank());
+                    let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
+                        (0..len).map(|i| (i * 5 + k * 11 + who * 97) as u8).collect()
+                    };
+                    // Each size twice: the first sunk, the second received and checked.
+                    let sends: Vec<Vec<u8>> = sizes
+                        .iter()
+                        .enumerate()
+                        .flat_map(|(k, &l)| [pattern(r, 2 * k, l), pattern(r, 2 * k + 1, l)])
+                        .collect();
+                    let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
+                    let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
+                    for (&l, b) in sizes.iter().zip(recvs.iter_mut()) {
+                        ops.push(Op::sink(peer, l));
+                        ops.push(Op::recv(peer, b));
+                    }
+                    m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+                    assert!(ops.iter().all(|o| o.done_at.is_some()));
+                    drop(ops);
+                    for (k, b) in recvs.iter().enumerate() {
+                        assert!(*b == pattern(peer, 2 * k + 1, sizes[k]), "message after sink {k}");
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
         }
     }
 

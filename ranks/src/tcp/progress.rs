@@ -5,6 +5,9 @@
 use super::frame::{scatter, ZEROS};
 use super::*;
 
+/// Bytes of the buffer sinks read into (a whole receive's direct read needs no more per call).
+const SINK: usize = 1 << 20;
+
 pub(super) fn poll_timeout(left: Duration) -> PollTimeout {
     let ms = left.as_millis().clamp(1, 100) as u16;
     PollTimeout::from(ms)
@@ -114,7 +117,14 @@ impl TcpMesh {
     }
 
     /// Read as much of `peer`'s receive queue as has arrived. Returns whether anything moved.
-    fn progress_recv(&mut self, peer: usize, q: &mut Queue, ops: &mut [Op<'_>]) -> Result<bool, TransportError> {
+    /// The payloads of sinks ([`OpKind::Sink`]) are read into `sink` and dropped.
+    fn progress_recv(
+        &mut self,
+        peer: usize,
+        q: &mut Queue,
+        ops: &mut [Op<'_>],
+        sink: &mut [u8],
+    ) -> Result<bool, TransportError> {
         let mut moved = false;
         while q.pending() {
             let (idx, pad) = (q.ops[q.head], q.pads[q.head]);
@@ -143,8 +153,10 @@ impl TcpMesh {
             let Some(conn) = self.peers[peer].as_mut() else {
                 return Err(self.bad_peer(peer));
             };
-            let OpKind::Recv(buf) = &mut ops[idx].kind else {
-                unreachable!("receive queue holds receives")
+            let mut buf: Option<&mut [u8]> = match &mut ops[idx].kind {
+                OpKind::Recv(b) => Some(&mut b[..]),
+                OpKind::Sink(_) => None,
+                OpKind::Send(_) => unreachable!("receive queue holds receives"),
             };
             // Bytes read ahead into the staging buffer first; the length alone until it is checked.
             let staged = conn.rx_end - conn.rx_start;
@@ -156,7 +168,7 @@ impl TcpMesh {
                     q.progress,
                     &mut q.hdr,
                     pad,
-                    buf,
+                    buf.as_deref_mut(),
                 );
                 conn.rx_start += take;
                 q.progress += take;
@@ -177,7 +189,13 @@ impl TcpMesh {
                     iov.push(IoSliceMut::new(&mut padding[..HEADER + pad - at.max(HEADER)]));
                 }
                 let from = at.max(HEADER + pad) - HEADER - pad;
-                iov.push(IoSliceMut::new(&mut buf[from..]));
+                match buf {
+                    Some(b) => iov.push(IoSliceMut::new(&mut b[from..])),
+                    None => {
+                        let n = (expected - from).min(sink.len());
+                        iov.push(IoSliceMut::new(&mut sink[..n]));
+                    }
+                }
                 conn.stream.read_vectored(&mut iov)
             } else {
                 fill(conn)
@@ -261,13 +279,19 @@ impl TcpMesh {
             // connection unusable anyway (a peer mid-message), as before.
             let (q, off) = match op.kind {
                 OpKind::Send(_) => (&mut sends[op.peer], &mut conn.tx_off),
-                OpKind::Recv(_) => (&mut recvs[op.peer], &mut conn.rx_off),
+                OpKind::Recv(_) | OpKind::Sink(_) => (&mut recvs[op.peer], &mut conn.rx_off),
             };
             let pad = pad_for(*off, len);
             *off += (HEADER + pad + len) as u64;
             q.ops.push(i);
             q.pads.push(pad);
         }
+        // Where sinks' payloads are read and dropped: large enough for the direct reads' pace.
+        let mut sink = if ops.iter().any(|o| matches!(o.kind, OpKind::Sink(_))) {
+            vec![0u8; SINK]
+        } else {
+            Vec::new()
+        };
         let active: Vec<usize> = (0..self.size)
             .filter(|&p| sends[p].pending() || recvs[p].pending())
             .collect();
@@ -281,7 +305,7 @@ impl TcpMesh {
                     moved |= self.progress_send(p, &mut sends[p], ops)?;
                 }
                 if recvs[p].pending() {
-                    moved |= self.progress_recv(p, &mut recvs[p], ops)?;
+                    moved |= self.progress_recv(p, &mut recvs[p], ops, &mut sink)?;
                 }
                 pending |= sends[p].pending() || recvs[p].pending();
             }

@@ -20,6 +20,9 @@ use std::time::{Duration, Instant};
 pub enum OpKind<'a> {
     Send(&'a [u8]),
     Recv(&'a mut [u8]),
+    /// Receive a message of this many bytes and drop its payload: a bandwidth test streaming
+    /// more messages at once than any receive buffer would hold.
+    Sink(usize),
 }
 
 /// One operation of a batch, with the time it completed once it has.
@@ -44,10 +47,19 @@ impl<'a> Op<'a> {
             done_at: None,
         }
     }
+    /// Receive a `len`-byte message from `peer` and drop its payload ([`OpKind::Sink`]).
+    pub fn sink(peer: usize, len: usize) -> Self {
+        Op {
+            peer,
+            kind: OpKind::Sink(len),
+            done_at: None,
+        }
+    }
     pub fn len(&self) -> usize {
         match &self.kind {
             OpKind::Send(b) => b.len(),
             OpKind::Recv(b) => b.len(),
+            OpKind::Sink(n) => *n,
         }
     }
     pub fn is_empty(&self) -> bool {

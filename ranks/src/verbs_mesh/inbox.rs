@@ -171,13 +171,15 @@ impl VerbsMesh {
 
     /// Copy the next fragment in stream order from `p` into `dst` (its length, checked by the
     /// caller), post its slot's receive again and count it consumed.
-    pub(super) fn claim_fragment(&mut self, p: usize, dst: &mut [u8]) -> Result<(), TransportError> {
+    pub(super) fn claim_fragment(&mut self, p: usize, dst: Option<&mut [u8]>) -> Result<(), TransportError> {
         let sl = self.slot;
         let peer = self.peers[p].as_mut().expect("connected peer");
         let Some(Arrival { slot, .. }) = peer.ledger.consume() else {
             return Ok(());
         };
-        dst.copy_from_slice(&peer.inbox.as_slice()[slot * sl..slot * sl + dst.len()]);
+        if let Some(dst) = dst {
+            dst.copy_from_slice(&peer.inbox.as_slice()[slot * sl..slot * sl + dst.len()]);
+        }
         // Post the slot's receive again, on the lane that carries it: each lane's receives stay in
         // the order of its slots, so fragment k of a SEND lands in slot k mod slots too (a WRITE
         // only takes the immediate).
@@ -209,7 +211,7 @@ impl VerbsMesh {
         if a.msg_len as usize != buf.len() || a.bytes as usize != buf.len() {
             return Err(self.length_mismatch(p, buf.len(), a.msg_len));
         }
-        self.claim_fragment(p, buf)?;
+        self.claim_fragment(p, Some(buf))?;
         if self.credit_due(p) {
             self.post_credit(p)?;
         }

@@ -98,7 +98,7 @@ impl VerbsMesh {
             b.st[i].frags_total = frags(op.len(), self.slot);
             match op.kind {
                 OpKind::Send(_) => b.sends[op.peer].push_back(i),
-                OpKind::Recv(_) => b.recvs[op.peer].push_back(i),
+                OpKind::Recv(_) | OpKind::Sink(_) => b.recvs[op.peer].push_back(i),
             }
         }
         Ok(b)
@@ -226,8 +226,10 @@ impl VerbsMesh {
                 if a.msg_len as usize != want {
                     return Err(self.length_mismatch(p, want, a.msg_len));
                 }
-                let OpKind::Recv(buf) = &mut ops[i].kind else {
-                    unreachable!("receive queue holds receives")
+                let buf: Option<&mut [u8]> = match &mut ops[i].kind {
+                    OpKind::Recv(b) => Some(&mut b[..]),
+                    OpKind::Sink(_) => None,
+                    OpKind::Send(_) => unreachable!("receive queue holds receives"),
                 };
                 let s = &mut b.st[i];
                 // This fragment's length follows from the message's: whole slots, then the rest.
@@ -238,7 +240,7 @@ impl VerbsMesh {
                         self.rank, a.bytes
                     )));
                 }
-                self.claim_fragment(p, &mut buf[s.progress..s.progress + expect])?;
+                self.claim_fragment(p, buf.map(|b| &mut b[s.progress..s.progress + expect]))?;
                 s.progress += expect;
                 s.frags_claimed += 1;
                 consumed_any = true;
