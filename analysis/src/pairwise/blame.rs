@@ -152,13 +152,12 @@ fn link_of(host_idx: &[usize], (a, b): Pair) -> Option<HostPair> {
     (x != y).then_some((x.min(y), x.max(y)))
 }
 
-/// Blame the confirmed slow pairs of a run in which `tested` rank pairs were measured; `hosts`
-/// is every rank's host.
-pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology: Option<&Topology>) -> Vec<Part> {
-    // Host indices in rank order of first appearance.
+/// Every rank's host as an index, hosts numbered in rank order of first appearance, and the
+/// hosts' names by index.
+pub(crate) fn host_indices(hosts: &[String]) -> (Vec<usize>, Vec<&str>) {
     let mut names: Vec<&str> = Vec::new();
     let mut index_of: HashMap<&str, usize> = HashMap::new();
-    let host_idx: Vec<usize> = hosts
+    let idx = hosts
         .iter()
         .map(|h| {
             *index_of.entry(h.as_str()).or_insert_with(|| {
@@ -167,6 +166,13 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             })
         })
         .collect();
+    (idx, names)
+}
+
+/// Blame the confirmed slow pairs of a run in which `tested` rank pairs were measured; `hosts`
+/// is every rank's host.
+pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology: Option<&Topology>) -> Vec<Part> {
+    let (host_idx, names) = host_indices(hosts);
     // Rank pairs per host link: tested, and the slow ones.
     let mut links: BTreeMap<HostPair, LinkPairs> = BTreeMap::new();
     for &p in tested {

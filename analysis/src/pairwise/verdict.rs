@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::blame::blame;
+use super::blame::{blame, host_indices};
 pub use super::blame::{Part, SlowPair};
 use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD, MIN_DROP};
 use super::topology::Topology;
@@ -297,28 +297,26 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
     let bars = bars(first, cfg, hosts);
     let suspects = suspect_pairs(first, cfg, hosts, &bars);
     let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();
+    let has_suspects = |p: Population| {
+        at_matrix_size(first, cfg)
+            .filter(|m| population(hosts, m) == p)
+            .any(|m| suspect_set.contains(&unordered(m)))
+    };
     // Retests at once: bandwidth under the robust rule (latency figures are a CPU's response
     // time, which a neighbour's interrupts change), every population with suspects quiet.
     let at_once = cfg.test == TestKind::Bw
         && cfg.threshold.is_none()
         && bars
             .iter()
-            .filter(|(p, _)| {
-                at_matrix_size(first, cfg)
-                    .filter(|m| population(hosts, m) == *p)
-                    .any(|m| suspect_set.contains(&unordered(m)))
-            })
+            .filter(|(p, _)| has_suspects(*p))
             .all(|(_, b)| b.spread <= QUIET_SPREAD);
     let mut references = Vec::new();
     if cfg.threshold.is_none() {
         for (p, bulk) in &bars {
-            let in_pop = |m: &&Measurement| population(hosts, m) == *p;
-            if !at_matrix_size(first, cfg)
-                .filter(in_pop)
-                .any(|m| suspect_set.contains(&unordered(m)))
-            {
+            if !has_suspects(*p) {
                 continue;
             }
+            let in_pop = |m: &&Measurement| population(hosts, m) == *p;
             // Each pair's worst distance from the bulk's median, in log units.
             let mut distance: HashMap<Pair, f64> = HashMap::new();
             for m in at_matrix_size(first, cfg).filter(in_pop) {
@@ -356,14 +354,7 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
 /// nothing in what the references show, and a pass over one suspect and its references takes
 /// one pair's time.
 fn side_by_side(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec<Pair> {
-    let mut index: HashMap<&str, usize> = HashMap::new();
-    let node_of: Vec<usize> = hosts
-        .iter()
-        .map(|h| {
-            let n = index.len();
-            *index.entry(h.as_str()).or_insert(n)
-        })
-        .collect();
+    let (node_of, _) = host_indices(hosts);
     let host = |r: usize| node_of.get(r).copied().unwrap_or(usize::MAX - r);
     let mut used: Vec<HashSet<usize>> = host_disjoint_groups(suspects, &node_of)
         .iter()

@@ -101,13 +101,18 @@ fn recv_n(
     Ok(())
 }
 
+/// What a bandwidth test sends: `spec.bytes` of a counting pattern.
+fn payload(spec: &MeasureSpec) -> Vec<u8> {
+    (0..spec.bytes).map(|i| i as u8).collect()
+}
+
 fn scratch_for(spec: &MeasureSpec) -> Vec<u8> {
     vec![0u8; recv_batch_len(spec) * spec.bytes]
 }
 
 /// The sender's side of a unidirectional bandwidth test. Returns the result.
 pub fn bw_send(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<BwResult, TransportError> {
-    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let buf = payload(spec);
     let mut ack = [0u8; 8];
     let deadline = || Instant::now() + spec.op_timeout;
     if spec.warmup > 0 {
@@ -131,17 +136,25 @@ pub fn bw_send(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     let t0 = Instant::now();
     send_n(t, peer, &buf, iters, spec.window, spec.op_timeout)?;
     t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
-    let secs = t0.elapsed().as_secs_f64();
-    let total = spec.bytes as f64 * iters as f64;
-    let avg = gbps(total, secs);
-    let peak = f64::from_le_bytes(ack);
-    Ok(BwResult {
+    Ok(stream_result(
+        spec,
+        iters,
+        t0.elapsed().as_secs_f64(),
+        f64::from_le_bytes(ack),
+    ))
+}
+
+/// A one-way stream's result: `iters` messages of `spec.bytes` in `secs`, with the receiver's
+/// `peak` where it is a finite rate above the average (else the average).
+fn stream_result(spec: &MeasureSpec, iters: u64, secs: f64, peak: f64) -> BwResult {
+    let avg = gbps(spec.bytes as f64 * iters as f64, secs);
+    BwResult {
         bytes: spec.bytes as u64,
         iterations: iters,
         peak_gbps: if peak.is_finite() && peak > avg { peak } else { avg },
         avg_gbps: avg,
         msg_rate_mpps: mpps(iters as f64, secs),
-    })
+    }
 }
 
 /// The receiver's side of a unidirectional bandwidth test.
@@ -191,7 +204,7 @@ pub fn bw_stream(
         ));
     };
     let total = spec.warmup + iters;
-    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let buf = payload(spec);
     let mut ops: Vec<Op<'_>> = Vec::new();
     if let Some(to) = to {
         ops.extend((0..total).map(|_| Op::send(to, &buf)));
@@ -219,17 +232,10 @@ pub fn bw_stream(
     };
     let measured = &arrived[(spec.warmup as usize).min(arrived.len())..];
     let secs = measured.last().copied().unwrap_or(start) - start;
-    let total_bytes = spec.bytes as f64 * iters as f64;
-    let avg = gbps(total_bytes, secs);
     let span = measured.last().copied().unwrap_or(0.0) - measured.first().copied().unwrap_or(0.0);
-    let peak = peak_gbps(measured, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(avg);
-    Ok(Some(BwResult {
-        bytes: spec.bytes as u64,
-        iterations: iters,
-        peak_gbps: if peak.is_finite() && peak > avg { peak } else { avg },
-        avg_gbps: avg,
-        msg_rate_mpps: mpps(iters as f64, secs),
-    }))
+    // No peak (too few arrivals to window): the average stands in, as stream_result makes it.
+    let peak = peak_gbps(measured, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(0.0);
+    Ok(Some(stream_result(spec, iters, secs, peak)))
 }
 
 /// Both directions at once (`-b`): each side sends and receives `iters` messages concurrently.
@@ -243,7 +249,7 @@ pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Resul
             ))
         }
     };
-    let buf: Vec<u8> = (0..spec.bytes).map(|i| i as u8).collect();
+    let buf = payload(spec);
     let k_max = recv_batch_len(spec);
     let mut scratch = scratch_for(spec);
     let mut ack = [0u8; 8];

@@ -141,39 +141,38 @@ pub enum PairwiseError {
     Gathered(#[from] WireError),
 }
 
-/// Measure `rounds` (every size), a barrier after each; rank 0 gets every rank's measurements.
-fn measure_rounds(
+/// The rounds' harness: `len` rounds, a barrier before the first and after each; `round(t, k,
+/// mine)` measures this rank's part of round k into `mine` and says whether it took part (its
+/// measuring time then counts as the round's wire time). `pairs_in(k)` is round k's pairs, for
+/// the progress line. Rank 0 gets every rank's measurements.
+fn time_rounds(
     world: &World,
     t: &mut dyn Transport,
-    cfg: &PairwiseConfig,
-    rounds: &Schedule,
+    len: usize,
+    pairs_in: impl Fn(usize) -> usize,
     progress: &mut Progress,
+    mut round: impl FnMut(&mut dyn Transport, usize, &mut Vec<Measurement>) -> Result<bool, TransportError>,
 ) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
-    let me = t.rank();
-    let total_pairs: usize = (0..rounds.len()).map(|k| rounds.pairs_in(k)).sum();
-    progress.start(rounds.len(), total_pairs);
+    progress.start(len, (0..len).map(&pairs_in).sum());
     let mut mine = Vec::new();
     // Seconds this rank spent measuring in each round.
-    let mut busy = vec![0.0f64; rounds.len()];
+    let mut busy = vec![0.0f64; len];
     // This rank's wall time of each round (barrier to barrier).
-    let mut walls = vec![0.0f64; rounds.len()];
+    let mut walls = vec![0.0f64; len];
     // Everyone starts the clock together, so no rank's late start counts as wire time.
     world.barrier("start of the pairwise rounds");
     let start = std::time::Instant::now();
     let mut round_start = start;
     for (k, spent) in busy.iter_mut().enumerate() {
         ranks::postmortem::enter(&format!("pairwise round {}", k + 1));
-        if let Some(peer) = rounds.peer(k, me) {
-            let t0 = std::time::Instant::now();
-            for &bytes in &cfg.sizes {
-                mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
-            }
+        let t0 = std::time::Instant::now();
+        if round(&mut *t, k, &mut mine)? {
             *spent = t0.elapsed().as_secs_f64();
         }
         world.barrier("end of a pairwise round");
         walls[k] = round_start.elapsed().as_secs_f64();
         round_start = std::time::Instant::now();
-        progress.round_done(k + 1, rounds.pairs_in(k));
+        progress.round_done(k + 1, pairs_in(k));
     }
     let wall = start.elapsed().as_secs_f64();
     progress.finish();
@@ -184,6 +183,33 @@ fn measure_rounds(
     let wire = longest.iter().zip(&walls).map(|(b, w)| b.min(*w)).sum();
     let ms = gather_measurements(world, &mine, "gathering pairwise results")?;
     Ok((ms, Clock { wall, wire }))
+}
+
+/// Measure `rounds` (every size) as pairs, each measuring its directions one after the other.
+fn measure_rounds(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    rounds: &Schedule,
+    progress: &mut Progress,
+) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
+    let me = t.rank();
+    time_rounds(
+        world,
+        t,
+        rounds.len(),
+        |k| rounds.pairs_in(k),
+        progress,
+        |t, k, mine| {
+            let Some(peer) = rounds.peer(k, me) else {
+                return Ok(false);
+            };
+            for &bytes in &cfg.sizes {
+                mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
+            }
+            Ok(true)
+        },
+    )
 }
 
 /// Hosts a run needs for the shift rounds. Over TCP a host whose way in is slow also slows its
@@ -207,12 +233,11 @@ fn in_shifts(world: &World, t: &dyn Transport, cfg: &PairwiseConfig) -> bool {
         && !t.kind().has_rdma()
         && cfg.pattern == Pattern::All
         && matches!(cfg.selection, Selection::All)
-        && t.size() >= 2
 }
 
 /// The rounds as directed shifts: in each slot every rank streams to one peer while it receives
-/// from another ([`measure::bw_stream`]), a barrier after each; rank 0 gets every rank's
-/// measurements, each direction recorded by its receiver.
+/// from another ([`measure::bw_stream`]); each direction is recorded by its receiver. A slot's
+/// directions over two count as its pairs, as the circle rounds count.
 fn measure_shifts(
     world: &World,
     t: &mut dyn Transport,
@@ -221,20 +246,9 @@ fn measure_shifts(
     progress: &mut Progress,
 ) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
     let me = t.rank();
-    progress.start(
-        shifts.len(),
-        (0..shifts.len()).map(|k| shifts.directions_in(k) / 2).sum(),
-    );
-    let mut mine = Vec::new();
-    let mut busy = vec![0.0f64; shifts.len()];
-    let mut walls = vec![0.0f64; shifts.len()];
-    world.barrier("start of the pairwise rounds");
-    let start = std::time::Instant::now();
-    let mut round_start = start;
-    for (k, spent) in busy.iter_mut().enumerate() {
-        ranks::postmortem::enter(&format!("pairwise shift round {}", k + 1));
+    let pairs_in = |k| shifts.directions_in(k) / 2;
+    time_rounds(world, t, shifts.len(), pairs_in, progress, |t, k, mine| {
         let (to, from) = (shifts.to(k, me), shifts.from(k, me));
-        let t0 = std::time::Instant::now();
         for &bytes in &cfg.sizes {
             let spec = MeasureSpec::of(cfg, bytes);
             if let (Some(r), Some(src)) = (measure::bw_stream(t, to, from, &spec)?, from) {
@@ -250,19 +264,8 @@ fn measure_shifts(
                 });
             }
         }
-        *spent = t0.elapsed().as_secs_f64();
-        world.barrier("end of a pairwise round");
-        walls[k] = round_start.elapsed().as_secs_f64();
-        round_start = std::time::Instant::now();
-        // Directions over two: pairs' worth, as the circle rounds count.
-        progress.round_done(k + 1, shifts.directions_in(k) / 2);
-    }
-    let wall = start.elapsed().as_secs_f64();
-    progress.finish();
-    let longest = world.max_f64(&busy, "timing the rounds");
-    let wire = longest.iter().zip(&walls).map(|(b, w)| b.min(*w)).sum();
-    let ms = gather_measurements(world, &mine, "gathering pairwise results")?;
-    Ok((ms, Clock { wall, wire }))
+        Ok(to.is_some() || from.is_some())
+    })
 }
 
 /// Rank 0's `value` on every rank (JSON over MPI).

@@ -124,6 +124,18 @@ mod tests {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     }
 
+    /// Run `f` on every rank of a local mesh of `n`, each in a thread of its own; a panic on any
+    /// rank fails the test.
+    fn on_every_rank(n: usize, f: impl Fn(TcpMesh) + Send + Copy + 'static) {
+        let handles: Vec<_> = local_mesh(n)
+            .into_iter()
+            .map(|m| std::thread::spawn(move || f(m)))
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+    }
+
     #[test]
     fn endpoint_roundtrip() {
         for a in ["10.1.2.3:4567", "[fe80::1]:9"] {
@@ -175,47 +187,37 @@ mod tests {
     fn sinks_drop_payloads_and_keep_the_stream_in_step() {
         // Sinks of every size (staged, direct, larger than the sink buffer) between receives: each
         // receive after them gets its own message, so the sinks consumed exactly their frames.
-        let meshes = local_mesh(2);
         let sizes = [3usize, ALIGN_MIN + 1, DIRECT_READ_MIN + 5, 3 << 20, 0, 2 * STAGING + 11];
-        let handles: Vec<_> = meshes
-            .into_iter()
-            .map(|mut m| {
-                std::thread::spawn(move || {
-                    let (r, peer) = (m.rank(), 1 - m.rank());
-                    let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
-                        (0..len).map(|i| (i * 5 + k * 11 + who * 97) as u8).collect()
-                    };
-                    // Each size twice: the first sunk, the second received and checked.
-                    let sends: Vec<Vec<u8>> = sizes
-                        .iter()
-                        .enumerate()
-                        .flat_map(|(k, &l)| [pattern(r, 2 * k, l), pattern(r, 2 * k + 1, l)])
-                        .collect();
-                    let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
-                    let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
-                    for (&l, b) in sizes.iter().zip(recvs.iter_mut()) {
-                        ops.push(Op::sink(peer, l));
-                        ops.push(Op::recv(peer, b));
-                    }
-                    m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
-                    assert!(ops.iter().all(|o| o.done_at.is_some()));
-                    drop(ops);
-                    for (k, b) in recvs.iter().enumerate() {
-                        assert!(*b == pattern(peer, 2 * k + 1, sizes[k]), "message after sink {k}");
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        on_every_rank(2, move |mut m| {
+            let (r, peer) = (m.rank(), 1 - m.rank());
+            let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
+                (0..len).map(|i| (i * 5 + k * 11 + who * 97) as u8).collect()
+            };
+            // Each size twice: the first sunk, the second received and checked.
+            let sends: Vec<Vec<u8>> = sizes
+                .iter()
+                .enumerate()
+                .flat_map(|(k, &l)| [pattern(r, 2 * k, l), pattern(r, 2 * k + 1, l)])
+                .collect();
+            let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
+            let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
+            for (&l, b) in sizes.iter().zip(recvs.iter_mut()) {
+                ops.push(Op::sink(peer, l));
+                ops.push(Op::recv(peer, b));
+            }
+            m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+            assert!(ops.iter().all(|o| o.done_at.is_some()));
+            drop(ops);
+            for (k, b) in recvs.iter().enumerate() {
+                assert!(*b == pattern(peer, 2 * k + 1, sizes[k]), "message after sink {k}");
+            }
+        });
     }
 
     #[test]
     fn padded_and_unpadded_frames_interleave_in_one_stream() {
         // Odd small sizes shift the stream so every large frame needs a different padding, and
         // sizes on both sides of the staging/direct-read threshold take both receive paths.
-        let meshes = local_mesh(2);
         let sizes = [
             5usize,
             ALIGN_MIN,
@@ -230,81 +232,64 @@ mod tests {
             3,
             2 * STAGING + 11,
         ];
-        let handles: Vec<_> = meshes
-            .into_iter()
-            .map(|mut m| {
-                std::thread::spawn(move || {
-                    let (r, peer) = (m.rank(), 1 - m.rank());
-                    let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
-                        (0..len).map(|i| (i * 7 + k * 13 + who * 101) as u8).collect()
-                    };
-                    // All in one batch, then again one message per exchange.
-                    let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &l)| pattern(r, k, l)).collect();
-                    let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
-                    let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
-                    ops.extend(recvs.iter_mut().map(|b| Op::recv(peer, b)));
-                    m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
-                    drop(ops);
-                    for (k, b) in recvs.iter().enumerate() {
-                        assert!(
-                            *b == pattern(peer, k, sizes[k]),
-                            "batched message {k} ({} bytes)",
-                            sizes[k]
-                        );
-                    }
-                    for (k, &len) in sizes.iter().enumerate() {
-                        let send = pattern(r, k, len);
-                        let mut recv = vec![0u8; len];
-                        let mut ops = [Op::send(peer, &send), Op::recv(peer, &mut recv)];
-                        m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
-                        assert!(recv == pattern(peer, k, len), "message {k} ({len} bytes)");
-                    }
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        on_every_rank(2, move |mut m| {
+            let (r, peer) = (m.rank(), 1 - m.rank());
+            let pattern = |who: usize, k: usize, len: usize| -> Vec<u8> {
+                (0..len).map(|i| (i * 7 + k * 13 + who * 101) as u8).collect()
+            };
+            // All in one batch, then again one message per exchange.
+            let sends: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(k, &l)| pattern(r, k, l)).collect();
+            let mut recvs: Vec<Vec<u8>> = sizes.iter().map(|&l| vec![0u8; l]).collect();
+            let mut ops: Vec<Op<'_>> = sends.iter().map(|b| Op::send(peer, b)).collect();
+            ops.extend(recvs.iter_mut().map(|b| Op::recv(peer, b)));
+            m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+            drop(ops);
+            for (k, b) in recvs.iter().enumerate() {
+                assert!(
+                    *b == pattern(peer, k, sizes[k]),
+                    "batched message {k} ({} bytes)",
+                    sizes[k]
+                );
+            }
+            for (k, &len) in sizes.iter().enumerate() {
+                let send = pattern(r, k, len);
+                let mut recv = vec![0u8; len];
+                let mut ops = [Op::send(peer, &send), Op::recv(peer, &mut recv)];
+                m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+                assert!(recv == pattern(peer, k, len), "message {k} ({len} bytes)");
+            }
+        });
     }
 
     #[test]
     fn ring_exchange_mixed_sizes_and_many_small_messages() {
         let n = 3;
-        let meshes = local_mesh(n);
-        let handles: Vec<_> = meshes
-            .into_iter()
-            .map(|mut m| {
-                std::thread::spawn(move || {
-                    let r = m.rank();
-                    let (right, left) = ((r + 1) % n, (r + n - 1) % n);
-                    // Sizes straddle the staging/direct-read threshold; zero-length too.
-                    for len in [0usize, 1, 7, 8, 4096, 65535, 65536, 1 << 20, 3 << 20] {
-                        let send: Vec<u8> = (0..len)
-                            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(r as u8))
-                            .collect();
-                        let mut recv = vec![0u8; len];
-                        let mut ops = [Op::send(right, &send), Op::recv(left, &mut recv)];
-                        m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
-                        assert!(ops.iter().all(|o| o.done_at.is_some()));
-                        let want: Vec<u8> = (0..len)
-                            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(left as u8))
-                            .collect();
-                        assert_eq!(recv, want, "len {len}");
-                    }
-                    // A window of 500 small messages each way in one batch.
-                    let send = vec![r as u8; 3];
-                    let mut bufs = vec![[0u8; 3]; 500];
-                    let mut ops: Vec<Op<'_>> = (0..500).map(|_| Op::send(right, &send)).collect();
-                    ops.extend(bufs.iter_mut().map(|b| Op::recv(left, b)));
-                    m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
-                    drop(ops);
-                    assert!(bufs.iter().all(|b| *b == [left as u8; 3]));
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join().unwrap();
-        }
+        on_every_rank(n, move |mut m| {
+            let r = m.rank();
+            let (right, left) = ((r + 1) % n, (r + n - 1) % n);
+            // Sizes straddle the staging/direct-read threshold; zero-length too.
+            for len in [0usize, 1, 7, 8, 4096, 65535, 65536, 1 << 20, 3 << 20] {
+                let send: Vec<u8> = (0..len)
+                    .map(|i| (i as u8).wrapping_mul(31).wrapping_add(r as u8))
+                    .collect();
+                let mut recv = vec![0u8; len];
+                let mut ops = [Op::send(right, &send), Op::recv(left, &mut recv)];
+                m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+                assert!(ops.iter().all(|o| o.done_at.is_some()));
+                let want: Vec<u8> = (0..len)
+                    .map(|i| (i as u8).wrapping_mul(31).wrapping_add(left as u8))
+                    .collect();
+                assert_eq!(recv, want, "len {len}");
+            }
+            // A window of 500 small messages each way in one batch.
+            let send = vec![r as u8; 3];
+            let mut bufs = vec![[0u8; 3]; 500];
+            let mut ops: Vec<Op<'_>> = (0..500).map(|_| Op::send(right, &send)).collect();
+            ops.extend(bufs.iter_mut().map(|b| Op::recv(left, b)));
+            m.exchange(&mut ops, Instant::now() + Duration::from_secs(20)).unwrap();
+            drop(ops);
+            assert!(bufs.iter().all(|b| *b == [left as u8; 3]));
+        });
     }
 
     #[test]

@@ -372,11 +372,16 @@ fn a_small_population_is_judged_with_the_runs_noise() {
 /// passes, the passes apart by the factor `jitter`; the suspect runs at `suspect` (its better
 /// pass), the references at 10.
 fn retests_with_jitter(plan: &RetestPlan, suspect: f64, jitter: f64) -> Vec<Measurement> {
+    retests_of(plan, (0, 1), suspect, jitter)
+}
+
+/// [`retests_with_jitter`] with the suspect pair `slow`.
+fn retests_of(plan: &RetestPlan, slow: Pair, suspect: f64, jitter: f64) -> Vec<Measurement> {
     let mut v = Vec::new();
     for pass in 0..RETEST_PASSES {
         let f = if pass % 2 == 0 { 1.0 } else { 1.0 / jitter };
         for &(a, b) in &plan.pairs() {
-            let at = if (a, b) == (0, 1) { suspect } else { 10.0 };
+            let at = if (a, b) == slow { suspect } else { 10.0 };
             for (s, d) in [(a, b), (b, a)] {
                 let mut x = m(s, d, at * f);
                 x.retest = true;
@@ -491,20 +496,21 @@ fn a_quiet_first_pass_retests_side_by_side() {
         ..cfg()
     };
     let h = hosts(6);
-    // Six hosts at 10 Gb/s within +-1%, the link 1 <-> 4 at 8.
-    let jitter = |s: usize, d: usize| 1.0 + 0.01 * (((s * 7 + d * 3) % 5) as f64 - 2.0) / 2.0;
-    let mut quiet = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
-    for x in quiet
-        .iter_mut()
-        .filter(|x| (x.src, x.dst) != (1, 4) && (x.src, x.dst) != (4, 1))
-    {
-        let g = 10.0 * jitter(x.src, x.dst);
-        x.bw = x.bw.map(|b| BwResult {
-            avg_gbps: g,
-            peak_gbps: g,
-            ..b
-        });
-    }
+    // Six hosts at 10 Gb/s, the healthy cells spread over +-`amp`, the link 1 <-> 4 at `slow`.
+    let fabric = |amp: f64, slow: f64| {
+        let mut v = matrix(6, 10.0, &[(1, 4, slow), (4, 1, slow)]);
+        for x in v.iter_mut().filter(|x| (x.src.min(x.dst), x.src.max(x.dst)) != (1, 4)) {
+            let g = 10.0 * (1.0 + amp * (((x.src * 7 + x.dst * 3) % 5) as f64 - 2.0) / 2.0);
+            x.bw = x.bw.map(|b| BwResult {
+                avg_gbps: g,
+                peak_gbps: g,
+                ..b
+            });
+        }
+        v
+    };
+    // Within +-1%, the link at 8.
+    let quiet = fabric(0.01, 8.0);
     let plan = retest_plan(&quiet, &robust, &h);
     assert_eq!(plan.suspects, vec![(1, 4)]);
     assert!(plan.at_once, "{plan:?}");
@@ -516,35 +522,12 @@ fn a_quiet_first_pass_retests_side_by_side() {
         1,
         "{plan:?}"
     );
-    let mut alone = Vec::new();
-    for _ in 0..RETEST_PASSES {
-        for &(a, b) in &plan.pairs() {
-            let at = if (a, b) == (1, 4) { 8.0 } else { 10.0 };
-            for (s, d) in [(a, b), (b, a)] {
-                alone.push(Measurement {
-                    retest: true,
-                    ..m(s, d, at)
-                });
-            }
-        }
-    }
-    let v = decide(&quiet, &alone, &robust, &h, &plan, None);
+    let v = decide(&quiet, &retests_of(&plan, (1, 4), 8.0, 1.0), &robust, &h, &plan, None);
     assert!(v.judged[0].retested_at_once);
     assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
 
     // The same fabric with the healthy cells spread over +-20%, the link at a third: one at a time.
-    let mut noisy = matrix(6, 10.0, &[(1, 4, 3.0), (4, 1, 3.0)]);
-    for x in noisy
-        .iter_mut()
-        .filter(|x| (x.src, x.dst) != (1, 4) && (x.src, x.dst) != (4, 1))
-    {
-        let g = 10.0 * (1.0 + 0.2 * (((x.src * 7 + x.dst * 3) % 5) as f64 - 2.0) / 2.0);
-        x.bw = x.bw.map(|b| BwResult {
-            avg_gbps: g,
-            peak_gbps: g,
-            ..b
-        });
-    }
+    let noisy = fabric(0.2, 3.0);
     let plan = retest_plan(&noisy, &robust, &h);
     assert!(!plan.suspects.is_empty());
     assert!(!plan.at_once, "{plan:?}");
