@@ -131,6 +131,7 @@ pub fn decide(
             references: plan.references.iter().copied().filter(in_group).collect(),
             paths: Vec::new(),
             at_once: plan.at_once,
+            at_once_noise: plan.at_once_noise,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
         let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);

@@ -280,7 +280,9 @@ fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, w
 /// Retest `pairs` at the matrix size, `passes` times over (the whole list, then again), so each
 /// pair's passes are apart in time; rank 0 gets the results. One pair at a time, or with
 /// `at_once` the pairs that share no host together ([`host_disjoint_groups`]): a group's pairs
-/// start after one barrier and the next group after the next.
+/// start after one barrier and the next group after the next. The ranks that sit a group out
+/// wait in a barrier that sleeps ([`World::barrier_idle`]), so they leave the cores to those
+/// measuring.
 fn retest(
     world: &World,
     t: &mut dyn Transport,
@@ -303,7 +305,7 @@ fn retest(
             if let Some(peer) = analysis::schedule::peer_in(group, me) {
                 mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
             }
-            world.barrier("end of a retest");
+            world.barrier_idle("end of a retest");
         }
     }
     Ok(gather_measurements(world, &mine, "gathering retest results")?)
@@ -316,11 +318,17 @@ struct Retests {
     /// Pair retests run, each pass of each pair counted once.
     count: usize,
     seconds: f64,
+    /// The largest pass-to-pass spread of retests at once that ran again alone
+    /// ([`verdict::unsteady_at_once`]).
+    at_once_noise: Option<f64>,
 }
 
 impl Retests {
     /// Retest `pairs` in `passes` passes on every rank (alone, or host-disjoint pairs at once)
-    /// and keep what rank 0 gathers, after what was retested before.
+    /// and keep what rank 0 gathers, after what was retested before. Retests at once that
+    /// varied more from pass to pass than a quiet fabric does ([`verdict::unsteady_at_once`],
+    /// decided by rank 0) are dropped and run again one pair at a time. Whether the kept ones
+    /// ran at once.
     fn run(
         &mut self,
         world: &World,
@@ -329,17 +337,29 @@ impl Retests {
         pairs: &[Pair],
         passes: usize,
         at_once: bool,
-    ) -> Result<(), PairwiseError> {
+    ) -> Result<bool, PairwiseError> {
         let started = std::time::Instant::now();
-        let more = retest(world, t, cfg, pairs, passes, at_once)?;
-        self.seconds += started.elapsed().as_secs_f64();
+        let mut more = retest(world, t, cfg, pairs, passes, at_once)?;
         self.count += pairs.len() * passes;
+        let mut held = at_once;
+        if at_once {
+            let noise = more
+                .as_deref()
+                .and_then(|ms| verdict::unsteady_at_once(ms, world.hosts()));
+            if let Some(sd) = share(world, &noise, "sharing whether the retests at once were steady")? {
+                self.at_once_noise = Some(self.at_once_noise.map_or(sd, |n| n.max(sd)));
+                more = retest(world, t, cfg, pairs, passes, false)?;
+                self.count += pairs.len() * passes;
+                held = false;
+            }
+        }
+        self.seconds += started.elapsed().as_secs_f64();
         match (self.measured.as_mut(), more) {
             (Some(all), Some(more)) => all.extend(more),
             (None, more) => self.measured = more,
             (Some(_), None) => {}
         }
-        Ok(())
+        Ok(held)
     }
 }
 
@@ -373,7 +393,7 @@ pub fn run(
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
     let mut retests = Retests::default();
-    retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
+    plan.at_once = retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -400,8 +420,11 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        retests.run(world, t, cfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
-        plan = whole;
+        let held = retests.run(world, t, cfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
+        plan = verdict::RetestPlan {
+            at_once: plan.at_once && held,
+            ..whole
+        };
     }
     // The pairs still slow alone, once more: rank 0 decides which, every rank learns them.
     if cfg.retest {
@@ -418,7 +441,9 @@ pub fn run(
         measured,
         count: retest_count,
         seconds: retest_s,
+        at_once_noise,
     } = retests;
+    plan.at_once_noise = at_once_noise;
     Ok(measurements.zip(measured).map(|(measurements, retests)| {
         let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
         let paths = paths::decide(&measurements, &retests, cfg);

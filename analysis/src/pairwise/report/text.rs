@@ -378,10 +378,20 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                             (sd.exp() - 1.0) * 100.0
                         )
                     });
-                    let how = if j.retested_at_once {
-                        " (pairs sharing no host at once: the first pass was quiet)"
-                    } else {
-                        ""
+                    let pct = |sd: f64| (sd.exp() - 1.0) * 100.0;
+                    let how = match (j.retested_at_once, j.at_once_noise) {
+                        (true, None) => " (pairs sharing no host at once: the first pass was quiet)".to_string(),
+                        (true, Some(sd)) => format!(
+                            " (pairs sharing no host at once: the first pass was quiet; a pass at once that varied \
+                             +-{:.0}% from pass to pass ran again one pair at a time)",
+                            pct(sd)
+                        ),
+                        (false, Some(sd)) => format!(
+                            " (one pair at a time: pairs sharing no host at once varied +-{:.0}% from pass to pass, \
+                             though the first pass was quiet)",
+                            pct(sd)
+                        ),
+                        (false, None) => String::new(),
                     };
                     let _ = writeln!(
                         s,
