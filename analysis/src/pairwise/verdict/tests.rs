@@ -13,6 +13,14 @@ fn cfg() -> PairwiseConfig {
     }
 }
 
+/// [`cfg`] under the default rule (the bar from the distribution, no threshold).
+fn robust_cfg() -> PairwiseConfig {
+    PairwiseConfig {
+        threshold: None,
+        ..cfg()
+    }
+}
+
 fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
     let bw = BwResult {
         bytes: 65536,
@@ -328,10 +336,7 @@ fn a_small_population_is_judged_with_the_runs_noise() {
         .flat_map(|s| (0..8).filter(move |&d| d != s).map(move |d| m(s, d, rows[s][d])))
         .collect();
     let h: Vec<String> = (0..8).map(|r| format!("mr-h{}", r / 2)).collect();
-    let c = PairwiseConfig {
-        threshold: None,
-        ..cfg()
-    };
+    let c = robust_cfg();
     let b = bars(&first, &c, &h);
     let within = b.iter().find(|(p, _)| *p == Population::WithinHost).expect("within").1;
     let between = b
@@ -398,10 +403,7 @@ fn retests_of(plan: &RetestPlan, slow: Pair, suspect: f64, jitter: f64) -> Vec<M
 /// confirmed against the first pass's 7%, and that pair is the one retested once more.
 #[test]
 fn the_retests_own_noise_sets_the_least_drop_alone() {
-    let c = PairwiseConfig {
-        threshold: None,
-        ..cfg()
-    };
+    let c = robust_cfg();
     let h = hosts(4);
     let first = matrix(4, 10.0, &[(0, 1, 8.0)]);
     let plan = retest_plan(&first, &c, &h);
@@ -435,10 +437,7 @@ fn the_retests_own_noise_sets_the_least_drop_alone() {
 /// and it clears both: the case a noisy namespace run showed, a node at a fiftieth cleared.
 #[test]
 fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
-    let c = PairwiseConfig {
-        threshold: None,
-        ..cfg()
-    };
+    let c = robust_cfg();
     let h = hosts(6);
     // 28 healthy directions, log-evenly from 2 to 50 Gb/sec; (0,1) and (2,3) at 0.05.
     let mut healthy = (0..28).map(|i| 10.0 * 5f64.powf(2.0 * f64::from(i) / 27.0 - 1.0));
@@ -491,10 +490,7 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
 /// (cells over +-20%) retests one pair at a time, as do latency tests and `--threshold`.
 #[test]
 fn a_quiet_first_pass_retests_side_by_side() {
-    let robust = PairwiseConfig {
-        threshold: None,
-        ..cfg()
-    };
+    let robust = robust_cfg();
     let h = hosts(6);
     // Six hosts at 10 Gb/s, the healthy cells spread over +-`amp`, the link 1 <-> 4 at `slow`.
     let fabric = |amp: f64, slow: f64| {
@@ -561,10 +557,7 @@ fn a_quiet_first_pass_retests_side_by_side() {
 /// any difference it has, so a single pair retested twice is judged too.
 #[test]
 fn retests_at_once_that_vary_are_run_again_alone() {
-    let robust = PairwiseConfig {
-        threshold: None,
-        ..cfg()
-    };
+    let robust = robust_cfg();
     let h = hosts(6);
     let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
     let plan = retest_plan(&first, &robust, &h);
