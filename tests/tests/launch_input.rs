@@ -212,7 +212,7 @@ fn dry_run_prints_the_exact_command() {
         r.stdout.trim(),
         format!(
             "mpirun {root}-np 4 --host node-a:2,node-b:2 --bind-to none --mca plm_rsh_agent '/opt/my agent' \
-             -x MESHRUN_EXPECT_NODES=2 -x NCCL_DEBUG=INFO /usr/bin/meshrun mesh-check --iters 5"
+             --mca odls_base_sigkill_timeout 0 -x MESHRUN_EXPECT_NODES=2 -x NCCL_DEBUG=INFO /usr/bin/meshrun mesh-check --iters 5"
         )
     );
 }
