@@ -132,6 +132,7 @@ pub fn decide(
             paths: Vec::new(),
             at_once: plan.at_once,
             at_once_noise: plan.at_once_noise,
+            amount: plan.amount,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
         let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);

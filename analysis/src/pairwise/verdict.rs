@@ -22,7 +22,7 @@ use super::blame::{blame, host_indices};
 pub use super::blame::{Part, SlowPair};
 use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD, MIN_DROP};
 use super::topology::Topology;
-use super::{Measurement, PairwiseConfig, TestKind};
+use super::{Amount, Measurement, PairwiseConfig, TestKind};
 use crate::schedule::{host_disjoint_groups, Pair};
 use crate::stats::median;
 
@@ -140,6 +140,87 @@ pub struct RetestPlan {
     /// therefore run again one pair at a time (the largest such spread, log units).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_once_noise: Option<f64>,
+    /// Fewer messages per retest than the first pass sent ([`retest_amount`]); None: the
+    /// first pass's count and warm-up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub amount: Option<RetestAmount>,
+}
+
+/// How many messages one retest direction sends (and warms up with), where fewer than the first
+/// pass's ([`retest_amount`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RetestAmount {
+    pub iterations: u64,
+    pub warmup: u64,
+}
+
+impl RetestAmount {
+    /// `cfg` with this count and warm-up: what the retests run.
+    pub fn applied(&self, cfg: &PairwiseConfig) -> PairwiseConfig {
+        PairwiseConfig {
+            amount: Amount::Iterations(self.iterations),
+            warmup: self.warmup,
+            ..cfg.clone()
+        }
+    }
+}
+
+/// Seconds one retest direction is given at the slowest population's median rate of the first
+/// pass, where the first pass's count takes longer. The first pass's count sets how precisely a
+/// cell shows against 30 others measured at once; a retest only has to place one direction
+/// against its references, and the bar alone is set from the retests' own pass-to-pass noise
+/// ([`alone_spread`]): a shorter retest that is noisier widens that bar instead of naming a
+/// healthy pair. On the shaped namespace cluster (0.38 Gb/s, 1 MiB messages) the first pass's
+/// 60 messages take 1.3 s a direction, and the retests of one slow link and its references
+/// (two passes, then two confirming the link) took 15 s of a 34 s run; in a quarter second the
+/// retests still agreed within about 1% from pass to pass (docs/verdict.md). On RDMA at line
+/// rate perftest's default 5,000 messages of 64 KiB take 26 ms at 100 Gb/s, so real fabrics keep
+/// the count they were given.
+pub const RETEST_SECONDS: f64 = 0.25;
+
+/// The fewest messages a shortened retest sends.
+pub const MIN_RETEST_ITERATIONS: u64 = 8;
+
+/// The retests' count and warm-up, where the first pass's count (`-n`) of bandwidth messages
+/// takes longer than [`RETEST_SECONDS`] a direction at the slowest population's median rate in
+/// `first`: the count that fills those seconds (at least [`MIN_RETEST_ITERATIONS`]), and the
+/// warm-up cut in the same proportion (at least one message where there was one). None for
+/// latency, durations (`-D`) and counts already that short.
+pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Option<RetestAmount> {
+    let Amount::Iterations(iters) = cfg.amount else {
+        return None;
+    };
+    if cfg.test != TestKind::Bw || iters <= MIN_RETEST_ITERATIONS {
+        return None;
+    }
+    let size = cfg.matrix_size() as f64;
+    let slowest = [Population::BetweenHosts, Population::WithinHost]
+        .into_iter()
+        .filter_map(|p| {
+            let mut v: Vec<f64> = at_matrix_size(first, cfg)
+                .filter(|m| population(hosts, m) == p)
+                .map(Measurement::score)
+                .collect();
+            (!v.is_empty()).then(|| median(&mut v))
+        })
+        .fold(f64::INFINITY, f64::min);
+    if !(slowest.is_finite() && slowest > 0.0) {
+        return None;
+    }
+    // Bytes one message puts on the wire: every queue pair posts the count, and a
+    // bidirectional test moves it both ways.
+    let per_message = size * 8.0 * cfg.qps.max(1) as f64 * if cfg.bidirectional { 2.0 } else { 1.0 };
+    let seconds_each = per_message / (slowest * 1e9);
+    let fit = (RETEST_SECONDS / seconds_each).ceil() as u64;
+    let iterations = fit.max(MIN_RETEST_ITERATIONS);
+    if iterations >= iters {
+        return None;
+    }
+    let warmup = match cfg.warmup {
+        0 => 0,
+        w => (w * iterations).div_ceil(iters).max(1),
+    };
+    Some(RetestAmount { iterations, warmup })
 }
 
 impl RetestPlan {
@@ -357,6 +438,7 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
         paths: Vec::new(),
         at_once,
         at_once_noise: None,
+        amount: None,
     }
 }
 

@@ -387,13 +387,17 @@ pub fn run(
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
         Some(all) if cfg.retest => verdict::RetestPlan {
             paths: paths::suspect_pairs(all, cfg),
+            amount: verdict::retest_amount(all, cfg, hosts),
             ..rails::retest_plan(all, cfg, hosts)
         },
         _ => verdict::RetestPlan::default(),
     };
     let mut plan = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
+    // What the retests send: the first pass's count, or fewer where that takes long (decided
+    // once, from the first pass, for every retest of the run).
+    let recfg = plan.amount.map_or_else(|| cfg.clone(), |a| a.applied(cfg));
     let mut retests = Retests::default();
-    plan.at_once = retests.run(world, t, cfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
+    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -420,9 +424,10 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        let held = retests.run(world, t, cfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
+        let held = retests.run(world, t, &recfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
         plan = verdict::RetestPlan {
             at_once: plan.at_once && held,
+            amount: plan.amount,
             ..whole
         };
     }
@@ -434,7 +439,7 @@ pub fn run(
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            retests.run(world, t, cfg, &still, verdict::CONFIRM_PASSES, plan.at_once)?;
+            retests.run(world, t, &recfg, &still, verdict::CONFIRM_PASSES, plan.at_once)?;
         }
     }
     let Retests {

@@ -280,12 +280,27 @@ fn summaries(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>]) {
     let count = all.len();
     let _ = writeln!(s, "# All {count} measured cells: {}", stats(&mut all));
     if let Some(t) = &o.timings {
-        timings(s, t);
+        timings(s, t, &retest_count(o));
+    }
+}
+
+/// `, N messages each (...)` where the retests sent fewer bandwidth messages than the first
+/// pass's count ([`crate::pairwise::verdict::retest_amount`]), else nothing.
+fn retest_count(o: &PairwiseOutcome) -> String {
+    let crate::pairwise::Amount::Iterations(first) = o.config.amount else {
+        return String::new();
+    };
+    match o.retests.iter().filter(|m| m.bw.is_some()).map(|m| m.iterations).min() {
+        Some(n) if n < first => format!(
+            " of {n} messages each (the first pass's {first} cut to about {} s a direction)",
+            crate::pairwise::verdict::RETEST_SECONDS
+        ),
+        _ => String::new(),
     }
 }
 
 /// `# Time: ...`: setup, the rounds against their wire time, retests, peak memory.
-fn timings(s: &mut String, t: &crate::pairwise::Timings) {
+fn timings(s: &mut String, t: &crate::pairwise::Timings, retest_count: &str) {
     let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
     let mut rss = if t.peak_rss > 0 {
         format!("; peak RSS of a rank {:.1} MiB", mib(t.peak_rss))
@@ -301,7 +316,7 @@ fn timings(s: &mut String, t: &crate::pairwise::Timings) {
     }
     let _ = writeln!(
         s,
-        "# Time: mesh setup {:.2} s; {} rounds in {:.2} s, wire {:.2} s, overhead {:.2} ms per round; {} retests in {:.2} s{rss}",
+        "# Time: mesh setup {:.2} s; {} rounds in {:.2} s, wire {:.2} s, overhead {:.2} ms per round; {} retests{retest_count} in {:.2} s{rss}",
         t.setup_s,
         t.rounds,
         t.sweep_s,
