@@ -362,31 +362,87 @@ pub fn peer_in(round: &[Pair], rank: usize) -> Option<usize> {
 /// Directed shift rounds over `n` ranks, as mpiGraph's: in shift k every rank i sends to
 /// i + k while it receives from i - k (mod n), so each rank carries one outgoing and one incoming
 /// stream and every direction of every pair is measured once in n - 1 shifts. For even n the
-/// shift k = n/2 pairs each rank with one partner both ways; it runs as two halves (the lower
-/// half sending, then the upper), so no pair ever carries both its directions at once: over TCP
-/// a direction's acknowledgements travel back on the reverse link, which is then idle, and
-/// cannot queue behind the reverse direction's data. n slots for even n, n - 1 for odd.
+/// shift h = n/2 would pair each rank with one partner both ways, and over TCP a direction's
+/// acknowledgements travel back on the reverse link, which must then be idle, not queued behind
+/// the reverse direction's data; so no slot ever carries both directions of a pair.
+///
+/// Odd n: the n - 1 shifts. Even n not a power of two: n - 1 slots as well, the shifts but for
+/// k, -k and h, whose directions go into three mixed slots instead ([`Mix`]). Powers of two (and
+/// n = 4, where no n - 1 such slots exist): shift h runs as two halves (the lower half sending,
+/// then the upper), n slots.
 #[derive(Debug, Clone, Copy)]
 pub struct Shifts {
     n: usize,
+    mix: Option<Mix>,
+}
+
+/// Three slots that carry the directions of shifts k, -k and h = n/2 with no pair both ways,
+/// for even n with an odd factor. Let d be the largest power of two dividing n (d < n, and d
+/// does not divide h), k = h + d, and X the ranks i with i mod d < d/2, Y the others. Both +k
+/// and +h move a rank by d/2 modulo d (as h + k = 2h + d is a multiple of d), so each takes X
+/// onto Y and Y onto X. Slot A: every rank sends to i + k (a shift, 2k not a multiple of n).
+/// Slot B: X sends to i - k (into Y), Y to i + h (into X). Slot C: X to i + h (into Y), Y to
+/// i - k (into X). In B and C every rank sends once and receives once, and a direction's
+/// reverse would need h = k: none both ways. Every direction of shifts k, -k and h appears in
+/// exactly one of the three (k: A; -k and h: X's in B and C, Y's in C and B).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Mix {
+    k: usize,
+    d: usize,
+}
+
+/// What a slot runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Every rank sends to i + k.
+    Shift(usize),
+    /// Shift n/2, half 0 (ranks below n/2 send) or 1 (the others).
+    Half(usize),
+    /// Slot B (false) or C (true) of [`Mix`].
+    Mixed(bool),
 }
 
 impl Shifts {
     pub fn new(n: usize) -> Shifts {
-        Shifts { n }
+        let mix = if n.is_multiple_of(2) && n > 4 && !n.is_power_of_two() {
+            // The largest power of two dividing n.
+            let d = 1usize << n.trailing_zeros();
+            Some(Mix { k: n / 2 + d, d })
+        } else {
+            None
+        };
+        Shifts { n, mix }
     }
 
-    /// (shift, half) of slot `s`: half is None for a whole shift, Some(0 or 1) for the halves
-    /// of k = n/2.
-    fn slot(&self, s: usize) -> (usize, Option<usize>) {
-        let n = self.n;
-        if n % 2 == 1 || s + 1 < n / 2 {
-            return (s + 1, None);
+    /// Slot `s`: shifts 1, 2, ... in order; where the mixed slots replace shifts k, -k and h,
+    /// they run at k, -k and h's places (A, B, C); halves run at h's place.
+    fn slot(&self, s: usize) -> Slot {
+        let (n, h) = (self.n, self.n / 2);
+        if n % 2 == 1 {
+            return Slot::Shift(s + 1);
         }
-        match s + 1 - n / 2 {
-            0 => (n / 2, Some(0)),
-            1 => (n / 2, Some(1)),
-            d => (n / 2 + d - 1, None),
+        match self.mix {
+            Some(Mix { k, .. }) => {
+                // n - 1 slots, slot s at shift s + 1's place.
+                let c = s + 1;
+                if c == n - k {
+                    Slot::Mixed(false)
+                } else if c == h {
+                    Slot::Mixed(true)
+                } else {
+                    Slot::Shift(c)
+                }
+            }
+            None => {
+                if s + 1 < h {
+                    return Slot::Shift(s + 1);
+                }
+                match s + 1 - h {
+                    0 => Slot::Half(0),
+                    1 => Slot::Half(1),
+                    e => Slot::Shift(h + e - 1),
+                }
+            }
         }
     }
 
@@ -394,7 +450,7 @@ impl Shifts {
     pub fn len(&self) -> usize {
         match self.n {
             0 | 1 => 0,
-            n if n % 2 == 0 => n,
+            n if n % 2 == 0 && self.mix.is_none() => n,
             n => n - 1,
         }
     }
@@ -403,31 +459,72 @@ impl Shifts {
         self.len() == 0
     }
 
-    fn sends(&self, s: usize, rank: usize) -> bool {
-        match self.slot(s).1 {
-            None => true,
-            Some(h) => (rank >= self.n / 2) == (h == 1),
-        }
+    /// Whether `rank` is in X of [`Mix`].
+    fn in_x(&self, rank: usize) -> bool {
+        self.mix.is_some_and(|m| rank % m.d < m.d / 2)
     }
 
     /// Whom `rank` sends to in slot `s`, if anyone.
     pub fn to(&self, s: usize, rank: usize) -> Option<usize> {
-        let k = self.slot(s).0;
-        (rank < self.n && self.sends(s, rank)).then(|| (rank + k) % self.n)
+        let (n, h) = (self.n, self.n / 2);
+        if rank >= n {
+            return None;
+        }
+        let k = self.mix.map_or(0, |m| m.k);
+        let step = match self.slot(s) {
+            Slot::Shift(c) => c,
+            Slot::Half(half) => {
+                if (rank >= h) != (half == 1) {
+                    return None;
+                }
+                h
+            }
+            // B: X to i - k, Y to i + h; C: X to i + h, Y to i - k.
+            Slot::Mixed(c) => {
+                if self.in_x(rank) != c {
+                    n - k
+                } else {
+                    h
+                }
+            }
+        };
+        Some((rank + step) % n)
     }
 
     /// Whom `rank` receives from in slot `s`, if anyone.
     pub fn from(&self, s: usize, rank: usize) -> Option<usize> {
-        let k = self.slot(s).0;
-        let src = (rank + self.n - k % self.n) % self.n;
-        (rank < self.n && self.sends(s, src)).then_some(src)
+        let (n, h) = (self.n, self.n / 2);
+        if rank >= n {
+            return None;
+        }
+        let k = self.mix.map_or(0, |m| m.k);
+        let src = match self.slot(s) {
+            Slot::Shift(c) => (rank + n - c % n) % n,
+            Slot::Half(half) => {
+                let src = (rank + h) % n;
+                if (src >= h) != (half == 1) {
+                    return None;
+                }
+                src
+            }
+            // A sender in X lands in Y and one in Y lands in X: in B, a rank in Y heard from
+            // X's i - k (so from i + k), a rank in X from Y's i + h; in C the other way round.
+            Slot::Mixed(c) => {
+                if self.in_x(rank) == c {
+                    (rank + k) % n
+                } else {
+                    (rank + h) % n
+                }
+            }
+        };
+        Some(src)
     }
 
     /// Directions measured in slot `s`.
     pub fn directions_in(&self, s: usize) -> usize {
-        match self.slot(s).1 {
-            None => self.n,
-            Some(_) => self.n / 2,
+        match self.slot(s) {
+            Slot::Half(_) => self.n / 2,
+            _ => self.n,
         }
     }
 }
@@ -461,16 +558,20 @@ mod tests {
 
     #[test]
     fn shifts_measure_every_direction_once_and_never_both_of_a_pair_at_once() {
-        for n in [2usize, 3, 4, 5, 6, 7, 8, 16, 33] {
+        for n in 2usize..=130 {
             let sh = Shifts::new(n);
-            assert_eq!(sh.len(), if n % 2 == 0 { n } else { n - 1 }, "n = {n}");
+            // n - 1 slots but for powers of two (and 2 and 4, no n - 1 such slots for 4): n.
+            let want = if n % 2 == 0 && n.is_power_of_two() { n } else { n - 1 };
+            assert_eq!(sh.len(), want, "n = {n}");
             let mut seen = std::collections::HashSet::new();
             for s in 0..sh.len() {
                 let mut dirs = Vec::new();
+                let mut receivers = std::collections::HashSet::new();
                 for r in 0..n {
                     if let Some(to) = sh.to(s, r) {
                         assert_ne!(to, r);
                         assert_eq!(sh.from(s, to), Some(r), "n {n} slot {s}: {r} -> {to}");
+                        assert!(receivers.insert(to), "n {n} slot {s}: {to} receives twice");
                         dirs.push((r, to));
                     }
                     if let Some(from) = sh.from(s, r) {
@@ -484,14 +585,30 @@ mod tests {
                 }
             }
             assert_eq!(seen.len(), n * (n - 1), "n = {n}");
+            assert_eq!(sh.to(0, n), None);
+            assert_eq!(sh.from(0, n), None);
         }
-        // Six ranks: shifts 1, 2, the two halves of 3, then 4, 5.
+        // Six ranks: d = 2, k = 5, X the even ranks. Slot 1 (B, at shift 5's opposite, 1): evens
+        // to i - 5 = i + 1, odds to i + 3; shifts 2 and 4; slot 3 (C, at 3's place): evens to
+        // i + 3, odds to i - 5; shift 5 (A).
         let six = Shifts::new(6);
         assert_eq!(
-            (0..6).map(|s| six.to(s, 0)).collect::<Vec<_>>(),
-            [Some(1), Some(2), Some(3), None, Some(4), Some(5)]
+            (0..5).map(|s| six.to(s, 0)).collect::<Vec<_>>(),
+            [Some(1), Some(2), Some(3), Some(4), Some(5)]
         );
-        assert_eq!(six.to(3, 4), Some(1));
+        assert_eq!(
+            (0..5).map(|s| six.to(s, 1)).collect::<Vec<_>>(),
+            [Some(4), Some(3), Some(2), Some(5), Some(0)]
+        );
+        // Eight: a power of two keeps the halves: shifts 1, 2, 3, the halves of 4, then 5, 6, 7.
+        let eight = Shifts::new(8);
+        assert_eq!(
+            (0..8).map(|s| eight.to(s, 0)).collect::<Vec<_>>(),
+            [Some(1), Some(2), Some(3), Some(4), None, Some(5), Some(6), Some(7)]
+        );
+        assert_eq!(eight.to(3, 5), None);
+        assert_eq!(eight.to(4, 5), Some(1));
+        assert_eq!(eight.to(5, 5), Some(2));
         assert!(Shifts::new(1).is_empty());
     }
 
