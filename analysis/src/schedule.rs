@@ -367,7 +367,7 @@ pub fn peer_in(round: &[Pair], rank: usize) -> Option<usize> {
 /// the reverse direction's data; so no slot ever carries both directions of a pair.
 ///
 /// Odd n: the n - 1 shifts. Even n not a power of two: n - 1 slots as well, the shifts but for
-/// k, -k and h, whose directions go into three mixed slots instead ([`Mix`]). Powers of two (and
+/// k, -k and h, whose directions go into three mixed slots instead (`Mix`, below). Powers of two (and
 /// n = 4, where no n - 1 such slots exist): shift h runs as two halves (the lower half sending,
 /// then the upper), n slots.
 #[derive(Debug, Clone, Copy)]
