@@ -15,6 +15,9 @@
 //!
 //! - `ib`: 0.5% (published InfiniBand ib_write_bw pairs agree within about 1%);
 //! - `quiet`: 1% (the namespace cluster with every link shaped to one rate);
+//! - `quiet-tail`: as quiet, with a tail: 2% of the first pass's cells and 5% of retests
+//!   slowed 1.5-4x (a quiet fabric on a machine that now and then stalls a rank, as the
+//!   namespace cluster's retests showed while idle ranks spun in MPI);
 //! - `noisy`: 30%, 5% of cells slowed 1.5-4x; alone 15%, 2% slowed (the unshaped namespace
 //!   cluster on a 2-core machine, whose healthy cells spread over a factor of several);
 //! - `clumped`: as noisy, but a quarter of the first pass's cells in a clump (+-2%) 35% above
@@ -74,7 +77,12 @@ struct Noise {
     clump_at: f64,
 }
 
-const NOISES: [Noise; 4] = [
+/// The model reported in the full table but not held to the target in the small run: a quiet
+/// fabric with a stall tail is where the verdict is still short of it (a NIC at 60%: 98.5% named
+/// alone of 275 in the full table, 2026-12-05); CI's 10 trials per cell would fail on one miss.
+const UNGATED: &str = "quiet-tail";
+
+const NOISES: [Noise; 5] = [
     Noise {
         name: "ib",
         spread: 0.005,
@@ -90,6 +98,15 @@ const NOISES: [Noise; 4] = [
         contended: 0.0,
         alone_spread: 0.01,
         alone_contended: 0.0,
+        clump: 0.0,
+        clump_at: 0.0,
+    },
+    Noise {
+        name: "quiet-tail",
+        spread: 0.01,
+        contended: 0.02,
+        alone_spread: 0.01,
+        alone_contended: 0.05,
         clump: 0.0,
         clump_at: 0.0,
     },
@@ -349,7 +366,9 @@ pub fn run_shapes(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
     println!(
         "# named = the fault's part alone; extra = it and more; clean = no fault, any finding is a false positive"
     );
-    for noise in NOISES {
+    // The small (CI) run checks the models the target is held to; `quiet-tail` is reported in
+    // the full table only (see its entry in NOISES).
+    for noise in NOISES.into_iter().filter(|n| !small || n.name != UNGATED) {
         let mut by: BTreeMap<(Kind, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
         for &(h, p) in &shapes {
