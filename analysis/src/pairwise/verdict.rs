@@ -197,10 +197,7 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
     let slowest = [Population::BetweenHosts, Population::WithinHost]
         .into_iter()
         .filter_map(|p| {
-            let mut v: Vec<f64> = at_matrix_size(first, cfg)
-                .filter(|m| population(hosts, m) == p)
-                .map(Measurement::score)
-                .collect();
+            let mut v = scores_in(first, cfg, hosts, Some(p));
             (!v.is_empty()).then(|| median(&mut v))
         })
         .fold(f64::INFINITY, f64::min);
@@ -262,6 +259,14 @@ fn population(hosts: &[String], m: &Measurement) -> Population {
     }
 }
 
+/// The scores of `first` at the matrix size in population `p` (every population for None).
+fn scores_in(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String], p: Option<Population>) -> Vec<f64> {
+    at_matrix_size(first, cfg)
+        .filter(|m| p.is_none_or(|p| population(hosts, m) == p))
+        .map(Measurement::score)
+        .collect()
+}
+
 /// The bars of the first pass: one per population under the robust rule, one over all
 /// directions under `--threshold` (reported as the population of most directions).
 fn bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(Population, Bulk)> {
@@ -271,12 +276,7 @@ fn bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(P
         }
         b
     };
-    let scores = |p: Option<Population>| -> Vec<f64> {
-        at_matrix_size(first, cfg)
-            .filter(|m| p.is_none_or(|p| population(hosts, m) == p))
-            .map(Measurement::score)
-            .collect()
-    };
+    let scores = |p: Option<Population>| scores_in(first, cfg, hosts, p);
     match cfg.threshold {
         Some(f) => {
             let mut all = scores(None);
