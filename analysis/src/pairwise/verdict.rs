@@ -181,10 +181,17 @@ pub const RETEST_SECONDS: f64 = 0.25;
 /// The fewest messages a shortened retest sends.
 pub const MIN_RETEST_ITERATIONS: u64 = 8;
 
+/// The fewest warm-up messages a shortened retest sends, where the first pass sent as many:
+/// a retest's clock starts on an empty pipe after the warm-up's acknowledgement, and on the
+/// shaped cluster one message of warm-up left some directions' two passes 2.4-4.9% apart (2 runs
+/// of 8) where two kept every direction within 0.6% (0 of 10).
+pub const MIN_RETEST_WARMUP: u64 = 2;
+
 /// The retests' count and warm-up, where the first pass's count (`-n`) of bandwidth messages
 /// takes longer than [`RETEST_SECONDS`] a direction at the slowest population's median rate in
 /// `first`: the count that fills those seconds (at least [`MIN_RETEST_ITERATIONS`]), and the
-/// warm-up cut in the same proportion (at least one message where there was one). None for
+/// warm-up cut in the same proportion (at least [`MIN_RETEST_WARMUP`], or the first pass's where
+/// it was smaller). None for
 /// latency, durations (`-D`) and counts already that short.
 pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Option<RetestAmount> {
     let Amount::Iterations(iters) = cfg.amount else {
@@ -213,10 +220,10 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
     if iterations >= iters {
         return None;
     }
-    let warmup = match cfg.warmup {
-        0 => 0,
-        w => (w * iterations).div_ceil(iters).max(1),
-    };
+    let warmup = (cfg.warmup * iterations)
+        .div_ceil(iters)
+        .max(cfg.warmup.min(MIN_RETEST_WARMUP));
+
     Some(RetestAmount { iterations, warmup })
 }
 

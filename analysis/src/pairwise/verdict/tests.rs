@@ -608,8 +608,8 @@ fn pass_at(n: usize, bytes: u64, gbps: impl Fn(usize, usize) -> f64) -> Vec<Meas
 #[test]
 fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
     // The shaped namespace cluster: 6 hosts at 0.38 Gb/s, -s 1M -n 60 and the default warm-up
-    // of 8 MiB (8 messages). One message takes 8 Mib / 0.38 Gb/s = 22.08 ms; a quarter second
-    // is 11.3 of them, so 12, and the warm-up cut by the same 12/60: 1.6, so 2.
+    // of 8 messages. One message takes 8 Mib / 0.38 Gb/s = 22.08 ms; a quarter second is 11.3 of
+    // them, so 12, and the warm-up cut by the same 12/60: 1.6, so 2.
     let mib = 1 << 20;
     let c = PairwiseConfig {
         warmup: 8,
@@ -630,11 +630,23 @@ fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
         applied.as_ref().map(|r| (r.warmup, r.sizes.clone())),
         Some((2, vec![mib]))
     );
-    // No warm-up stays none; a warm-up of one message stays one.
-    let a = retest_amount(&first, &PairwiseConfig { warmup: 0, ..c.clone() }, &hosts(6));
-    assert_eq!(a.map(|a| a.warmup), Some(0));
-    let a = retest_amount(&first, &PairwiseConfig { warmup: 1, ..c.clone() }, &hosts(6));
-    assert_eq!(a.map(|a| a.warmup), Some(1));
+    // No warm-up stays none; a warm-up of one message stays one; the default of two (2 MiB at
+    // 1 MiB) stays two, not 2 x 12/60 rounded up to one; 20 is cut to 4.
+    for (first_warmup, retest_warmup) in [(0, 0), (1, 1), (2, 2), (3, 2), (20, 4)] {
+        let a = retest_amount(
+            &first,
+            &PairwiseConfig {
+                warmup: first_warmup,
+                ..c.clone()
+            },
+            &hosts(6),
+        );
+        assert_eq!(
+            a.map(|a| a.warmup),
+            Some(retest_warmup),
+            "first pass's warm-up {first_warmup}"
+        );
+    }
 
     // Two ranks per host: the faster pairs within a host (8 Gb/s) do not shorten the retests of
     // the slower pairs between hosts, which set the count.
