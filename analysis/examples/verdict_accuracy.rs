@@ -6,7 +6,7 @@
 //! node (every cell of one host to other hosts) or an uplink (every cell between two leaves,
 //! judged with a topology). The verdict then runs as on rank 0: its retest plan, the retests
 //! drawn from the same fabric alone (`RETEST_PASSES` times, and `CONFIRM_PASSES` more for the
-//! pairs still slow then), the decision and the blame.
+//! pairs still slow then unless `settled_in_two` spares them), the decision and the blame.
 //!
 //! A trial is *named* when the verdict blames exactly that part and nothing else; *extra* when it
 //! names it and something more; *missed* otherwise. A clean fabric (no fault) is a *false
@@ -302,7 +302,9 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
         nics: &[],
     };
     let still = verdict::to_confirm(&rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0);
-    for _ in 0..verdict::CONFIRM_PASSES {
+    let settled = verdict::settled_in_two(&plan, &retests, &still);
+    let plan = verdict::RetestPlan { settled, ..plan };
+    for _ in 0..if settled { 0 } else { verdict::CONFIRM_PASSES } {
         for &(a, b) in &still {
             retests.push(cell(a, b, rate(a, b, true, rng), true));
             retests.push(cell(b, a, rate(b, a, true, rng), true));

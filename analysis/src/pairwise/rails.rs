@@ -133,6 +133,7 @@ pub fn decide(
             at_once: plan.at_once,
             at_once_noise: plan.at_once_noise,
             amount: plan.amount,
+            settled: plan.settled,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
         let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);

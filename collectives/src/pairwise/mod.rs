@@ -434,7 +434,16 @@ pub fn run(
     // The pairs still slow alone, once more: rank 0 decides which, every rank learns them.
     if cfg.retest {
         let still = match (&measurements, &retests.measured) {
-            (Some(ms), Some(re)) => verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0),
+            (Some(ms), Some(re)) => {
+                let still = verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0);
+                plan.at_once_noise = retests.at_once_noise;
+                plan.settled = verdict::settled_in_two(&plan, re, &still);
+                if plan.settled {
+                    Vec::new()
+                } else {
+                    still
+                }
+            }
             _ => Vec::new(),
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;

@@ -408,10 +408,19 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                         ),
                         (false, None) => String::new(),
                     };
+                    let settled = if j.settled_in_two_passes {
+                        format!(
+                            "; two passes settled it (at most {} suspect pairs; each direction of the slow ones alike within {:.1}% in both)",
+                            crate::pairwise::verdict::FEW_SUSPECTS,
+                            pct(crate::pairwise::verdict::QUIET_SPREAD)
+                        )
+                    } else {
+                        String::new()
+                    };
                     let _ = writeln!(
                         s,
                         "# Retested alone{pop}{how}: the suspects, and {} reference pair(s) from the bulk, which ran at {:.2} {u} alone: \
-                         {cmp} {:.2} {u} alone is slow{noise}",
+                         {cmp} {:.2} {u} alone is slow{noise}{settled}",
                         j.references.len(),
                         val(alone),
                         val(j.bar_alone)

@@ -606,10 +606,10 @@ fn pass_at(n: usize, bytes: u64, gbps: impl Fn(usize, usize) -> f64) -> Vec<Meas
 }
 
 #[test]
-fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
+fn retests_are_cut_to_a_tenth_of_a_second_where_the_first_pass_took_longer() {
     // The shaped namespace cluster: 6 hosts at 0.38 Gb/s, -s 1M -n 60 and the default warm-up
-    // of 8 messages. One message takes 8 Mib / 0.38 Gb/s = 22.08 ms; a quarter second is 11.3 of
-    // them, so 12, and the warm-up cut by the same 12/60: 1.6, so 2.
+    // of 8 messages. One message takes 8 Mib / 0.38 Gb/s = 22.08 ms; a tenth of a second is 4.53
+    // of them, so 5, and the warm-up cut by the same 5/60: 0.67, so 1, and at least 2.
     let mib = 1 << 20;
     let c = PairwiseConfig {
         warmup: 8,
@@ -620,19 +620,19 @@ fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
     assert_eq!(
         a,
         Some(RetestAmount {
-            iterations: 12,
+            iterations: 5,
             warmup: 2
         })
     );
     let applied = a.map(|a| a.applied(&c));
-    assert_eq!(applied.as_ref().map(|r| r.amount), Some(Amount::Iterations(12)));
+    assert_eq!(applied.as_ref().map(|r| r.amount), Some(Amount::Iterations(5)));
     assert_eq!(
         applied.as_ref().map(|r| (r.warmup, r.sizes.clone())),
         Some((2, vec![mib]))
     );
     // No warm-up stays none; a warm-up of one message stays one; the default of two (2 MiB at
-    // 1 MiB) stays two, not 2 x 12/60 rounded up to one; 20 is cut to 4.
-    for (first_warmup, retest_warmup) in [(0, 0), (1, 1), (2, 2), (3, 2), (20, 4)] {
+    // 1 MiB) stays two, not 2 x 5/60 rounded up to one; 60 is cut to 5.
+    for (first_warmup, retest_warmup) in [(0, 0), (1, 1), (2, 2), (3, 2), (20, 2), (60, 5)] {
         let a = retest_amount(
             &first,
             &PairwiseConfig {
@@ -652,10 +652,10 @@ fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
     // the slower pairs between hosts, which set the count.
     let two_per_host: Vec<String> = (0..6).map(|r| format!("h{}", r / 2)).collect();
     let mixed = pass_at(6, mib as u64, |s, d| if s / 2 == d / 2 { 8.0 } else { 0.38 });
-    assert_eq!(retest_amount(&mixed, &c, &two_per_host).map(|a| a.iterations), Some(12));
+    assert_eq!(retest_amount(&mixed, &c, &two_per_host).map(|a| a.iterations), Some(5));
 
-    // Never below the floor: at 0.1 Gb/s a message of 1 MiB takes 84 ms, a quarter second
-    // fits 3 of them, so MIN_RETEST_ITERATIONS; at 40 Gb/s it fits 1,193 of the 5,000.
+    // Never below the floor: at 0.1 Gb/s a message of 1 MiB takes 84 ms, a tenth of a second
+    // fits 2 of them, so MIN_RETEST_ITERATIONS; at 40 Gb/s it fits 477 of the 5,000.
     let many = PairwiseConfig::synthetic(OpName::Send, mib, 5000);
     let slow = pass_at(6, mib as u64, |_, _| 0.1);
     assert_eq!(
@@ -663,7 +663,7 @@ fn retests_are_cut_to_a_quarter_second_where_the_first_pass_took_longer() {
         Some(MIN_RETEST_ITERATIONS)
     );
     let fast = pass_at(6, mib as u64, |_, _| 40.0);
-    assert_eq!(retest_amount(&fast, &many, &hosts(6)).map(|a| a.iterations), Some(1193));
+    assert_eq!(retest_amount(&fast, &many, &hosts(6)).map(|a| a.iterations), Some(477));
 }
 
 #[test]
@@ -690,4 +690,66 @@ fn retests_keep_the_count_where_it_is_short_or_not_a_bandwidth_count() {
     assert_eq!(retest_amount(&slow, &few, &hosts(6)), None);
     // Nothing measured: nothing to fit.
     assert_eq!(retest_amount(&[], &c, &hosts(6)), None);
+}
+
+/// Two passes settle a slow link where the retests ran at once on a quiet first pass and held,
+/// at most FEW_SUSPECTS pairs were suspect and each direction of the slow pairs read alike in
+/// both passes; anything else (more suspects, passes apart, one pair at a time, retests at once
+/// that varied, a queue-pair path to retest) still runs the confirmation passes.
+#[test]
+fn two_passes_settle_few_suspects_retested_at_once_and_alike() {
+    let robust = robust_cfg();
+    let h = hosts(6);
+    let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
+    let plan = retest_plan(&first, &robust, &h);
+    assert!(plan.at_once, "{plan:?}");
+    assert_eq!(plan.suspects, vec![(1, 4)]);
+    let alike = retests_of(&plan, (1, 4), 8.0, 1.02);
+    let still = to_confirm(&decide(&first, &alike, &robust, &h, &plan, None));
+    assert_eq!(still, vec![(1, 4)]);
+    assert!(settled_in_two(&plan, &alike, &still));
+    // The report carries it.
+    let settled = RetestPlan {
+        settled: true,
+        ..plan.clone()
+    };
+    let v = decide(&first, &alike, &robust, &h, &settled, None);
+    assert!(v.judged[0].settled_in_two_passes);
+    assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
+
+    // Passes 3% apart (the gate is QUIET_SPREAD, 2.5% in log units): confirm.
+    let apart = retests_of(&plan, (1, 4), 8.0, 1.03);
+    assert!(!settled_in_two(&plan, &apart, &still));
+    // Nothing still slow: nothing to settle.
+    assert!(!settled_in_two(&plan, &alike, &[]));
+    // One pair at a time, or at once but unsteady: confirm.
+    let alone = RetestPlan {
+        at_once: false,
+        ..plan.clone()
+    };
+    assert!(!settled_in_two(&alone, &alike, &still));
+    let unsteady = RetestPlan {
+        at_once_noise: Some(0.05),
+        ..plan.clone()
+    };
+    assert!(!settled_in_two(&unsteady, &alike, &still));
+    // More suspects than FEW_SUSPECTS: chance has more directions to hit twice.
+    let many = RetestPlan {
+        suspects: (0..=FEW_SUSPECTS).map(|i| (i, i + 1)).collect(),
+        ..plan.clone()
+    };
+    assert!(!settled_in_two(&many, &alike, &still));
+    let with_paths = RetestPlan {
+        paths: vec![(2, 3)],
+        ..plan.clone()
+    };
+    assert!(!settled_in_two(&with_paths, &alike, &still));
+    // A direction retested once only (no second pass to compare): confirm.
+    let once: Vec<Measurement> = alike
+        .iter()
+        .filter(|m| (m.src, m.dst) != (4, 1))
+        .cloned()
+        .chain(alike.iter().filter(|m| (m.src, m.dst) == (4, 1)).take(1).cloned())
+        .collect();
+    assert!(!settled_in_two(&plan, &once, &still));
 }
