@@ -24,7 +24,7 @@ use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD, MIN_DROP};
 use super::topology::Topology;
 use super::{Amount, Measurement, PairwiseConfig, TestKind};
 use crate::schedule::{host_disjoint_groups, Pair};
-use crate::stats::median;
+use crate::stats::{median, sd_from_abs_lower_median};
 
 /// Reference pairs retested alone per population that has suspects.
 pub const REFERENCES: usize = 2;
@@ -530,8 +530,13 @@ fn side_by_side(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec
 
 /// How much one retest alone varies, from the retests themselves: each direction retested in
 /// [`RETEST_PASSES`] passes gives the differences of its log scores from pass to pass, and their
-/// median (scaled, a difference being two draws) is the robust standard deviation of one retest
-/// (log units). A slow link is slow in every pass, so a fault does not add to it: it is the
+/// lower median (scaled, a difference being two draws: [`sd_from_abs_lower_median`]) is the
+/// robust standard deviation of one retest (log units). The lower median, since with the fewest
+/// differences (six: one suspect and two references) a stall that slowed one pass of three
+/// directions took the plain median with it, and the bar alone widened past a link at 40%
+/// (a synthetic quiet fabric whose retests stall one time in twenty: about 1% of its trials on
+/// eight hosts); the best-of-passes scores and the confirmation passes, not this bar, are what
+/// stand against such a tail. A slow link is slow in every pass, so a fault does not add to it: it is the
 /// measurement's own noise alone, which the first pass under load cannot show. On a quiet
 /// fabric it is about 1% and changes nothing; on a busy machine (TCP ranks outnumbering cores)
 /// a pair alone can vary by a quarter between passes, and a bar 7% below the references would
@@ -544,7 +549,8 @@ fn side_by_side(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec
 /// passes as it runs them, the gather keeps each rank's order, and a confirmation pass
 /// ([`CONFIRM_PASSES`]) come after both others, adding one difference per direction and pass.
 pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
-    pass_to_pass(retests, hosts, p, ALONE_DIFFS)
+    let mut diffs = pass_diffs(retests, hosts, p);
+    (diffs.len() >= ALONE_DIFFS).then(|| sd_from_abs_lower_median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
 /// Whether retests run at once ([`RetestPlan::at_once`]) kept the first pass's promise: the
@@ -567,6 +573,12 @@ pub fn unsteady_at_once(retests: &[Measurement], hosts: &[String]) -> Option<f64
 /// The robust standard deviation of one measurement from its pass-to-pass differences (log
 /// units), None for fewer than `min_diffs` differences.
 fn pass_to_pass(retests: &[Measurement], hosts: &[String], p: Population, min_diffs: usize) -> Option<f64> {
+    let mut diffs = pass_diffs(retests, hosts, p);
+    (!diffs.is_empty() && diffs.len() >= min_diffs).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
+}
+
+/// The absolute differences of each direction's log scores from one retest pass to the next.
+fn pass_diffs(retests: &[Measurement], hosts: &[String], p: Population) -> Vec<f64> {
     let mut by_dir: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
     for m in retests.iter().filter(|m| population(hosts, m) == p) {
         let s = m.score();
@@ -574,11 +586,10 @@ fn pass_to_pass(retests: &[Measurement], hosts: &[String], p: Population, min_di
             by_dir.entry((m.src, m.dst)).or_default().push(s.ln());
         }
     }
-    let mut diffs: Vec<f64> = by_dir
+    by_dir
         .values()
         .flat_map(|v| v.windows(2).map(|w| (w[1] - w[0]).abs()))
-        .collect();
-    (!diffs.is_empty() && diffs.len() >= min_diffs).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
+        .collect()
 }
 
 /// Bars alone closer than this (as a fraction of the references alone) are the same bar: the
