@@ -374,15 +374,11 @@ fn main() {
 /// Print the table for `trials` per cell (the CI shapes when `small`); the cells that miss the
 /// target, in words.
 pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
-    run_shapes(small, trials, seed, &[])
+    run_models(small, trials, seed, &[], &[])
 }
 
-/// [`run`] on the fabrics `only` (hosts, ranks per host), or the default ones when empty.
-pub fn run_shapes(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]) -> Vec<String> {
-    run_models(small, trials, seed, only, &[])
-}
-
-/// [`run_shapes`] with the noise models named in `noises` only (all when empty).
+/// [`run`] on the fabrics `only` (hosts, ranks per host; the default ones when empty), with the
+/// noise models named in `noises` only (all when empty).
 pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)], noises: &[&str]) -> Vec<String> {
     let mut missed_target = Vec::new();
     let mut rng = Rng(seed);

@@ -267,7 +267,6 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
     let warmup = (cfg.warmup * iterations)
         .div_ceil(iters)
         .max(cfg.warmup.min(MIN_RETEST_WARMUP));
-
     Some(RetestAmount { iterations, warmup })
 }
 

@@ -436,6 +436,7 @@ pub fn run(
         let still = match (&measurements, &retests.measured) {
             (Some(ms), Some(re)) => {
                 let still = verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0);
+                // What the passes so far showed (the confirmation passes may add to it below).
                 plan.at_once_noise = retests.at_once_noise;
                 plan.settled = verdict::settled_in_two(&plan, re, &still);
                 if plan.settled {
