@@ -454,8 +454,8 @@ pub struct PairwiseArgs {
     /// Both directions at once (bandwidth)
     #[arg(short = 'b', long)]
     pub bidirectional: bool,
-    /// Warm-up messages (default for bw: enough for 8 MiB, at least 8 and at most the TX depth,
-    /// so 128 at 64 KiB and 8 at 1 MiB; 10 for lat)
+    /// Warm-up messages (default for bw: enough for 2 MiB, at least 2 and at most the TX depth,
+    /// so 32 at 64 KiB and 2 at 1 MiB; 10 for lat)
     #[arg(long)]
     pub warmup: Option<u64>,
     /// Test only this pair of ranks: A,B
