@@ -564,16 +564,16 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
 pub fn unsteady_at_once(retests: &[Measurement], hosts: &[String]) -> Option<f64> {
     [Population::BetweenHosts, Population::WithinHost]
         .into_iter()
-        .filter_map(|p| pass_to_pass(retests, hosts, p, 1))
+        .filter_map(|p| pass_to_pass(retests, hosts, p))
         .filter(|&sd| sd > QUIET_SPREAD)
         .reduce(f64::max)
 }
 
 /// The robust standard deviation of one measurement from its pass-to-pass differences (log
-/// units), None for fewer than `min_diffs` differences.
-fn pass_to_pass(retests: &[Measurement], hosts: &[String], p: Population, min_diffs: usize) -> Option<f64> {
+/// units, their plain median), None where there is no difference.
+fn pass_to_pass(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
     let mut diffs = pass_diffs(retests, hosts, p);
-    (!diffs.is_empty() && diffs.len() >= min_diffs).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
+    (!diffs.is_empty()).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
 /// The absolute differences of each direction's log scores from one retest pass to the next.
