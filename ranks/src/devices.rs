@@ -43,7 +43,7 @@ impl Gid {
             .join(":")
     }
     /// `v1`, `v2` or empty, as show_gids prints the version.
-    pub fn version(&self) -> &'static str {
+    pub fn roce_version(&self) -> &'static str {
         match self.kind {
             Some(GidKind::IbRoceV1) => "v1",
             Some(GidKind::RoceV2) => "v2",
@@ -51,7 +51,7 @@ impl Gid {
         }
     }
     /// perftest's preference, extended: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1.
-    pub fn score(&self) -> (bool, bool, bool) {
+    pub fn preference(&self) -> (bool, bool, bool) {
         (
             self.ipv4().is_some(),
             !self.is_link_local(),
@@ -102,7 +102,7 @@ impl Port {
     pub fn best_gid(&self) -> Option<&Gid> {
         let mut best: Option<&Gid> = None;
         for g in &self.gids {
-            if best.is_none_or(|b| g.score() > b.score()) {
+            if best.is_none_or(|b| g.preference() > b.preference()) {
                 best = Some(g);
             }
         }
@@ -269,7 +269,7 @@ pub fn show_gids(devs: &[RdmaDevice]) -> String {
                     g.index,
                     g.to_sysfs(),
                     ip,
-                    g.version(),
+                    g.roce_version(),
                     g.netdev.as_deref().unwrap_or("")
                 );
             }
@@ -342,18 +342,18 @@ pub enum SelectError {
 
 /// Choose device, port and GID: `-d`, `-i`, `-x` when given, else the first device with an active
 /// port, its first active port, and the best GID by perftest's scoring.
-pub fn select(
+pub fn choose_device(
     devs: &[RdmaDevice],
     device: Option<&str>,
     port: Option<u8>,
     gid_index: Option<u32>,
 ) -> Result<Choice, SelectError> {
-    select_with(devs, device, port, gid_index, false)
+    choose_device_with(devs, device, port, gid_index, false)
 }
 
-/// [`select`], where `rdma_cm` (connection setup through the RDMA connection manager) lets a
+/// [`choose_device`], where `rdma_cm` (connection setup through the RDMA connection manager) lets a
 /// named iWARP device be chosen; a job left to choose still picks InfiniBand or RoCE.
-pub fn select_with(
+pub fn choose_device_with(
     devs: &[RdmaDevice],
     device: Option<&str>,
     port: Option<u8>,
@@ -448,7 +448,7 @@ pub struct GidSummary {
 }
 
 impl Choice {
-    pub fn summary(&self) -> GidSummary {
+    pub fn gid_summary(&self) -> GidSummary {
         GidSummary {
             ethernet: self.link_layer == LinkLayer::Ethernet,
             kind: match self.gid.kind {

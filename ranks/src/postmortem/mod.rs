@@ -34,15 +34,16 @@ pub const FALLBACK: Duration = Duration::from_millis(6000);
 /// Exit status of a stall (the watchdog's).
 pub const EXIT_STALL: i32 = crate::watchdog::EXIT_TIMEOUT;
 
-struct Local {
+/// This rank's own state: the phase it is in, and its report once its deadline expired.
+struct ThisRank {
     phase: String,
     expired: Option<StallReport>,
 }
 
-fn local() -> &'static Mutex<Local> {
-    static L: OnceLock<Mutex<Local>> = OnceLock::new();
+fn local() -> &'static Mutex<ThisRank> {
+    static L: OnceLock<Mutex<ThisRank>> = OnceLock::new();
     L.get_or_init(|| {
-        Mutex::new(Local {
+        Mutex::new(ThisRank {
             phase: String::new(),
             expired: None,
         })

@@ -133,7 +133,7 @@ impl CanRecv for Rts {}
 
 /// What the other side of a connection sends us to connect to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint {
+pub struct QpEndpoint {
     pub qpn: u32,
     pub psn: u32,
     pub lid: u16,
@@ -289,7 +289,7 @@ impl QueuePair<Init> {
     /// the traffic class), None for IB.
     pub fn into_rtr(
         self,
-        remote: &Endpoint,
+        remote: &QpEndpoint,
         port: u8,
         path_mtu: u32,
         gid_index: Option<u8>,

@@ -10,7 +10,7 @@ use crate::wire::{ConnectRecord, Record};
 type PendingPeer = (Vec<QueuePair<crate::verbs::Init>>, Regions);
 
 /// What one rank set up locally, before connecting.
-struct Local {
+struct LocalSetup {
     ctx: Context,
     pd: ProtectionDomain,
     cq: CompletionQueue,
@@ -20,7 +20,7 @@ struct Local {
     ethernet: bool,
     qps: Vec<Option<PendingPeer>>,
     /// This rank's endpoint of each queue pair: peer p's lane j at p x lanes + j.
-    endpoints: Vec<Endpoint>,
+    endpoints: Vec<QpEndpoint>,
 }
 
 fn setup_local(
@@ -28,7 +28,7 @@ fn setup_local(
     opts: &VerbsOptions,
     (slots, slot): (usize, usize),
     lanes: usize,
-) -> Result<Local, String> {
+) -> Result<LocalSetup, String> {
     let choice = opts.choice(world.local_rank())?;
     let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
     let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
@@ -50,7 +50,7 @@ fn setup_local(
         if p == world.rank() {
             qps.push(None);
             for _ in 0..lanes {
-                endpoints.push(Endpoint {
+                endpoints.push(QpEndpoint {
                     qpn: 0,
                     psn: 0,
                     lid: 0,
@@ -76,7 +76,7 @@ fn setup_local(
                 ^ (p as u32).wrapping_mul(104_729)
                 ^ (lane as u32).wrapping_mul(15_485_863))
                 & 0x00ff_ffff;
-            endpoints.push(Endpoint {
+            endpoints.push(QpEndpoint {
                 qpn: qp.qpn(),
                 psn,
                 lid: info.lid,
@@ -89,7 +89,7 @@ fn setup_local(
         }
         qps.push(Some((lane_qps, regions)));
     }
-    Ok(Local {
+    Ok(LocalSetup {
         ctx,
         pd,
         cq,
@@ -343,7 +343,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
                     .create_qp(&pd, &cq, peer_depth(slots, lanes), MAX_INLINE, true)
                     .map_err(|e| e.to_string())?;
                 post_lane_recvs(&qp, r, p, (lane, lanes), (slots, slot))?;
-                let hello = cm_link::Hello {
+                let hello = cm_link::CmHello {
                     kind: 0,
                     lane: lane as u8,
                     rank: rank as u32,
@@ -420,7 +420,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
 /// one); None for a record that does not decode.
 fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<ConnectRecord>> {
     let mine = ConnectRecord {
-        summary: choice.map(|c| c.summary()),
+        summary: choice.map(|c| c.gid_summary()),
     };
     let all = world.all_gather_bytes(&mine.to_bytes(), "exchanging RDMA device summaries");
     all.chunks(ConnectRecord::LEN).map(ConnectRecord::from_bytes).collect()
@@ -429,17 +429,17 @@ fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<Connec
 /// Each peer's endpoints for this rank (one per lane), by an all-to-all: this rank sends peer p
 /// only the endpoints of its queue pairs to p (zeros where its setup failed), so a rank handles
 /// O(N) bytes. Peer p's lane j is at p x lanes + j.
-fn exchange_endpoints(world: &World, local: Option<&Local>, lanes: usize) -> Vec<Option<Endpoint>> {
+fn exchange_endpoints(world: &World, local: Option<&LocalSetup>, lanes: usize) -> Vec<Option<QpEndpoint>> {
     let n = world.size();
-    let mut out = vec![0u8; n * lanes * Endpoint::LEN];
+    let mut out = vec![0u8; n * lanes * QpEndpoint::LEN];
     if let Some(l) = local {
         for (c, e) in l.endpoints.iter().enumerate().take(n * lanes) {
             let b = e.to_bytes();
-            out[c * Endpoint::LEN..c * Endpoint::LEN + b.len()].copy_from_slice(&b);
+            out[c * QpEndpoint::LEN..c * QpEndpoint::LEN + b.len()].copy_from_slice(&b);
         }
     }
     let got = world.all_to_all_bytes(&out, "exchanging RDMA endpoints");
-    got.chunks(Endpoint::LEN).map(Endpoint::from_bytes).collect()
+    got.chunks(QpEndpoint::LEN).map(QpEndpoint::from_bytes).collect()
 }
 
 /// Every rank set up, and all chose GIDs that can talk to each other.
@@ -470,7 +470,7 @@ fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<(
 fn connect_peers(
     world: &World,
     qps: Vec<Option<PendingPeer>>,
-    (mine, remote): (&[Endpoint], &[Option<Endpoint>]),
+    (mine, remote): (&[QpEndpoint], &[Option<QpEndpoint>]),
     (slots, slot, lanes): (usize, usize, usize),
     choice: &Choice,
     (mtu_enum, ethernet, qos): (u32, bool, crate::verbs::Qos),

@@ -27,7 +27,7 @@ use crate::transport::{
     TransportError, TransportKind, WindowMemory,
 };
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, ForeignRegion, Init, MemoryRegion, ProtectionDomain,
+    Access, Completion, CompletionQueue, Context, ForeignRegion, Init, MemoryRegion, ProtectionDomain, QpEndpoint,
     QueuePair, Registered, Rts, SendOp, VerbsError,
 };
 use crate::World;
@@ -131,7 +131,7 @@ impl VerbsOptions {
     /// The device, port and GID this rank uses, as the mesh chose them.
     pub fn choice(&self, local_rank: usize) -> Result<devices::Choice, String> {
         let devs = devices::discover(&self.sysfs_root).map_err(|e| e.to_string())?;
-        devices::select_with(
+        devices::choose_device_with(
             &devs,
             self.device_for(local_rank).as_deref(),
             self.port,

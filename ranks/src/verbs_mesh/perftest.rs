@@ -441,7 +441,7 @@ impl VerbsMesh {
             .map_err(|e| self.verbs_err(e))?;
         prepare(&qp).map_err(|e| self.verbs_err(e))?;
         let psn = (qp.qpn().wrapping_mul(2_654_435_761)) & 0x00ff_ffff;
-        let mine = Endpoint {
+        let mine = QpEndpoint {
             qpn: qp.qpn(),
             psn,
             lid: info.lid,
@@ -450,12 +450,12 @@ impl VerbsMesh {
             addr: 0,
             rkey: 0,
         };
-        let mut theirs = [0u8; <Endpoint as Record>::LEN];
+        let mut theirs = [0u8; <QpEndpoint as Record>::LEN];
         self.exchange(
             &mut [Op::send(peer, &mine.to_bytes()), Op::recv(peer, &mut theirs)],
             deadline,
         )?;
-        let remote = Endpoint::from_bytes(&theirs).ok_or_else(|| {
+        let remote = QpEndpoint::from_bytes(&theirs).ok_or_else(|| {
             TransportError::Setup(format!("rank {}: malformed test endpoint from rank {peer}", self.rank))
         })?;
         let grh = info.ethernet.then_some(self.choice.gid.index as u8);
