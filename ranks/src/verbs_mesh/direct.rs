@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::perftest::TestLink;
+use super::test_links::TestLink;
 use super::{decode, idle_wait, wr_id, VerbsMesh, WrKind};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
 use crate::transport::{ForeignPath, NicMemory};

@@ -12,10 +12,11 @@
 
 mod cm_link;
 mod connect;
+mod details;
 mod direct;
 mod inbox;
-mod perftest;
 mod progress;
+mod test_links;
 mod wr;
 
 use std::path::PathBuf;
@@ -33,7 +34,7 @@ use crate::verbs::{
 use crate::World;
 
 use inbox::Ledger;
-use perftest::Window;
+use test_links::Window;
 use wr::{decode, wr_id, WrKind};
 
 pub use connect::connect;
