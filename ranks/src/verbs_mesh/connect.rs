@@ -232,38 +232,84 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     let path_mtus: Vec<u32> = (0..n)
         .filter(|&p| p != rank)
         .filter_map(|p| remote[p].as_ref())
-        .map(|remote| 128u32 << local.mtu_enum.min(remote.mtu).clamp(1, 5))
+        .map(|remote| path_mtu_of(local.mtu_enum, remote.mtu))
         .collect();
+    Ok(assemble(
+        world,
+        opts,
+        Connected {
+            pd: local.pd,
+            cq: local.cq,
+            ctx: local.ctx,
+            choice: local.choice,
+            peers,
+            mtu: local.mtu,
+            path_mtus,
+            cm: None,
+            iwarp: false,
+        },
+        (slots, slot, lanes),
+    ))
+}
+
+/// The path MTU in bytes of a pair whose ends' active MTUs are `mine` and `theirs` (IBV_MTU_*
+/// enums): its smaller end's.
+fn path_mtu_of(mine: u32, theirs: u32) -> u32 {
+    128u32 << mine.min(theirs).clamp(1, 5)
+}
+
+/// What either way of connecting (by hand or through the connection manager) ends with.
+struct Connected {
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    ctx: Context,
+    choice: Choice,
+    peers: Vec<Option<Peer>>,
+    /// This end's active MTU in bytes, and each connected pair's path MTU.
+    mtu: u32,
+    path_mtus: Vec<u32>,
+    cm: Option<cm_link::CmMesh>,
+    iwarp: bool,
+}
+
+/// The mesh made of what connecting left: the range of path MTUs, the inline data every queue
+/// pair was granted, and every test setting at its default.
+fn assemble(
+    world: &World,
+    opts: &VerbsOptions,
+    c: Connected,
+    (slots, slot, lanes): (usize, usize, usize),
+) -> VerbsMesh {
     let path_mtu = (
-        path_mtus.iter().copied().min().unwrap_or(local.mtu),
-        path_mtus.iter().copied().max().unwrap_or(local.mtu),
+        c.path_mtus.iter().copied().min().unwrap_or(c.mtu),
+        c.path_mtus.iter().copied().max().unwrap_or(c.mtu),
     );
     // What every queue pair was granted (all are created alike; a device may grant less than asked).
-    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
-    Ok(VerbsMesh {
-        pd: local.pd,
-        rank,
-        size: n,
+    let max_inline = c.peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
+    VerbsMesh {
+        pd: c.pd,
+        rank: world.rank(),
+        size: world.size(),
         hosts: world.hosts().to_vec(),
-        peers,
+        peers: c.peers,
         direct: direct::Direct::default(),
-        cq: local.cq,
-        _ctx: local.ctx,
+        cq: c.cq,
+        _ctx: c.ctx,
         slots,
         slot,
-        choice: local.choice,
+        choice: c.choice,
         qos: opts.qos,
-        mtu: local.mtu,
+        mtu: c.mtu,
         path_mtu,
         max_inline,
         use_send: false,
         window_mem: None,
         patient: false,
         test_qps: 1,
-        cm: None,
-        iwarp: false,
+        cm: c.cm,
+        iwarp: c.iwarp,
         lanes,
-    })
+    }
 }
 
 /// What a rank sets up before connecting through the connection manager.
@@ -374,7 +420,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         peers.push(c.zip(r).map(|(qps, r)| {
             // Every lane's record names the same inbox and MTU.
             let theirs = qps[0].1;
-            path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
+            path_mtus.push(path_mtu_of(info.mtu_enum, u32::from(theirs.mtu)));
             Peer::new(
                 qps.into_iter().map(|(qp, _)| qp).collect(),
                 r,
@@ -383,37 +429,23 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
             )
         }));
     }
-    let mtu = info.active_mtu;
     let iwarp = choice.iwarp;
-    let path_mtu = (
-        path_mtus.iter().copied().min().unwrap_or(mtu),
-        path_mtus.iter().copied().max().unwrap_or(mtu),
-    );
-    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
-    Ok(VerbsMesh {
-        pd,
-        rank,
-        size: n,
-        hosts: world.hosts().to_vec(),
-        peers,
-        direct: direct::Direct::default(),
-        cq,
-        _ctx: ctx,
-        slots,
-        slot,
-        choice,
-        qos: opts.qos,
-        mtu,
-        path_mtu,
-        max_inline,
-        use_send: false,
-        window_mem: None,
-        patient: false,
-        test_qps: 1,
-        cm: Some(cm),
-        iwarp,
-        lanes,
-    })
+    Ok(assemble(
+        world,
+        opts,
+        Connected {
+            pd,
+            cq,
+            ctx,
+            choice,
+            peers,
+            mtu: info.active_mtu,
+            path_mtus,
+            cm: Some(cm),
+            iwarp,
+        },
+        (slots, slot, lanes),
+    ))
 }
 
 /// One MPI allgather of every rank's [`ConnectRecord`] (a rank whose setup failed sends an empty
