@@ -30,7 +30,7 @@ fn again<T: Record + PartialEq + std::fmt::Debug>(data: &[u8]) {
 pub fn wire(data: &[u8]) {
     again::<Hello>(data);
     again::<std::net::SocketAddr>(data);
-    again::<ranks::verbs::Endpoint>(data);
+    again::<ranks::verbs::QpEndpoint>(data);
     again::<WindowKey>(data);
     again::<ClearToSend>(data);
     again::<StallReport>(data);

@@ -453,7 +453,7 @@ fn devices_json(a: &cli::DevicesArgs) -> i32 {
             })
         })
         .collect();
-    let choice = devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index);
+    let choice = devices::choose_device(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index);
     let (probe, _) = gpu_probe(true);
     let probe: serde_json::Value = probe
         .first()
@@ -574,7 +574,7 @@ fn devices_cmd(a: cli::DevicesArgs) -> i32 {
     for l in gpu_probe(false).0 {
         println!("{l}");
     }
-    match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
+    match devices::choose_device(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
         Ok(c) => {
             println!("# selected: {}", c.describe());
             0

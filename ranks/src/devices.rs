@@ -43,7 +43,7 @@ impl Gid {
             .join(":")
     }
     /// `v1`, `v2` or empty, as show_gids prints the version.
-    pub fn version(&self) -> &'static str {
+    pub fn roce_version(&self) -> &'static str {
         match self.kind {
             Some(GidKind::IbRoceV1) => "v1",
             Some(GidKind::RoceV2) => "v2",
@@ -51,7 +51,7 @@ impl Gid {
         }
     }
     /// perftest's preference, extended: IPv4-mapped over IPv6, global over link-local, RoCE v2 over v1.
-    pub fn score(&self) -> (bool, bool, bool) {
+    pub fn preference(&self) -> (bool, bool, bool) {
         (
             self.ipv4().is_some(),
             !self.is_link_local(),
@@ -102,7 +102,7 @@ impl Port {
     pub fn best_gid(&self) -> Option<&Gid> {
         let mut best: Option<&Gid> = None;
         for g in &self.gids {
-            if best.is_none_or(|b| g.score() > b.score()) {
+            if best.is_none_or(|b| g.preference() > b.preference()) {
                 best = Some(g);
             }
         }
@@ -143,7 +143,8 @@ pub enum DevicesError {
     },
 }
 
-fn read(p: &Path) -> Option<String> {
+/// A sysfs attribute's text, trimmed; None where it cannot be read.
+pub(crate) fn read_attr(p: &Path) -> Option<String> {
     std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
 }
 
@@ -177,7 +178,10 @@ pub fn discover(root: &Path) -> Result<Vec<RdmaDevice>, DevicesError> {
 }
 
 fn read_device(d: &Path, name: String) -> RdmaDevice {
-    let node_type = match read(&d.join("node_type")).as_deref().and_then(|s| s.split(':').next()) {
+    let node_type = match read_attr(&d.join("node_type"))
+        .as_deref()
+        .and_then(|s| s.split(':').next())
+    {
         Some("1") => NodeType::Ca,
         Some("4") => NodeType::Rnic,
         _ => NodeType::Other,
@@ -198,15 +202,15 @@ fn read_device(d: &Path, name: String) -> RdmaDevice {
         name,
         node_type,
         pci,
-        fw_ver: read(&d.join("fw_ver")),
+        fw_ver: read_attr(&d.join("fw_ver")),
         ports,
     }
 }
 
 fn read_port(p: &Path, num: u8) -> Port {
-    let state_s = read(&p.join("state")).unwrap_or_default();
+    let state_s = read_attr(&p.join("state")).unwrap_or_default();
     let (n, s) = state_s.split_once(':').unwrap_or(("0", "UNKNOWN"));
-    let link_layer = match read(&p.join("link_layer")).as_deref() {
+    let link_layer = match read_attr(&p.join("link_layer")).as_deref() {
         Some("InfiniBand") => LinkLayer::InfiniBand,
         Some("Ethernet") => LinkLayer::Ethernet,
         _ => LinkLayer::Other,
@@ -217,18 +221,18 @@ fn read_port(p: &Path, num: u8) -> Port {
             let Ok(index) = g.file_name().to_string_lossy().parse::<u32>() else {
                 continue;
             };
-            let Some(raw) = read(&g.path()).as_deref().and_then(parse_gid) else {
+            let Some(raw) = read_attr(&g.path()).as_deref().and_then(parse_gid) else {
                 continue;
             };
             if raw.iter().all(|&b| b == 0) {
                 continue;
             }
-            let kind = match read(&p.join(format!("gid_attrs/types/{index}"))).as_deref() {
+            let kind = match read_attr(&p.join(format!("gid_attrs/types/{index}"))).as_deref() {
                 Some("IB/RoCE v1") => Some(GidKind::IbRoceV1),
                 Some("RoCE v2") => Some(GidKind::RoceV2),
                 _ => None,
             };
-            let netdev = read(&p.join(format!("gid_attrs/ndevs/{index}"))).filter(|s| !s.is_empty());
+            let netdev = read_attr(&p.join(format!("gid_attrs/ndevs/{index}"))).filter(|s| !s.is_empty());
             gids.push(Gid {
                 index,
                 raw,
@@ -241,11 +245,11 @@ fn read_port(p: &Path, num: u8) -> Port {
     Port {
         num,
         state: (n.trim().parse().unwrap_or(0), s.trim().to_string()),
-        phys_state: read(&p.join("phys_state")).unwrap_or_default(),
+        phys_state: read_attr(&p.join("phys_state")).unwrap_or_default(),
         link_layer,
-        rate: read(&p.join("rate")).unwrap_or_default(),
-        lid: parse_hex_u16(&read(&p.join("lid")).unwrap_or_default()),
-        sm_lid: parse_hex_u16(&read(&p.join("sm_lid")).unwrap_or_default()),
+        rate: read_attr(&p.join("rate")).unwrap_or_default(),
+        lid: parse_hex_u16(&read_attr(&p.join("lid")).unwrap_or_default()),
+        sm_lid: parse_hex_u16(&read_attr(&p.join("sm_lid")).unwrap_or_default()),
         gids,
     }
 }
@@ -269,7 +273,7 @@ pub fn show_gids(devs: &[RdmaDevice]) -> String {
                     g.index,
                     g.to_sysfs(),
                     ip,
-                    g.version(),
+                    g.roce_version(),
                     g.netdev.as_deref().unwrap_or("")
                 );
             }
@@ -342,18 +346,18 @@ pub enum SelectError {
 
 /// Choose device, port and GID: `-d`, `-i`, `-x` when given, else the first device with an active
 /// port, its first active port, and the best GID by perftest's scoring.
-pub fn select(
+pub fn choose_device(
     devs: &[RdmaDevice],
     device: Option<&str>,
     port: Option<u8>,
     gid_index: Option<u32>,
 ) -> Result<Choice, SelectError> {
-    select_with(devs, device, port, gid_index, false)
+    choose_device_with(devs, device, port, gid_index, false)
 }
 
-/// [`select`], where `rdma_cm` (connection setup through the RDMA connection manager) lets a
+/// [`choose_device`], where `rdma_cm` (connection setup through the RDMA connection manager) lets a
 /// named iWARP device be chosen; a job left to choose still picks InfiniBand or RoCE.
-pub fn select_with(
+pub fn choose_device_with(
     devs: &[RdmaDevice],
     device: Option<&str>,
     port: Option<u8>,
@@ -448,7 +452,7 @@ pub struct GidSummary {
 }
 
 impl Choice {
-    pub fn summary(&self) -> GidSummary {
+    pub fn gid_summary(&self) -> GidSummary {
         GidSummary {
             ethernet: self.link_layer == LinkLayer::Ethernet,
             kind: match self.gid.kind {

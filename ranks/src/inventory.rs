@@ -24,10 +24,7 @@ pub struct Needs {
 }
 
 fn read(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p)
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
+    crate::devices::read_attr(p).filter(|s| !s.is_empty())
 }
 
 /// `link_layer` as sysfs writes it.

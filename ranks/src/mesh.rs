@@ -67,7 +67,7 @@ pub fn choose_ip(world: &World, opts: &TcpOptions) -> Result<IpAddr, MeshError> 
     };
     let ip = match &opts.tcp_if {
         Some(spec) => netif::choose(spec, &netif::local_addresses().map_err(wrap)?).map_err(wrap)?,
-        None => netif::resolve(world.host()).map_err(wrap)?,
+        None => netif::resolve_host(world.host()).map_err(wrap)?,
     };
     if ip.is_loopback() && world.node_count() > 1 {
         return Err(MeshError::LoopbackAcrossHosts {

@@ -142,7 +142,7 @@ pub fn choose(spec: &str, addrs: &[IfAddr]) -> Result<IpAddr, NetifError> {
 }
 
 /// The address `host` resolves to, preferring IPv4.
-pub fn resolve(host: &str) -> Result<IpAddr, NetifError> {
+pub fn resolve_host(host: &str) -> Result<IpAddr, NetifError> {
     let addrs: Vec<IpAddr> = (host, 0u16)
         .to_socket_addrs()
         .map_err(|e| NetifError::Unresolvable {

@@ -9,7 +9,7 @@
 
 use std::path::Path;
 
-use crate::devices::RdmaDevice;
+use crate::devices::{read_attr, RdmaDevice};
 
 /// How far apart two PCI devices are, closest first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,10 +42,6 @@ pub struct PciDevice {
     pub numa: Option<i32>,
 }
 
-fn read(p: &Path) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
-}
-
 /// The device at `addr`, from `root/bus/pci/devices/ADDR`.
 pub fn device(root: &Path, addr: &str) -> Option<PciDevice> {
     let link = root.join("bus/pci/devices").join(addr);
@@ -56,7 +52,7 @@ pub fn device(root: &Path, addr: &str) -> Option<PciDevice> {
         .collect();
     let start = comps.iter().position(|c| c == "devices")? + 1;
     let path: Vec<String> = comps[start..].to_vec();
-    let numa = read(&link.join("numa_node"))
+    let numa = read_attr(&link.join("numa_node"))
         .and_then(|s| s.parse::<i32>().ok())
         .filter(|&n| n >= 0);
     Some(PciDevice {
@@ -95,8 +91,8 @@ impl PcieLink {
 /// not have them (virtual devices).
 pub fn link(root: &Path, addr: &str) -> Option<PcieLink> {
     let dir = root.join("bus/pci/devices").join(addr);
-    let speed = |f: &str| -> Option<f64> { read(&dir.join(f))?.split_whitespace().next()?.parse().ok() };
-    let width = |f: &str| -> Option<u32> { read(&dir.join(f))?.trim_start_matches('x').parse().ok() };
+    let speed = |f: &str| -> Option<f64> { read_attr(&dir.join(f))?.split_whitespace().next()?.parse().ok() };
+    let width = |f: &str| -> Option<u32> { read_attr(&dir.join(f))?.trim_start_matches('x').parse().ok() };
     Some(PcieLink {
         speed: speed("current_link_speed")?,
         width: width("current_link_width")?,
@@ -114,8 +110,8 @@ pub fn gpus(root: &Path) -> Vec<PciDevice> {
         .flatten()
         .filter_map(|e| {
             let addr = e.file_name().to_string_lossy().into_owned();
-            let vendor = read(&e.path().join("vendor"))?;
-            let class = read(&e.path().join("class"))?;
+            let vendor = read_attr(&e.path().join("vendor"))?;
+            let class = read_attr(&e.path().join("class"))?;
             (vendor == "0x10de" && (class.starts_with("0x0302") || class.starts_with("0x0300"))).then_some(addr)
         })
         .filter_map(|addr| device(root, &addr))

@@ -7,7 +7,7 @@
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use crate::devices::GidSummary;
-use crate::verbs::Endpoint;
+use crate::verbs::QpEndpoint;
 
 /// Appends little-endian fields to a buffer.
 #[derive(Debug, Default)]
@@ -224,7 +224,7 @@ impl Record for Hello {
 }
 
 /// A verbs queue pair's endpoint: QPN, PSN, LID, GID, MTU, and the inbox (address, rkey).
-impl Record for Endpoint {
+impl Record for QpEndpoint {
     const LEN: usize = 48;
     fn put(&self, w: &mut Writer) {
         w.u32(self.qpn)
@@ -236,7 +236,7 @@ impl Record for Endpoint {
             .u32(self.rkey);
     }
     fn get(r: &mut Reader<'_>) -> Option<Self> {
-        Some(Endpoint {
+        Some(QpEndpoint {
             qpn: r.u32()?,
             psn: r.u32()?,
             lid: r.u16()?,
@@ -317,7 +317,7 @@ impl Record for ClearToSend {
 }
 
 /// What each rank contributes to the verbs connect allgather: its GID summary (None when its
-/// local setup failed). The endpoints go peer by peer in an all-to-all, as [`Endpoint`] records,
+/// local setup failed). The endpoints go peer by peer in an all-to-all, as [`QpEndpoint`] records,
 /// so no rank holds the N x N table.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConnectRecord {

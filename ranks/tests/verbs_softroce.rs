@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use ranks::verbs::{
-    Access, CompletionQueue, Context, Endpoint, MemoryRegion, ProtectionDomain, QueuePair, Rts, SendOp,
+    Access, CompletionQueue, Context, MemoryRegion, ProtectionDomain, QpEndpoint, QueuePair, Rts, SendOp,
 };
 
 const REASON: &str = "needs RDMA verbs; runs in the Soft-RoCE VM (scripts/softroce-vm test)";
@@ -50,7 +50,7 @@ fn connected_pair(ctx: &Context, port: u8, gid_index: u8, len: usize) -> (Side, 
             .into_init(port, access)
             .expect("init");
         let mr = pd.register(len, access).expect("reg_mr");
-        eps.push(Endpoint {
+        eps.push(QpEndpoint {
             qpn: qp.qpn(),
             psn,
             lid: info.lid,

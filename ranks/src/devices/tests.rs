@@ -22,12 +22,12 @@ fn infiniband_hdr_node() {
     );
     assert_eq!(p.rate, "200 Gb/sec (4X HDR)");
     assert_eq!(p.gids.len(), 1, "zero entries are not GIDs");
-    let c = select(&devs, None, None, None).unwrap();
+    let c = choose_device(&devs, None, None, None).unwrap();
     assert_eq!(
         c.describe(),
         "mlx5_0 port 1 GID 0 (IB, fe80:0000:0000:0000:b859:9f03:00a1:b2c0)"
     );
-    assert_eq!(select(&devs, Some("mlx5_1"), None, None).unwrap().lid, 0x13);
+    assert_eq!(choose_device(&devs, Some("mlx5_1"), None, None).unwrap().lid, 0x13);
 }
 
 #[test]
@@ -35,16 +35,16 @@ fn roce_picks_ipv4_mapped_v2_like_perftest() {
     let devs = discover(&fixture("mlx5-roce")).unwrap();
     let p = &devs[0].ports[0];
     assert_eq!(
-        p.gids.iter().map(|g| g.version()).collect::<Vec<_>>(),
+        p.gids.iter().map(|g| g.roce_version()).collect::<Vec<_>>(),
         vec!["v1", "v2", "v1", "v2"]
     );
-    let c = select(&devs, None, None, None).unwrap();
+    let c = choose_device(&devs, None, None, None).unwrap();
     assert_eq!(c.gid.index, 3);
     assert_eq!(c.describe(), "mlx5_0 port 1 GID 3 (RoCE v2, 10.0.1.5)");
     assert_eq!(c.gid.netdev.as_deref(), Some("eth2"));
     // Explicit -x wins.
     assert_eq!(
-        select(&devs, None, None, Some(1)).unwrap().gid.kind,
+        choose_device(&devs, None, None, Some(1)).unwrap().gid.kind,
         Some(GidKind::RoceV2)
     );
 }
@@ -53,7 +53,7 @@ fn roce_picks_ipv4_mapped_v2_like_perftest() {
 fn rxe_and_show_gids() {
     let devs = discover(&fixture("rxe")).unwrap();
     assert_eq!(devs[0].pci, None);
-    let c = select(&devs, None, None, None).unwrap();
+    let c = choose_device(&devs, None, None, None).unwrap();
     assert_eq!(c.describe(), "rxea port 1 GID 1 (RoCE v2, 10.2.0.1)");
     let t = show_gids(&devs);
     let lines: Vec<&str> = t.lines().collect();
@@ -77,23 +77,23 @@ fn rxe_and_show_gids() {
 fn iwarp_is_refused_with_reason() {
     let devs = discover(&fixture("siw")).unwrap();
     assert_eq!(devs[0].node_type, NodeType::Rnic);
-    let e = select(&devs, Some("siw0"), None, None).unwrap_err();
+    let e = choose_device(&devs, Some("siw0"), None, None).unwrap_err();
     assert!(matches!(e, SelectError::Iwarp(_)));
     assert!(e.to_string().contains("iWARP"));
     assert!(e.to_string().contains("add -R (--rdma-cm)"), "{e}");
     // Without -d it is skipped, and nothing else is there.
     assert!(matches!(
-        select(&devs, None, None, None),
+        choose_device(&devs, None, None, None),
         Err(SelectError::NoActivePort(_))
     ));
     // Through the connection manager it is chosen when named, its GID read as the MAC it holds;
     // a job left to choose still skips it.
-    let c = select_with(&devs, Some("siw0"), None, None, true).unwrap();
+    let c = choose_device_with(&devs, Some("siw0"), None, None, true).unwrap();
     assert!(c.iwarp);
     assert_eq!(c.describe(), "siw0 port 1 (iWARP, MAC 52:54:00:12:34:56)");
-    assert_eq!(c.summary().kind, 3);
+    assert_eq!(c.gid_summary().kind, 3);
     assert!(matches!(
-        select_with(&devs, None, None, None, true),
+        choose_device_with(&devs, None, None, None, true),
         Err(SelectError::NoActivePort(_))
     ));
 }
@@ -102,12 +102,12 @@ fn iwarp_is_refused_with_reason() {
 /// ranks can.
 #[test]
 fn iwarp_beside_roce_is_named() {
-    let roce = select(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None)
+    let roce = choose_device(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None)
         .unwrap()
-        .summary();
-    let iw = select_with(&discover(&fixture("siw")).unwrap(), Some("siw0"), None, None, true)
+        .gid_summary();
+    let iw = choose_device_with(&discover(&fixture("siw")).unwrap(), Some("siw0"), None, None, true)
         .unwrap()
-        .summary();
+        .gid_summary();
     let e = check_consistent(&[(0, "a".into(), roce.clone()), (1, "b".into(), iw.clone())]).unwrap_err();
     assert_eq!(
         e,
@@ -122,14 +122,16 @@ fn iwarp_beside_roce_is_named() {
 fn bad_selections_say_what_is_valid() {
     let devs = discover(&fixture("mlx5-roce")).unwrap();
     assert_eq!(
-        select(&devs, Some("mlx5_9"), None, None).unwrap_err().to_string(),
+        choose_device(&devs, Some("mlx5_9"), None, None)
+            .unwrap_err()
+            .to_string(),
         "-d mlx5_9: no such RDMA device; devices here: mlx5_0"
     );
-    let e = select(&devs, None, Some(2), None).unwrap_err().to_string();
+    let e = choose_device(&devs, None, Some(2), None).unwrap_err().to_string();
     assert!(e.starts_with("mlx5_0 port 2 is DOWN, not ACTIVE"), "{e}");
-    let e = select(&devs, None, Some(3), None).unwrap_err().to_string();
+    let e = choose_device(&devs, None, Some(3), None).unwrap_err().to_string();
     assert_eq!(e, "mlx5_0 has no port 3; its ports: 1, 2");
-    let e = select(&devs, None, None, Some(7)).unwrap_err().to_string();
+    let e = choose_device(&devs, None, None, Some(7)).unwrap_err().to_string();
     assert_eq!(
         e,
         "mlx5_0 port 1 has no GID index 7; valid indexes: 0, 1, 2, 3 (see meshrun devices)"
@@ -149,10 +151,10 @@ fn no_rdma_and_no_devices_give_different_advice() {
 
 #[test]
 fn v1_against_v2_is_named() {
-    let v2 = select(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None).unwrap();
-    let v1 = select(&discover(&fixture("mlx5-roce-v1only")).unwrap(), None, None, None).unwrap();
+    let v2 = choose_device(&discover(&fixture("mlx5-roce")).unwrap(), None, None, None).unwrap();
+    let v1 = choose_device(&discover(&fixture("mlx5-roce-v1only")).unwrap(), None, None, None).unwrap();
     assert_eq!(v1.gid.kind, Some(GidKind::IbRoceV1));
-    let (v1, v2) = (v1.summary(), v2.summary());
+    let (v1, v2) = (v1.gid_summary(), v2.gid_summary());
     let e = check_consistent(&[
         (0, "a".into(), v2.clone()),
         (1, "b".into(), v2.clone()),

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::verdict::{root_cause, Job, Outcome};
+use super::root_cause::{root_cause, RankOutcome, StalledJob};
 use super::{current_report, lock, say, ANSWER, EXIT_STALL, IN_POSTMORTEM, WINDOW};
 use crate::wire::{self, ControlEndpoint, ControlFrame, ControlKind, JobToken, Record, StallReport};
 use crate::World;
@@ -171,14 +171,14 @@ pub(super) fn raise_alarm(c: &'static Control, report: &StallReport) {
 }
 
 /// Ask rank `r` for its state.
-fn query(c: &Control, r: usize) -> Outcome {
+fn query(c: &Control, r: usize) -> RankOutcome {
     let Some(addr) = c.endpoints.get(r).and_then(|e| e.addr) else {
-        return Outcome::Unknown;
+        return RankOutcome::Unknown;
     };
     let mut s = match TcpStream::connect_timeout(&addr, ANSWER) {
         Ok(s) => s,
-        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return Outcome::Refused,
-        Err(_) => return Outcome::Unreachable,
+        Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return RankOutcome::Refused,
+        Err(_) => return RankOutcome::Unreachable,
     };
     let _ = s.set_read_timeout(Some(ANSWER));
     let _ = s.set_write_timeout(Some(ANSWER));
@@ -188,13 +188,13 @@ fn query(c: &Control, r: usize) -> Outcome {
         report: current_report(),
     };
     if s.write_all(&ask.to_bytes()).is_err() {
-        return Outcome::Silent;
+        return RankOutcome::Silent;
     }
     let mut buf = vec![0u8; ControlFrame::LEN];
     match s.read_exact(&mut buf) {
         Ok(()) => match ControlFrame::check(&buf, &c.token) {
-            Some(f) if f.kind == ControlKind::Answer && f.report.rank as usize == r => Outcome::Reported(f.report),
-            _ => Outcome::Silent,
+            Some(f) if f.kind == ControlKind::Answer && f.report.rank as usize == r => RankOutcome::Reported(f.report),
+            _ => RankOutcome::Silent,
         },
         // Reset or closed at once: the process went away between connect and answer.
         Err(e)
@@ -203,9 +203,9 @@ fn query(c: &Control, r: usize) -> Outcome {
                 std::io::ErrorKind::ConnectionReset | std::io::ErrorKind::UnexpectedEof
             ) =>
         {
-            Outcome::Refused
+            RankOutcome::Refused
         }
-        Err(_) => Outcome::Silent,
+        Err(_) => RankOutcome::Silent,
     }
 }
 
@@ -214,31 +214,34 @@ fn query(c: &Control, r: usize) -> Outcome {
 fn collect(c: &'static Control) {
     std::thread::sleep(WINDOW);
     let reports = lock(collected()).reports.clone();
-    let mut outcomes: Vec<Option<Outcome>> = (0..c.size)
+    let mut outcomes: Vec<Option<RankOutcome>> = (0..c.size)
         .map(|r| {
             if r == c.rank {
-                Some(Outcome::Reported(current_report()))
+                Some(RankOutcome::Reported(current_report()))
             } else {
-                reports.get(&r).cloned().map(Outcome::Reported)
+                reports.get(&r).cloned().map(RankOutcome::Reported)
             }
         })
         .collect();
     let ask: Vec<usize> = (0..c.size).filter(|&r| outcomes[r].is_none()).collect();
     // Up to 64 queries at a time, each bounded by ANSWER twice.
     for chunk in ask.chunks(64) {
-        let got: Vec<(usize, Outcome)> = std::thread::scope(|s| {
+        let got: Vec<(usize, RankOutcome)> = std::thread::scope(|s| {
             let hs: Vec<_> = chunk.iter().map(|&r| (r, s.spawn(move || query(c, r)))).collect();
             hs.into_iter()
-                .map(|(r, h)| (r, h.join().unwrap_or(Outcome::Unknown)))
+                .map(|(r, h)| (r, h.join().unwrap_or(RankOutcome::Unknown)))
                 .collect()
         });
         for (r, o) in got {
             outcomes[r] = Some(o);
         }
     }
-    let outcomes: Vec<Outcome> = outcomes.into_iter().map(|o| o.unwrap_or(Outcome::Unknown)).collect();
+    let outcomes: Vec<RankOutcome> = outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or(RankOutcome::Unknown))
+        .collect();
     let pids: Vec<u32> = c.endpoints.iter().map(|e| e.pid).collect();
-    let job = Job {
+    let job = StalledJob {
         hosts: &c.hosts,
         pids: &pids,
     };
@@ -265,8 +268,8 @@ fn collect(c: &'static Control) {
     crate::exit_now(EXIT_STALL)
 }
 
-/// The verdict and every rank's state, as [`super::Conclusion`] gives them to a report.
-fn conclusion(c: &Control, v: &super::verdict::Verdict, outcomes: &[Outcome]) -> super::Conclusion {
+/// The root cause and every rank's state, as [`super::Conclusion`] gives them to a report.
+fn conclusion(c: &Control, v: &super::root_cause::RootCause, outcomes: &[RankOutcome]) -> super::Conclusion {
     use crate::wire::WaitState;
     let ranks = outcomes
         .iter()
@@ -282,7 +285,7 @@ fn conclusion(c: &Control, v: &super::verdict::Verdict, outcomes: &[Outcome]) ->
                 detail: String::new(),
             };
             match o {
-                Outcome::Reported(rep) => {
+                RankOutcome::Reported(rep) => {
                     s.state = match rep.state {
                         WaitState::Busy => "busy",
                         WaitState::WaitingOnPeer => "waiting_on_peer",
@@ -294,10 +297,10 @@ fn conclusion(c: &Control, v: &super::verdict::Verdict, outcomes: &[Outcome]) ->
                     s.waited_ms = rep.waited_ms;
                     s.detail = rep.detail.clone();
                 }
-                Outcome::Refused => s.state = "gone",
-                Outcome::Silent => s.state = "silent",
-                Outcome::Unreachable => s.state = "unreachable",
-                Outcome::Unknown => {}
+                RankOutcome::Refused => s.state = "gone",
+                RankOutcome::Silent => s.state = "silent",
+                RankOutcome::Unreachable => s.state = "unreachable",
+                RankOutcome::Unknown => {}
             }
             s
         })
@@ -309,15 +312,15 @@ fn conclusion(c: &Control, v: &super::verdict::Verdict, outcomes: &[Outcome]) ->
     }
 }
 
-/// Whether this collector prints its verdict. Rank 0 does, and rank n-1 when rank 0 did not
-/// answer or is itself a root; neither prints a verdict naming itself alone, which is what a
+/// Whether this collector prints its root cause. Rank 0 does, and rank n-1 when rank 0 did not
+/// answer or is itself a root; neither prints a root cause naming itself alone, which is what a
 /// collector that was stopped and woken again (mpirun sends SIGCONT before it ends a job) would
 /// conclude from the others' stale alarms.
-pub(super) fn should_print(me: usize, outcomes: &[Outcome], v: &super::verdict::Verdict) -> bool {
+pub(super) fn should_print(me: usize, outcomes: &[RankOutcome], v: &super::root_cause::RootCause) -> bool {
     if v.roots == [me] {
         return false;
     }
-    let rank0_answered = matches!(outcomes.first(), Some(Outcome::Reported(_)));
+    let rank0_answered = matches!(outcomes.first(), Some(RankOutcome::Reported(_)));
     me == 0 || !rank0_answered || v.roots.contains(&0)
 }
 
@@ -326,9 +329,9 @@ fn job_host(c: &Control, r: usize) -> &str {
 }
 
 /// One rank's state in words, for `--verbose`.
-fn describe(o: &Outcome) -> String {
+fn describe(o: &RankOutcome) -> String {
     match o {
-        Outcome::Reported(rep) => {
+        RankOutcome::Reported(rep) => {
             let phase = if rep.phase.is_empty() { "-" } else { rep.phase.as_str() };
             match rep.state {
                 crate::wire::WaitState::Busy => format!("alive, in {phase}, waiting on no peer"),
@@ -336,10 +339,10 @@ fn describe(o: &Outcome) -> String {
                 _ => format!("in {phase}: {}", rep.detail),
             }
         }
-        Outcome::Refused => "gone (control port refuses connections)".into(),
-        Outcome::Silent => "no answer (stopped or hung)".into(),
-        Outcome::Unreachable => "unreachable".into(),
-        Outcome::Unknown => "no control port".into(),
+        RankOutcome::Refused => "gone (control port refuses connections)".into(),
+        RankOutcome::Silent => "no answer (stopped or hung)".into(),
+        RankOutcome::Unreachable => "unreachable".into(),
+        RankOutcome::Unknown => "no control port".into(),
     }
 }
 
@@ -348,8 +351,8 @@ mod tests {
     use super::*;
     use crate::wire::WaitState;
 
-    fn rep(rank: u32, state: WaitState, peer: Option<u32>) -> Outcome {
-        Outcome::Reported(StallReport {
+    fn rep(rank: u32, state: WaitState, peer: Option<u32>) -> RankOutcome {
+        RankOutcome::Reported(StallReport {
             rank,
             pid: 100 + rank,
             state,
@@ -360,11 +363,11 @@ mod tests {
         })
     }
 
-    fn decide(me: usize, o: &[Outcome]) -> (super::super::verdict::Verdict, bool) {
+    fn decide(me: usize, o: &[RankOutcome]) -> (super::super::root_cause::RootCause, bool) {
         let hosts = vec!["vm".to_string(); o.len()];
         let pids: Vec<u32> = (0..o.len() as u32).map(|r| 100 + r).collect();
         let v = root_cause(
-            &Job {
+            &StalledJob {
                 hosts: &hosts,
                 pids: &pids,
             },
@@ -382,7 +385,7 @@ mod tests {
         // Rank 1 frozen: rank 0 prints, rank 3 (rank 0 answered) stays quiet.
         let o = [
             rep(0, WaitingInMpi, None),
-            Outcome::Silent,
+            RankOutcome::Silent,
             rep(2, WaitingInMpi, None),
             rep(3, WaitingInMpi, None),
         ];
@@ -391,7 +394,7 @@ mod tests {
         assert!(!decide(3, &o).1);
         // Rank 0 frozen: rank 3 prints.
         let o = [
-            Outcome::Silent,
+            RankOutcome::Silent,
             rep(1, WaitingInMpi, None),
             rep(2, WaitingInMpi, None),
             rep(3, WaitingInMpi, None),

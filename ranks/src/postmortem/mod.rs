@@ -8,12 +8,12 @@
 //! and waits. A collector, from the first alarm, waits [`WINDOW`] for more, then queries every
 //! rank it has not heard from (connect and answer within [`ANSWER`]): a refused connection means
 //! the process died, an accepted one with no answer a stopped or hung process, no connection an
-//! unreachable host; an answer gives that rank's phase. [`verdict::root_cause`] names the root,
+//! unreachable host; an answer gives that rank's phase. [`root_cause::root_cause`] names the root,
 //! rank 0 prints it (rank n-1 only when rank 0 did not answer), and the job ends with status 3.
 //! With `--verbose` every rank also prints its own wait and the collector every rank's state.
 
 mod control;
-pub mod verdict;
+pub mod root_cause;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -34,15 +34,16 @@ pub const FALLBACK: Duration = Duration::from_millis(6000);
 /// Exit status of a stall (the watchdog's).
 pub const EXIT_STALL: i32 = crate::watchdog::EXIT_TIMEOUT;
 
-struct Local {
+/// This rank's own state: the phase it is in, and its report once its deadline expired.
+struct ThisRank {
     phase: String,
     expired: Option<StallReport>,
 }
 
-fn local() -> &'static Mutex<Local> {
-    static L: OnceLock<Mutex<Local>> = OnceLock::new();
+fn local() -> &'static Mutex<ThisRank> {
+    static L: OnceLock<Mutex<ThisRank>> = OnceLock::new();
     L.get_or_init(|| {
-        Mutex::new(Local {
+        Mutex::new(ThisRank {
             phase: String::new(),
             expired: None,
         })

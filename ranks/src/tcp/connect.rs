@@ -51,7 +51,7 @@ impl TcpListening {
     ) -> Result<TcpMesh, TransportError> {
         let size = endpoints.len();
         let address = self.local_addr().ip();
-        let job = Job {
+        let job = ConnectJob {
             rank,
             size,
             hosts: &hosts,
@@ -90,7 +90,7 @@ impl TcpListening {
     /// Hellos are read from every accepted socket at once, each bounded by [`HELLO_WAIT`]: a
     /// stray connection that never speaks, or speaks garbage, is dropped on its own without
     /// holding up the ranks behind it.
-    fn accept_higher(&self, job: &Job<'_>, streams: &mut [Option<TcpStream>]) -> Result<(), TransportError> {
+    fn accept_higher(&self, job: &ConnectJob<'_>, streams: &mut [Option<TcpStream>]) -> Result<(), TransportError> {
         let rank = job.rank;
         self.listener
             .set_nonblocking(true)
@@ -206,7 +206,7 @@ struct PendingHello {
 }
 
 /// What every step of connecting needs: who we are, the job, and the deadline.
-struct Job<'a> {
+struct ConnectJob<'a> {
     rank: usize,
     size: usize,
     hosts: &'a [String],
@@ -215,7 +215,7 @@ struct Job<'a> {
     timeout: Duration,
 }
 
-impl Job<'_> {
+impl ConnectJob<'_> {
     fn hello(&self) -> Vec<u8> {
         hello(self.token, self.rank, self.size)
     }

@@ -8,7 +8,9 @@ use rdma_sys::*;
 
 use super::*;
 
-pub(super) struct Ctx {
+/// The device as libibverbs opened it, shared by every resource made from it and closed when the
+/// last of them goes.
+pub(super) struct OpenDevice {
     pub(super) raw: NonNull<ibv_context>,
     pub(super) name: String,
     /// For a device context librdmacm opened (connection-manager setup): the id that keeps it
@@ -18,11 +20,11 @@ pub(super) struct Ctx {
 
 // SAFETY: an ibv_context may be used from any thread (libibverbs is thread-safe); we never hand out
 // the raw pointer.
-unsafe impl Send for Ctx {}
+unsafe impl Send for OpenDevice {}
 // SAFETY: as for Send: libibverbs serialises what needs it; shared use is sound.
-unsafe impl Sync for Ctx {}
+unsafe impl Sync for OpenDevice {}
 
-impl Drop for Ctx {
+impl Drop for OpenDevice {
     fn drop(&mut self) {
         if self.cm.is_some() {
             return;
@@ -47,7 +49,7 @@ pub struct PortInfo {
 
 /// An open RDMA device.
 #[derive(Clone)]
-pub struct Context(Arc<Ctx>);
+pub struct Context(Arc<OpenDevice>);
 
 impl Context {
     /// Open `name`, or the first device.
@@ -85,7 +87,7 @@ impl Context {
                 // SAFETY: `dev` is a valid device of the list, which is still alive here.
                 let raw = unsafe { ibv_open_device(dev) };
                 match NonNull::new(raw) {
-                    Some(raw) => Ok(Context(Arc::new(Ctx {
+                    Some(raw) => Ok(Context(Arc::new(OpenDevice {
                         raw,
                         name: dname,
                         cm: None,
@@ -112,7 +114,7 @@ impl Context {
         let name = unsafe { CStr::from_ptr(ibv_get_device_name(raw.as_ref().device)) }
             .to_string_lossy()
             .into_owned();
-        Context(Arc::new(Ctx {
+        Context(Arc::new(OpenDevice {
             raw,
             name,
             cm: Some(id),

@@ -12,7 +12,7 @@ use super::*;
 /// A completion queue, polled (no interrupts).
 pub struct CompletionQueue {
     pub(super) raw: NonNull<ibv_cq>,
-    pub(super) ctx: Arc<Ctx>,
+    pub(super) ctx: Arc<OpenDevice>,
 }
 
 // SAFETY: CQ polling is thread-safe in libibverbs; the pointer is never exposed.

@@ -13,14 +13,14 @@ mod qp;
 pub mod usage;
 
 pub use cm::{CmEvent, CmEventKind, CmId, ConnParams, EventChannel};
-use context::Ctx;
+use context::OpenDevice;
 pub use context::{Context, PortInfo};
 pub use cq::{Completion, CompletionQueue};
 pub use mr::{require_dmabuf, ForeignRegion, MemoryRegion, Registered, SharedWindow};
 use pd::Pd;
 pub use pd::{Access, ProtectionDomain};
 
-pub use qp::{CanRecv, Endpoint, Init, Qos, QueuePair, Reset, Rtr, Rts, SendOp};
+pub use qp::{CanRecv, Init, Qos, QpEndpoint, QueuePair, Reset, Rtr, Rts, SendOp};
 
 use std::time::Duration;
 

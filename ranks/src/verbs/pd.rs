@@ -9,7 +9,7 @@ use super::*;
 
 pub(super) struct Pd {
     pub(super) raw: NonNull<ibv_pd>,
-    pub(super) ctx: Arc<Ctx>,
+    pub(super) ctx: Arc<OpenDevice>,
 }
 
 // SAFETY: protection domains are thread-safe objects of libibverbs; the pointer is never exposed.

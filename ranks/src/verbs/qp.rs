@@ -33,33 +33,26 @@ impl ProtectionDomain {
         max_inline: u32,
         signal_all: bool,
     ) -> Result<QueuePair<Reset>, VerbsError> {
-        match self.create_rc_qp_with(send_cq, recv_cq, depth, max_inline, signal_all) {
-            Err(_) if max_inline > 0 => self.create_rc_qp_with(send_cq, recv_cq, depth, 0, signal_all),
+        // One try with the inline data asked for, and one without where the device refuses it.
+        let create = |max_inline: u32| -> Result<QueuePair<Reset>, VerbsError> {
+            let mut init = rc_init_attr(send_cq, recv_cq, depth, max_inline, signal_all);
+            // SAFETY: valid PD and CQs (borrowed for the call; the QP keeps Arcs to them below).
+            let raw = unsafe { ibv_create_qp(self.0.raw.as_ptr(), &mut init) };
+            let raw = NonNull::new(raw).ok_or_else(|| VerbsError::verb("ibv_create_qp", self.device(), errno(), ""))?;
+            super::usage::qp_created();
+            Ok(QueuePair {
+                raw,
+                pd: self.0.clone(),
+                // The device may grant more than asked (written back into `init.cap`).
+                max_inline: init.cap.max_inline_data,
+                cm: None,
+                _state: PhantomData,
+            })
+        };
+        match create(max_inline) {
+            Err(_) if max_inline > 0 => create(0),
             r => r,
         }
-    }
-
-    fn create_rc_qp_with(
-        &self,
-        send_cq: &CompletionQueue,
-        recv_cq: &CompletionQueue,
-        depth: u32,
-        max_inline: u32,
-        signal_all: bool,
-    ) -> Result<QueuePair<Reset>, VerbsError> {
-        let mut init = rc_init_attr(send_cq, recv_cq, depth, max_inline, signal_all);
-        // SAFETY: valid PD and CQs (borrowed for the call; the QP keeps Arcs to them below).
-        let raw = unsafe { ibv_create_qp(self.0.raw.as_ptr(), &mut init) };
-        let raw = NonNull::new(raw).ok_or_else(|| VerbsError::verb("ibv_create_qp", self.device(), errno(), ""))?;
-        super::usage::qp_created();
-        Ok(QueuePair {
-            raw,
-            pd: self.0.clone(),
-            // The device may grant more than asked (written back into `init.cap`).
-            max_inline: init.cap.max_inline_data,
-            cm: None,
-            _state: PhantomData,
-        })
     }
 }
 
@@ -133,7 +126,7 @@ impl CanRecv for Rts {}
 
 /// What the other side of a connection sends us to connect to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Endpoint {
+pub struct QpEndpoint {
     pub qpn: u32,
     pub psn: u32,
     pub lid: u16,
@@ -289,7 +282,7 @@ impl QueuePair<Init> {
     /// the traffic class), None for IB.
     pub fn into_rtr(
         self,
-        remote: &Endpoint,
+        remote: &QpEndpoint,
         port: u8,
         path_mtu: u32,
         gid_index: Option<u8>,

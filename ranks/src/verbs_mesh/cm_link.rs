@@ -30,7 +30,7 @@ const PARAMS: ConnParams = ConnParams { rd_atomic: 16 };
 /// What a connection request or reply carries (28 bytes: within the 56 an InfiniBand/RoCE
 /// request may carry after the connection manager's own header, and iWARP's MPA limit).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Hello {
+pub(super) struct CmHello {
     /// What the connection is for: 0 the mesh, 1 a pairwise test's queue pair.
     pub kind: u8,
     /// Which of the mesh's queue pairs to this peer (0 .. lanes); 0 for a test.
@@ -46,7 +46,7 @@ pub(super) struct Hello {
     pub size: u32,
 }
 
-impl Hello {
+impl CmHello {
     pub const LEN: usize = 28;
 
     pub fn to_bytes(self) -> [u8; Self::LEN] {
@@ -64,14 +64,14 @@ impl Hello {
     }
 
     /// None for anything but this version's record (a stranger's, or a truncated one).
-    pub fn from_bytes(b: &[u8]) -> Option<Hello> {
+    pub fn from_bytes(b: &[u8]) -> Option<CmHello> {
         if b.len() < Self::LEN || b[0..4] != MAGIC.to_le_bytes() || b[4] != VERSION {
             return None;
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let mut addr = [0u8; 8];
         addr.copy_from_slice(&b[12..20]);
-        Some(Hello {
+        Some(CmHello {
             kind: b[5],
             mtu: b[6],
             lane: b[7],
@@ -270,14 +270,14 @@ impl CmMesh {
         hosts: &[String],
         lanes: usize,
         deadline: Instant,
-        make: &mut dyn FnMut(usize, usize, &CmId) -> Result<(QueuePair<Init>, Hello), String>,
-    ) -> Result<Vec<Option<Vec<(QueuePair<Rts>, Hello)>>>, String> {
+        make: &mut dyn FnMut(usize, usize, &CmId) -> Result<(QueuePair<Init>, CmHello), String>,
+    ) -> Result<Vec<Option<Vec<(QueuePair<Rts>, CmHello)>>>, String> {
         let n = self.size;
         let lanes = lanes.max(1);
         // Connection c is peer c / lanes, lane c mod lanes.
         let conns = n * lanes;
-        let mut pending: Vec<Option<(QueuePair<Init>, Hello)>> = (0..conns).map(|_| None).collect();
-        let mut done: Vec<Option<(QueuePair<Rts>, Hello)>> = (0..conns).map(|_| None).collect();
+        let mut pending: Vec<Option<(QueuePair<Init>, CmHello)>> = (0..conns).map(|_| None).collect();
+        let mut done: Vec<Option<(QueuePair<Rts>, CmHello)>> = (0..conns).map(|_| None).collect();
         // Active ids awaiting their queue pair (address and route still resolving).
         let mut calling: Vec<Option<CmId>> = (0..conns).map(|_| None).collect();
         for (c, slot) in calling.iter_mut().enumerate().take(rank * lanes) {
@@ -312,8 +312,8 @@ impl CmMesh {
             };
             if ev.kind == CmEventKind::ConnectRequest {
                 let Some(id) = ev.new_id else { continue };
-                let hello = Hello::from_bytes(&ev.private_data);
-                let conn = |h: &Hello| h.rank as usize * lanes + h.lane as usize;
+                let hello = CmHello::from_bytes(&ev.private_data);
+                let conn = |h: &CmHello| h.rank as usize * lanes + h.lane as usize;
                 match hello {
                     Some(h)
                         if h.kind == 0
@@ -366,7 +366,7 @@ impl CmMesh {
                     // The caller learns the peer's record from the reply; the answerer had it
                     // in the request.
                     let theirs = if p < rank {
-                        Hello::from_bytes(&ev.private_data)
+                        CmHello::from_bytes(&ev.private_data)
                             .filter(|t| t.lane as usize == lane)
                             .ok_or_else(|| format!("rank {p} ({}) answered without meshrun's record", hosts[p]))?
                     } else {
@@ -380,7 +380,7 @@ impl CmMesh {
                 _ => return Err(Self::failed(&ev, p, &hosts[p])),
             }
         }
-        let mut by_peer: Vec<Option<Vec<(QueuePair<Rts>, Hello)>>> = Vec::with_capacity(n);
+        let mut by_peer: Vec<Option<Vec<(QueuePair<Rts>, CmHello)>>> = Vec::with_capacity(n);
         let mut it = done.into_iter();
         for _ in 0..n {
             let mine: Vec<_> = it.by_ref().take(lanes).flatten().collect();
@@ -403,7 +403,7 @@ impl CmMesh {
     ) -> Result<QueuePair<Rts>, String> {
         self.next_token += 1;
         let token = TEST + (self.next_token & 0xffff_ffff);
-        let hello = Hello {
+        let hello = CmHello {
             kind: 1,
             lane: 0,
             rank: rank as u32,
@@ -427,7 +427,7 @@ impl CmMesh {
             )?;
             if ev.kind == CmEventKind::ConnectRequest {
                 let Some(id) = ev.new_id else { continue };
-                match Hello::from_bytes(&ev.private_data) {
+                match CmHello::from_bytes(&ev.private_data) {
                     Some(h)
                         if h.kind == 1
                             && h.size as usize == self.size
@@ -478,7 +478,7 @@ impl CmMesh {
         &self,
         id: &CmId,
         token: u64,
-        hello: &Hello,
+        hello: &CmHello,
         make: &mut dyn FnMut(&CmId) -> Result<QueuePair<Init>, String>,
     ) -> Result<QueuePair<Init>, String> {
         id.set_token(token);
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn hello_round_trips_and_strangers_are_refused() {
-        let h = Hello {
+        let h = CmHello {
             kind: 0,
             lane: 3,
             rank: 4095,
@@ -504,19 +504,19 @@ mod tests {
             size: 4096,
         };
         let b = h.to_bytes();
-        assert_eq!(Hello::from_bytes(&b), Some(h));
+        assert_eq!(CmHello::from_bytes(&b), Some(h));
         // iWARP and RoCE may pad private data: longer is fine, shorter is not.
         let mut long = b.to_vec();
         long.extend_from_slice(&[0; 28]);
-        assert_eq!(Hello::from_bytes(&long), Some(h));
-        assert_eq!(Hello::from_bytes(&b[..Hello::LEN - 1]), None);
+        assert_eq!(CmHello::from_bytes(&long), Some(h));
+        assert_eq!(CmHello::from_bytes(&b[..CmHello::LEN - 1]), None);
         let mut other = b;
         other[0] ^= 1;
-        assert_eq!(Hello::from_bytes(&other), None, "another magic");
+        assert_eq!(CmHello::from_bytes(&other), None, "another magic");
         let mut v1 = b;
         v1[4] = 1;
-        assert_eq!(Hello::from_bytes(&v1), None, "another version (1 had no lanes)");
-        const { assert!(Hello::LEN <= 56, "fits an InfiniBand/RoCE request's private data") };
+        assert_eq!(CmHello::from_bytes(&v1), None, "another version (1 had no lanes)");
+        const { assert!(CmHello::LEN <= 56, "fits an InfiniBand/RoCE request's private data") };
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::wire::{ConnectRecord, Record};
 type PendingPeer = (Vec<QueuePair<crate::verbs::Init>>, Regions);
 
 /// What one rank set up locally, before connecting.
-struct Local {
+struct LocalSetup {
     ctx: Context,
     pd: ProtectionDomain,
     cq: CompletionQueue,
@@ -20,7 +20,7 @@ struct Local {
     ethernet: bool,
     qps: Vec<Option<PendingPeer>>,
     /// This rank's endpoint of each queue pair: peer p's lane j at p x lanes + j.
-    endpoints: Vec<Endpoint>,
+    endpoints: Vec<QpEndpoint>,
 }
 
 fn setup_local(
@@ -28,7 +28,7 @@ fn setup_local(
     opts: &VerbsOptions,
     (slots, slot): (usize, usize),
     lanes: usize,
-) -> Result<Local, String> {
+) -> Result<LocalSetup, String> {
     let choice = opts.choice(world.local_rank())?;
     let ctx = Context::open(Some(&choice.device)).map_err(|e| e.to_string())?;
     let info = ctx.query_port(choice.port).map_err(|e| e.to_string())?;
@@ -50,7 +50,7 @@ fn setup_local(
         if p == world.rank() {
             qps.push(None);
             for _ in 0..lanes {
-                endpoints.push(Endpoint {
+                endpoints.push(QpEndpoint {
                     qpn: 0,
                     psn: 0,
                     lid: 0,
@@ -76,7 +76,7 @@ fn setup_local(
                 ^ (p as u32).wrapping_mul(104_729)
                 ^ (lane as u32).wrapping_mul(15_485_863))
                 & 0x00ff_ffff;
-            endpoints.push(Endpoint {
+            endpoints.push(QpEndpoint {
                 qpn: qp.qpn(),
                 psn,
                 lid: info.lid,
@@ -89,7 +89,7 @@ fn setup_local(
         }
         qps.push(Some((lane_qps, regions)));
     }
-    Ok(Local {
+    Ok(LocalSetup {
         ctx,
         pd,
         cq,
@@ -232,38 +232,84 @@ pub fn connect(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMes
     let path_mtus: Vec<u32> = (0..n)
         .filter(|&p| p != rank)
         .filter_map(|p| remote[p].as_ref())
-        .map(|remote| 128u32 << local.mtu_enum.min(remote.mtu).clamp(1, 5))
+        .map(|remote| path_mtu_of(local.mtu_enum, remote.mtu))
         .collect();
+    Ok(assemble(
+        world,
+        opts,
+        Connected {
+            pd: local.pd,
+            cq: local.cq,
+            ctx: local.ctx,
+            choice: local.choice,
+            peers,
+            mtu: local.mtu,
+            path_mtus,
+            cm: None,
+            iwarp: false,
+        },
+        (slots, slot, lanes),
+    ))
+}
+
+/// The path MTU in bytes of a pair whose ends' active MTUs are `mine` and `theirs` (IBV_MTU_*
+/// enums): its smaller end's.
+fn path_mtu_of(mine: u32, theirs: u32) -> u32 {
+    128u32 << mine.min(theirs).clamp(1, 5)
+}
+
+/// What either way of connecting (by hand or through the connection manager) ends with.
+struct Connected {
+    pd: ProtectionDomain,
+    cq: CompletionQueue,
+    ctx: Context,
+    choice: Choice,
+    peers: Vec<Option<Peer>>,
+    /// This end's active MTU in bytes, and each connected pair's path MTU.
+    mtu: u32,
+    path_mtus: Vec<u32>,
+    cm: Option<cm_link::CmMesh>,
+    iwarp: bool,
+}
+
+/// The mesh made of what connecting left: the range of path MTUs, the inline data every queue
+/// pair was granted, and every test setting at its default.
+fn assemble(
+    world: &World,
+    opts: &VerbsOptions,
+    c: Connected,
+    (slots, slot, lanes): (usize, usize, usize),
+) -> VerbsMesh {
     let path_mtu = (
-        path_mtus.iter().copied().min().unwrap_or(local.mtu),
-        path_mtus.iter().copied().max().unwrap_or(local.mtu),
+        c.path_mtus.iter().copied().min().unwrap_or(c.mtu),
+        c.path_mtus.iter().copied().max().unwrap_or(c.mtu),
     );
     // What every queue pair was granted (all are created alike; a device may grant less than asked).
-    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
-    Ok(VerbsMesh {
-        pd: local.pd,
-        rank,
-        size: n,
+    let max_inline = c.peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
+    VerbsMesh {
+        pd: c.pd,
+        rank: world.rank(),
+        size: world.size(),
         hosts: world.hosts().to_vec(),
-        peers,
+        peers: c.peers,
         direct: direct::Direct::default(),
-        cq: local.cq,
-        _ctx: local.ctx,
+        cq: c.cq,
+        _ctx: c.ctx,
         slots,
         slot,
-        choice: local.choice,
+        choice: c.choice,
         qos: opts.qos,
-        mtu: local.mtu,
+        mtu: c.mtu,
         path_mtu,
         max_inline,
         use_send: false,
         window_mem: None,
         patient: false,
         test_qps: 1,
-        cm: None,
-        iwarp: false,
+        cm: c.cm,
+        iwarp: c.iwarp,
         lanes,
-    })
+    }
 }
 
 /// What a rank sets up before connecting through the connection manager.
@@ -343,7 +389,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
                     .create_qp(&pd, &cq, peer_depth(slots, lanes), MAX_INLINE, true)
                     .map_err(|e| e.to_string())?;
                 post_lane_recvs(&qp, r, p, (lane, lanes), (slots, slot))?;
-                let hello = cm_link::Hello {
+                let hello = cm_link::CmHello {
                     kind: 0,
                     lane: lane as u8,
                     rank: rank as u32,
@@ -374,7 +420,7 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
         peers.push(c.zip(r).map(|(qps, r)| {
             // Every lane's record names the same inbox and MTU.
             let theirs = qps[0].1;
-            path_mtus.push(128u32 << info.mtu_enum.min(u32::from(theirs.mtu)).clamp(1, 5));
+            path_mtus.push(path_mtu_of(info.mtu_enum, u32::from(theirs.mtu)));
             Peer::new(
                 qps.into_iter().map(|(qp, _)| qp).collect(),
                 r,
@@ -383,44 +429,30 @@ fn connect_cm(world: &World, opts: &VerbsOptions) -> Result<VerbsMesh, VerbsMesh
             )
         }));
     }
-    let mtu = info.active_mtu;
     let iwarp = choice.iwarp;
-    let path_mtu = (
-        path_mtus.iter().copied().min().unwrap_or(mtu),
-        path_mtus.iter().copied().max().unwrap_or(mtu),
-    );
-    let max_inline = peers.iter().flatten().map(|p| p.qp.max_inline()).min().unwrap_or(0);
-    Ok(VerbsMesh {
-        pd,
-        rank,
-        size: n,
-        hosts: world.hosts().to_vec(),
-        peers,
-        direct: direct::Direct::default(),
-        cq,
-        _ctx: ctx,
-        slots,
-        slot,
-        choice,
-        qos: opts.qos,
-        mtu,
-        path_mtu,
-        max_inline,
-        use_send: false,
-        window_mem: None,
-        patient: false,
-        test_qps: 1,
-        cm: Some(cm),
-        iwarp,
-        lanes,
-    })
+    Ok(assemble(
+        world,
+        opts,
+        Connected {
+            pd,
+            cq,
+            ctx,
+            choice,
+            peers,
+            mtu: info.active_mtu,
+            path_mtus,
+            cm: Some(cm),
+            iwarp,
+        },
+        (slots, slot, lanes),
+    ))
 }
 
 /// One MPI allgather of every rank's [`ConnectRecord`] (a rank whose setup failed sends an empty
 /// one); None for a record that does not decode.
 fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<ConnectRecord>> {
     let mine = ConnectRecord {
-        summary: choice.map(|c| c.summary()),
+        summary: choice.map(|c| c.gid_summary()),
     };
     let all = world.all_gather_bytes(&mine.to_bytes(), "exchanging RDMA device summaries");
     all.chunks(ConnectRecord::LEN).map(ConnectRecord::from_bytes).collect()
@@ -429,17 +461,17 @@ fn exchange_records(world: &World, choice: Option<&Choice>) -> Vec<Option<Connec
 /// Each peer's endpoints for this rank (one per lane), by an all-to-all: this rank sends peer p
 /// only the endpoints of its queue pairs to p (zeros where its setup failed), so a rank handles
 /// O(N) bytes. Peer p's lane j is at p x lanes + j.
-fn exchange_endpoints(world: &World, local: Option<&Local>, lanes: usize) -> Vec<Option<Endpoint>> {
+fn exchange_endpoints(world: &World, local: Option<&LocalSetup>, lanes: usize) -> Vec<Option<QpEndpoint>> {
     let n = world.size();
-    let mut out = vec![0u8; n * lanes * Endpoint::LEN];
+    let mut out = vec![0u8; n * lanes * QpEndpoint::LEN];
     if let Some(l) = local {
         for (c, e) in l.endpoints.iter().enumerate().take(n * lanes) {
             let b = e.to_bytes();
-            out[c * Endpoint::LEN..c * Endpoint::LEN + b.len()].copy_from_slice(&b);
+            out[c * QpEndpoint::LEN..c * QpEndpoint::LEN + b.len()].copy_from_slice(&b);
         }
     }
     let got = world.all_to_all_bytes(&out, "exchanging RDMA endpoints");
-    got.chunks(Endpoint::LEN).map(Endpoint::from_bytes).collect()
+    got.chunks(QpEndpoint::LEN).map(QpEndpoint::from_bytes).collect()
 }
 
 /// Every rank set up, and all chose GIDs that can talk to each other.
@@ -470,7 +502,7 @@ fn check_records(world: &World, records: Vec<Option<ConnectRecord>>) -> Result<(
 fn connect_peers(
     world: &World,
     qps: Vec<Option<PendingPeer>>,
-    (mine, remote): (&[Endpoint], &[Option<Endpoint>]),
+    (mine, remote): (&[QpEndpoint], &[Option<QpEndpoint>]),
     (slots, slot, lanes): (usize, usize, usize),
     choice: &Choice,
     (mtu_enum, ethernet, qos): (u32, bool, crate::verbs::Qos),

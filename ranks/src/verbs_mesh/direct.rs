@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use super::perftest::TestLink;
+use super::test_links::TestLink;
 use super::{decode, idle_wait, wr_id, VerbsMesh, WrKind};
 use crate::transport::{DirectKind, DirectOp, Op, RegionId, TransportError};
 use crate::transport::{ForeignPath, NicMemory};
@@ -47,7 +47,7 @@ pub(super) struct Direct {
 
 /// Per-op progress of one batch.
 #[derive(Clone, Copy, Default)]
-struct Progress {
+struct OpProgress {
     /// The peer's receive buffer (sends only): address, rkey.
     remote: (u64, u32),
     /// The lane (data queue pair) the transfer rides.
@@ -414,7 +414,7 @@ impl VerbsMesh {
 struct DirectBatch {
     /// The peers of the batch, ascending.
     peers: Vec<usize>,
-    st: Vec<Progress>,
+    st: Vec<OpProgress>,
     /// Per peer, sends still waiting for their clear-to-send, in post order.
     waiting: Vec<VecDeque<usize>>,
     /// Per peer and lane, receives not yet landed, in post order.
@@ -447,7 +447,7 @@ impl DirectBatch {
         }
         DirectBatch {
             peers,
-            st: vec![Progress::default(); ops.len()],
+            st: vec![OpProgress::default(); ops.len()],
             waiting,
             recv_q,
             inflight: vec![vec![0; lanes]; size],

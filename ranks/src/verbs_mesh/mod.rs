@@ -12,10 +12,11 @@
 
 mod cm_link;
 mod connect;
+mod details;
 mod direct;
 mod inbox;
-mod perftest;
 mod progress;
+mod test_links;
 mod wr;
 
 use std::path::PathBuf;
@@ -27,13 +28,13 @@ use crate::transport::{
     TransportError, TransportKind, WindowMemory,
 };
 use crate::verbs::{
-    Access, Completion, CompletionQueue, Context, Endpoint, ForeignRegion, Init, MemoryRegion, ProtectionDomain,
+    Access, Completion, CompletionQueue, Context, ForeignRegion, Init, MemoryRegion, ProtectionDomain, QpEndpoint,
     QueuePair, Registered, Rts, SendOp, VerbsError,
 };
 use crate::World;
 
 use inbox::Ledger;
-use perftest::Window;
+use test_links::Window;
 use wr::{decode, wr_id, WrKind};
 
 pub use connect::connect;
@@ -131,7 +132,7 @@ impl VerbsOptions {
     /// The device, port and GID this rank uses, as the mesh chose them.
     pub fn choice(&self, local_rank: usize) -> Result<devices::Choice, String> {
         let devs = devices::discover(&self.sysfs_root).map_err(|e| e.to_string())?;
-        devices::select_with(
+        devices::choose_device_with(
             &devs,
             self.device_for(local_rank).as_deref(),
             self.port,

@@ -30,7 +30,7 @@ struct Batch {
 
 impl Batch {
     /// Mark op `i` done now.
-    fn finish(&mut self, ops: &mut [Op<'_>], i: usize) {
+    fn mark_done(&mut self, ops: &mut [Op<'_>], i: usize) {
         ops[i].done_at = Some(Instant::now());
         self.remaining -= 1;
     }
@@ -205,7 +205,7 @@ impl VerbsMesh {
                 let s = &mut b.st[i];
                 s.outstanding -= 1;
                 if s.outstanding == 0 && s.frags_posted == s.frags_total && ops[i].done_at.is_none() {
-                    b.finish(ops, i);
+                    b.mark_done(ops, i);
                 }
             }
         }
@@ -246,7 +246,7 @@ impl VerbsMesh {
                 consumed_any = true;
                 moved = true;
                 if s.frags_claimed == s.frags_total {
-                    b.finish(ops, i);
+                    b.mark_done(ops, i);
                     b.recvs[p].pop_front();
                 }
             }

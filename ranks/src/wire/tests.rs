@@ -1,8 +1,8 @@
 use super::*;
 use std::net::Ipv4Addr;
 
-fn endpoint(k: u8) -> Endpoint {
-    Endpoint {
+fn endpoint(k: u8) -> QpEndpoint {
+    QpEndpoint {
         qpn: 0x11 + u32::from(k),
         psn: 0xabcdef,
         lid: 0x12,

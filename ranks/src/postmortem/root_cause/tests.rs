@@ -1,7 +1,7 @@
 use super::*;
 
-fn waiting(rank: u32, peer: u32, phase: &str) -> Outcome {
-    Outcome::Reported(StallReport {
+fn waiting(rank: u32, peer: u32, phase: &str) -> RankOutcome {
+    RankOutcome::Reported(StallReport {
         rank,
         pid: 100 + rank,
         state: WaitState::WaitingOnPeer,
@@ -12,8 +12,8 @@ fn waiting(rank: u32, peer: u32, phase: &str) -> Outcome {
     })
 }
 
-fn busy(rank: u32, phase: &str) -> Outcome {
-    Outcome::Reported(StallReport {
+fn busy(rank: u32, phase: &str) -> RankOutcome {
+    RankOutcome::Reported(StallReport {
         rank,
         pid: 100 + rank,
         state: WaitState::Busy,
@@ -30,13 +30,18 @@ fn job(hosts: &[&str]) -> (Vec<String>, Vec<u32>) {
     (h, p)
 }
 
-fn verdict(hosts: &[&str], me: usize, outcomes: &[Outcome]) -> String {
+fn line_of(hosts: &[&str], me: usize, outcomes: &[RankOutcome]) -> String {
     decide(hosts, me, outcomes).line
 }
 
-fn decide(hosts: &[&str], me: usize, outcomes: &[Outcome]) -> Verdict {
+fn decide(hosts: &[&str], me: usize, outcomes: &[RankOutcome]) -> RootCause {
     let (h, p) = job(hosts);
-    root_cause(&Job { hosts: &h, pids: &p }, me, outcomes, Duration::from_secs(1))
+    root_cause(
+        &StalledJob { hosts: &h, pids: &p },
+        me,
+        outcomes,
+        Duration::from_secs(1),
+    )
 }
 
 #[test]
@@ -45,11 +50,11 @@ fn a_frozen_rank_in_a_ring_is_the_root_not_its_neighbours() {
     // neighbour), yet only rank 1 is silent.
     let o = [
         waiting(0, 3, "all_reduce 1048576 B"),
-        Outcome::Silent,
+        RankOutcome::Silent,
         waiting(2, 1, "all_reduce 1048576 B"),
         waiting(3, 2, "all_reduce 1048576 B"),
     ];
-    let v = verdict(&["a", "a", "b", "b"], 0, &o);
+    let v = line_of(&["a", "a", "b", "b"], 0, &o);
     assert!(v.starts_with("rank 1 (a, pid 101) stopped responding"), "{v}");
     assert!(v.contains("; rank 2 waited on it (rank 2 in all_reduce 1048576 B: timed out after 10.0s waiting for rank 1 (h): moved 0 of 64 bytes)"), "{v}");
     assert!(!v.contains("rank 3 ("), "{v}");
@@ -60,18 +65,18 @@ fn a_dead_rank_is_named_as_dead_and_preferred_when_waited_on() {
     let o = [
         waiting(0, 2, "pairwise round 2"),
         busy(1, "pairwise round 2"),
-        Outcome::Refused,
-        Outcome::Silent,
+        RankOutcome::Refused,
+        RankOutcome::Silent,
     ];
-    let v = verdict(&["a", "a", "b", "b"], 0, &o);
+    let v = line_of(&["a", "a", "b", "b"], 0, &o);
     assert!(
         v.starts_with("rank 2 (b, pid 102) died (its control port refuses connections)"),
         "{v}"
     );
     assert!(!v.contains("rank 3"), "rank 3 is silent but nobody waited on it: {v}");
     // Nobody waits on either: both are named.
-    let o = [busy(0, "x"), busy(1, "x"), Outcome::Refused, Outcome::Silent];
-    let v = verdict(&["a", "a", "b", "b"], 0, &o);
+    let o = [busy(0, "x"), busy(1, "x"), RankOutcome::Refused, RankOutcome::Silent];
+    let v = line_of(&["a", "a", "b", "b"], 0, &o);
     assert!(
         v.contains("rank 2 (b, pid 102) died") && v.contains("rank 3 (b, pid 103) stopped responding"),
         "{v}"
@@ -87,7 +92,7 @@ fn two_live_ranks_waiting_on_each_other_are_a_link() {
         waiting(2, 0, "pairwise round 1"),
         busy(3, "pairwise round 1"),
     ];
-    let v = verdict(&["a", "a", "b", "b"], 0, &o);
+    let v = line_of(&["a", "a", "b", "b"], 0, &o);
     assert!(
         v.starts_with("the link between rank 0 (a) and rank 2 (b): both ranks are alive"),
         "{v}"
@@ -103,7 +108,7 @@ fn a_live_rank_that_waits_on_nobody_is_stuck() {
         busy(1, "all_gather 8 B"),
         waiting(2, 1, "all_gather 8 B"),
     ];
-    let v = verdict(&["a", "b", "c"], 0, &o);
+    let v = line_of(&["a", "b", "c"], 0, &o);
     assert!(
         v.starts_with("rank 1 (b, pid 101) is alive and answers but made no progress in all_gather 8 B"),
         "{v}"
@@ -111,8 +116,8 @@ fn a_live_rank_that_waits_on_nobody_is_stuck() {
     assert!(v.contains("ranks 0, 2 waited on it"), "{v}");
 }
 
-fn in_mpi(rank: u32, step: &str) -> Outcome {
-    Outcome::Reported(StallReport {
+fn in_mpi(rank: u32, step: &str) -> RankOutcome {
+    RankOutcome::Reported(StallReport {
         rank,
         pid: 100 + rank,
         state: WaitState::WaitingInMpi,
@@ -131,18 +136,18 @@ fn ranks_waiting_in_an_mpi_step_point_at_the_one_that_never_came() {
         busy(1, "all_gather 8 B"),
         in_mpi(2, "before warm-up"),
     ];
-    let v = verdict(&["a", "b", "c"], 0, &o);
+    let v = line_of(&["a", "b", "c"], 0, &o);
     assert_eq!(
         v,
         "rank 1 (b, pid 101) is alive and answers but never reached MPI step `before warm-up` (still in all_gather 8 B); ranks 0, 2 waited in it"
     );
     // Rank 0 frozen before it: silent, and the others' MPI wait is said.
     let o = [
-        Outcome::Silent,
+        RankOutcome::Silent,
         in_mpi(1, "before warm-up"),
         in_mpi(2, "before warm-up"),
     ];
-    let v = verdict(&["a", "b", "c"], 2, &o);
+    let v = line_of(&["a", "b", "c"], 2, &o);
     assert!(v.starts_with("rank 0 (a, pid 100) stopped responding"), "{v}");
     assert!(
         v.ends_with("; ranks 1, 2 timed out in MPI step `before warm-up`, which it never reached"),
@@ -153,7 +158,7 @@ fn ranks_waiting_in_an_mpi_step_point_at_the_one_that_never_came() {
 #[test]
 fn a_cycle_names_the_links_between_hosts_on_it() {
     let o = [waiting(0, 1, "p"), waiting(1, 2, "p"), waiting(2, 0, "p")];
-    let v = verdict(&["a", "a", "b"], 0, &o);
+    let v = line_of(&["a", "a", "b"], 0, &o);
     assert!(
         v.starts_with("ranks 0 -> 1 -> 2 -> 0 wait on each other in a cycle"),
         "{v}"
@@ -167,12 +172,12 @@ fn unreachable_hosts_are_named_whole() {
     let o = [
         waiting(0, 2, "p"),
         busy(1, "p"),
-        Outcome::Unreachable,
-        Outcome::Unreachable,
+        RankOutcome::Unreachable,
+        RankOutcome::Unreachable,
         waiting(4, 3, "p"),
         busy(5, "p"),
     ];
-    let v = verdict(&["a", "a", "b", "b", "c", "c"], 0, &o);
+    let v = line_of(&["a", "a", "b", "b", "c", "c"], 0, &o);
     assert!(
         v.starts_with("host b (ranks 2, 3) cannot be reached from rank 0 (a): its network link is down"),
         "{v}"
@@ -182,12 +187,12 @@ fn unreachable_hosts_are_named_whole() {
     let o = [
         waiting(0, 2, "p"),
         busy(1, "p"),
-        Outcome::Unreachable,
-        Outcome::Unreachable,
-        Outcome::Unreachable,
-        Outcome::Unreachable,
+        RankOutcome::Unreachable,
+        RankOutcome::Unreachable,
+        RankOutcome::Unreachable,
+        RankOutcome::Unreachable,
     ];
-    let v = verdict(&["a", "a", "b", "b", "c", "c"], 0, &o);
+    let v = line_of(&["a", "a", "b", "b", "c", "c"], 0, &o);
     assert!(
         v.starts_with("host a (of rank 0) reaches none of the other 2 hosts: its network link is down"),
         "{v}"
@@ -198,10 +203,10 @@ fn unreachable_hosts_are_named_whole() {
 fn nothing_to_blame_is_said_plainly() {
     let o = [busy(0, "x"), busy(1, "x")];
     assert_eq!(
-        verdict(&["a", "b"], 0, &o),
+        line_of(&["a", "b"], 0, &o),
         "every rank answered and none is waiting on a peer: no root cause could be named"
     );
-    let mpi = Outcome::Reported(StallReport {
+    let mpi = RankOutcome::Reported(StallReport {
         rank: 1,
         pid: 101,
         state: WaitState::WaitingInMpi,
@@ -210,11 +215,11 @@ fn nothing_to_blame_is_said_plainly() {
         phase: "connect".into(),
         detail: "rank 1 (b): MPI step `x` did not finish".into(),
     });
-    let v = verdict(&["a", "b"], 0, &[Outcome::Unknown, mpi]);
+    let v = line_of(&["a", "b"], 0, &[RankOutcome::Unknown, mpi]);
     assert!(
         v.contains("rank 1 timed out in an MPI step (rank 1 in connect: MPI step `x` did not finish)"),
         "{v}"
     );
-    let v = verdict(&["a", "b"], 0, &[busy(0, "x"), Outcome::Unknown]);
+    let v = line_of(&["a", "b"], 0, &[busy(0, "x"), RankOutcome::Unknown]);
     assert!(v.contains("rank 1 (b, pid 101) opened no control port"), "{v}");
 }
