@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use e2e::{meshrun_bin, mpi_env};
+use e2e::mpirun_command;
 
 #[path = "faults/common.rs"]
 mod common;
@@ -324,16 +324,8 @@ fn an_output_directory_that_turns_read_only_fails_cleanly() {
 /// `name`=this test process's pid so their ports can be found.
 fn spawn_job(name: &str, np: usize, env: &[(&str, &str)], args: &[&str]) -> (std::process::Child, String) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new("mpirun");
-    mpi_env(&mut cmd)
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .env(name, std::process::id().to_string())
-        .args(["--bind-to", "none", "-np", &np.to_string()]);
-    for (k, v) in env {
-        cmd.env(k, v).args(["-x", k]);
-    }
-    cmd.arg(meshrun_bin())
-        .args(args)
+    let mut cmd = mpirun_command(np, args, env);
+    cmd.env(name, std::process::id().to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
