@@ -22,13 +22,12 @@ fn frozen_rank_in_setup_phases_is_named() {
     frozen(2, "connect", &coll_args("all_reduce"));
 }
 
+/// A short pairwise run over TCP with the fault jobs' per-wait deadline.
+const PAIRWISE: &[&str] = &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"];
+
 #[test]
 fn frozen_rank_in_a_pairwise_round_is_named() {
-    frozen(
-        2,
-        "pairwise",
-        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
-    );
+    frozen(2, "pairwise", PAIRWISE);
 }
 
 /// A pairwise run that always reaches its retests, whatever this machine's speed: a floor no
@@ -154,11 +153,7 @@ fn a_live_rank_that_hangs_is_named_alive() {
 fn killed_rank_in_each_phase_ends_the_job_at_once() {
     killed(1, "endpoints", &coll_args("all_reduce"));
     killed(2, "connect", &coll_args("all_reduce"));
-    killed(
-        3,
-        "pairwise",
-        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
-    );
+    killed(3, "pairwise", PAIRWISE);
     killed(1, "retest", RETESTED);
     for (i, name) in collectives::coll::ALL.into_iter().enumerate() {
         killed((i + 1) % 4, name, &coll_args(name));
@@ -493,23 +488,7 @@ fn a_stall_is_kept_in_the_json_report_asked_for() {
     let json = dir.join("report.json");
     let json_arg = json.display().to_string();
     let fault = "stop:rank=2:phase=pairwise";
-    let o = fault_job(
-        4,
-        fault,
-        &[
-            "pairwise",
-            "-s",
-            "64K",
-            "-n",
-            "20",
-            "-T",
-            "3",
-            "--transport",
-            "tcp",
-            "--json",
-            &json_arg,
-        ],
-    );
+    let o = fault_job(4, fault, &[PAIRWISE, &["--json", &json_arg]].concat());
     struck(&o, fault);
     assert_eq!(o.run.code, Some(3), "{}", o.run.all());
     let line = root_line(&o);
