@@ -1,30 +1,14 @@
 //! Collectives end to end with real mpirun: every collective at 2, 3 and 4 ranks, every type and
 //! op, both placements, verified bit for bit; fault injection; bad input.
 
-use std::time::Duration;
-
 use e2e::*;
 
-const LIMIT: Duration = Duration::from_secs(300);
+/// The data rows of this file's tables: ours, and a baseline's (out of place only).
+const ROWS: &[usize] = &[NCCL_ROW, BASELINE_ROW];
 
-/// Data rows of an nccl-tests table: 13 fields (9 for out-of-place-only baseline rows).
-fn rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-        .filter(|f| (f.len() == 13 || f.len() == 9) && f[0].parse::<u64>().is_ok())
-        .collect()
-}
-
+/// `name` at `n` ranks passed, and every one of its `want_rows` rows was verified.
 fn check_all_verified(name: &str, n: usize, r: &Run, want_rows: usize) {
-    r.expect_code(0);
-    let rs = rows(&r.stdout);
-    assert_eq!(rs.len(), want_rows, "{name} at {n} ranks:\n{}", r.stdout);
-    for row in &rs {
-        assert_eq!(row[8], "0", "out-of-place #wrong: {row:?}");
-        assert_eq!(row[12], "0", "in-place #wrong: {row:?}");
-    }
-    assert!(r.stdout.contains("# Out of bounds values : 0 OK"), "{}", r.stdout);
+    expect_verified(&format!("{name} at {n} ranks"), r, want_rows, ROWS);
 }
 
 fn every_type_and_op(name: &str, reduces: bool) {
@@ -53,7 +37,7 @@ fn every_type_and_op(name: &str, reduces: bool) {
                 &(n - 1).to_string(),
             ],
             &[],
-            LIMIT,
+            limits::LONG_JOB,
         );
         let ops = if reduces { 5 } else { 1 };
         check_all_verified(name, n, &r, 10 * ops * 3);
@@ -103,7 +87,7 @@ fn large_sizes_in_slices_and_perf_names() {
             3,
             &[name, "-b", "3M", "-e", "3M", "-d", "float", "-n", "1", "-w", "0"],
             &[],
-            LIMIT,
+            limits::LONG_JOB,
         );
         check_all_verified(name, 3, &r, 1);
     }
@@ -121,7 +105,7 @@ fn ring_pipeline_in_slices() {
                 let args = [
                     name, "-b", "294920", "-e", "2359360", "-f", "8", "-d", dtype, "-n", "2", "-w", "0",
                 ];
-                let r = mpirun(n, &args, &[], LIMIT);
+                let r = mpirun(n, &args, &[], limits::LONG_JOB);
                 check_all_verified(name, n, &r, 2);
             }
         }
@@ -153,7 +137,7 @@ fn halving_doubling_at_four_ranks() {
                 "-w",
                 "0",
             ];
-            let r = mpirun(4, &args, &[], LIMIT);
+            let r = mpirun(4, &args, &[], limits::LONG_JOB);
             check_all_verified("all_reduce", 4, &r, rows);
         }
     }
@@ -161,8 +145,7 @@ fn halving_doubling_at_four_ranks() {
 
 #[test]
 fn expected_bus_bandwidth_gates_the_exit_status() {
-    let dir = std::env::temp_dir().join(format!("meshrun-busbw-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = fresh_dir("busbw");
     let json = dir.join("ar.json");
     let json_s = json.to_str().expect("utf-8");
     let base = [
@@ -181,19 +164,24 @@ fn expected_bus_bandwidth_gates_the_exit_status() {
         "-J",
         json_s,
     ];
+    /// `mpirun -np 2 meshrun ARGS` with `env`, which must end with `code`.
+    fn all_reduce(args: &[&str], env: &[(&str, &str)], code: i32) -> Run {
+        let r = mpirun(2, args, env, limits::LONG_JOB);
+        r.expect_code(code);
+        r
+    }
+    let low_bar = ("NCCL_TESTS_MIN_BW", "0.000001");
     let okay = || -> String {
         let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
         doc["average_bus_bandwidth"]["okay"].as_str().unwrap_or("?").to_string()
     };
     // No bar: nccl-tests' footer, unchanged, and "unchecked".
-    let r = mpirun(2, &base, &[], LIMIT);
-    r.expect_code(0);
+    let r = all_reduce(&base, &[], 0);
     assert!(!r.stdout.contains("Expected busbw"), "{}", r.stdout);
     assert_eq!(okay(), "unchecked");
     // A bar no TCP loopback reaches: FAILED, exit 1.
     let args: Vec<&str> = base.iter().copied().chain(["--expect-busbw", "100000"]).collect();
-    let r = mpirun(2, &args, &[], LIMIT);
-    r.expect_code(1);
+    let r = all_reduce(&args, &[], 1);
     let avg_line = r
         .stdout
         .lines()
@@ -208,8 +196,7 @@ fn expected_bus_bandwidth_gates_the_exit_status() {
     );
     assert_eq!(okay(), "false");
     // NCCL_TESTS_MIN_BW, low: OK, exit 0; the flag wins over it.
-    let r = mpirun(2, &base, &[("NCCL_TESTS_MIN_BW", "0.000001")], LIMIT);
-    r.expect_code(0);
+    let r = all_reduce(&base, &[low_bar], 0);
     assert!(
         r.stdout
             .contains(" OK\n# Expected busbw       : 1e-06 GB/s from NCCL_TESTS_MIN_BW"),
@@ -217,11 +204,9 @@ fn expected_bus_bandwidth_gates_the_exit_status() {
         r.stdout
     );
     assert_eq!(okay(), "true");
-    let r = mpirun(2, &args, &[("NCCL_TESTS_MIN_BW", "0.000001")], LIMIT);
-    r.expect_code(1);
+    all_reduce(&args, &[low_bar], 1);
     // Not a number: a one-line error before any rank starts work.
-    let r = mpirun(2, &base, &[("NCCL_TESTS_MIN_BW", "fast")], LIMIT);
-    r.expect_code(2);
+    let r = all_reduce(&base, &[("NCCL_TESTS_MIN_BW", "fast")], 2);
     assert!(
         r.stderr
             .contains("NCCL_TESTS_MIN_BW=fast: `fast` is not a number of GB/s"),
@@ -249,8 +234,7 @@ fn fixture_keys(fixture: &serde_json::Value, what: &str) -> std::collections::BT
 /// meshrun's version; the environment is recorded without secrets.
 #[test]
 fn json_version_3_and_per_iteration_timing() {
-    let dir = std::env::temp_dir().join(format!("meshrun-jv3-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = fresh_dir("jv3");
     let json = dir.join("ar.json");
     let prom = dir.join("ar.prom");
     let args = [
@@ -274,7 +258,12 @@ fn json_version_3_and_per_iteration_timing() {
         "--metrics",
         prom.to_str().expect("utf-8"),
     ];
-    let r = mpirun(2, &args, &[("MESHRUN_TEST_API_TOKEN", "do-not-record")], LIMIT);
+    let r = mpirun(
+        2,
+        &args,
+        &[("MESHRUN_TEST_API_TOKEN", "do-not-record")],
+        limits::LONG_JOB,
+    );
     r.expect_code(0);
     // --metrics: Prometheus' own check passes, a busbw sample per row and placement (5 x 2).
     let check = promtool_check(&prom);
@@ -369,10 +358,10 @@ fn corrupted_element_is_counted_and_fails_the_run() {
         3,
         &["all_reduce", "-b", "1K", "-e", "1K", "-n", "1"],
         &[("MESHRUN_FAULT", "corrupt:rank=1")],
-        LIMIT,
+        limits::LONG_JOB,
     );
     assert_ne!(r.code, Some(0), "{}", r.all());
-    let rs = rows(&r.stdout);
+    let rs = nccl_rows(&r.stdout, ROWS);
     assert_eq!(rs.len(), 1);
     // Element 0 of rank 1's input is wrong: element 0 of the result is wrong on all 3 ranks.
     assert_eq!(rs[0][8], "3", "{:?}", rs[0]);
@@ -382,8 +371,7 @@ fn corrupted_element_is_counted_and_fails_the_run() {
 
 #[test]
 fn baseline_mpi_rows_and_json() {
-    let dir = std::env::temp_dir().join(format!("meshrun-coll-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_dir("coll-test");
     let json = dir.join("ar.json");
     let r = mpirun(
         2,
@@ -403,10 +391,10 @@ fn baseline_mpi_rows_and_json() {
             json.to_str().unwrap(),
         ],
         &[],
-        LIMIT,
+        limits::LONG_JOB,
     );
     r.expect_code(0);
-    let rs = rows(&r.stdout);
+    let rs = nccl_rows(&r.stdout, ROWS);
     let (ours, mpi): (Vec<_>, Vec<_>) = rs.iter().partition(|f| f.len() == 13);
     // 8, 32, ..., 32768: 7 sizes.
     assert_eq!(ours.len(), 7);
@@ -444,7 +432,7 @@ fn baseline_mpi_rows_and_json() {
         2,
         &["all_reduce", "-b", "8", "-e", "8", "-J", json.to_str().unwrap()],
         &[],
-        LIMIT,
+        limits::LONG_JOB,
     );
     r.expect_code(2);
     assert!(r.stderr.contains("already exists"), "{}", r.stderr);
@@ -474,12 +462,17 @@ fn bad_input_exits_2_with_one_line() {
         ),
         (vec!["all_reduce", "-c", "2"], "2 is not in 0..=1"),
     ] {
-        let r = meshrun(&args, LIMIT);
+        let r = meshrun(&args, limits::LONG_JOB);
         r.expect_code(2);
         assert!(r.stderr.contains(want), "{args:?}: want `{want}` in {}", r.stderr);
         assert!(!r.stderr.contains("panicked"));
     }
-    let r = mpirun(2, &["broadcast", "-b", "8", "-e", "8", "-r", "5"], &[], LIMIT);
+    let r = mpirun(
+        2,
+        &["broadcast", "-b", "8", "-e", "8", "-r", "5"],
+        &[],
+        limits::LONG_JOB,
+    );
     assert_ne!(r.code, Some(0));
     assert!(r.stderr.contains("-r 5: this job has ranks 0 to 1"), "{}", r.stderr);
 }
@@ -488,8 +481,7 @@ fn bad_input_exits_2_with_one_line() {
 /// file of no known format.
 #[test]
 fn compare_two_runs_of_this_machine() {
-    let dir = std::env::temp_dir().join(format!("meshrun-compare-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
+    let dir = fresh_dir("compare");
     let json = dir.join("a.json");
     let args = [
         "all_reduce",
@@ -504,18 +496,18 @@ fn compare_two_runs_of_this_machine() {
         "-J",
         json.to_str().expect("utf-8"),
     ];
-    mpirun(2, &args, &[], LIMIT).expect_code(0);
+    mpirun(2, &args, &[], limits::LONG_JOB).expect_code(0);
     let r = mpirun(
         2,
         &["all_reduce", "-b", "32", "-e", "4M", "-f", "4", "-n", "5"],
         &[],
-        LIMIT,
+        limits::LONG_JOB,
     );
     r.expect_code(0);
     let text = dir.join("b.txt");
     std::fs::write(&text, &r.stdout).expect("write");
     let (j, t) = (json.to_str().expect("utf-8"), text.to_str().expect("utf-8"));
-    let c = meshrun(&["compare", j, t, "--from", "64K"], LIMIT);
+    let c = meshrun(&["compare", j, t, "--from", "64K"], limits::LONG_JOB);
     c.expect_code(0);
     assert!(
         c.stdout
@@ -539,7 +531,10 @@ fn compare_two_runs_of_this_machine() {
         c.stdout
     );
     assert!(c.stdout.contains("(2 sizes)"), "{}", c.stdout);
-    let c = meshrun(&["compare", j, t, "--min-ratio", "1000", "--json", "-"], LIMIT);
+    let c = meshrun(
+        &["compare", j, t, "--min-ratio", "1000", "--json", "-"],
+        limits::LONG_JOB,
+    );
     c.expect_code(1);
     assert!(
         c.stdout.contains("# FAILED: below --min-ratio 1000: [2] "),
@@ -574,7 +569,7 @@ fn compare_two_runs_of_this_machine() {
     }
     let junk = dir.join("junk.txt");
     std::fs::write(&junk, "hello\n").expect("write");
-    let c = meshrun(&["compare", j, junk.to_str().expect("utf-8")], LIMIT);
+    let c = meshrun(&["compare", j, junk.to_str().expect("utf-8")], limits::LONG_JOB);
     c.expect_code(2);
     assert_eq!(c.stderr.lines().count(), 1, "{}", c.stderr);
     assert!(

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use e2e::*;
 
+/// The sysfs tree of fixture machine `name`.
 fn fixture(name: &str) -> String {
     root()
         .join("ranks/tests/fixtures/sysfs")
@@ -12,11 +13,17 @@ fn fixture(name: &str) -> String {
         .to_string()
 }
 
-const LIMIT: Duration = Duration::from_secs(30);
+/// `meshrun devices --sysfs-root FIXTURE ARGS...` on the fixture machine `name`.
+fn devices_on(name: &str, args: &[&str]) -> Run {
+    let sysfs = fixture(name);
+    let mut all = vec!["devices", "--sysfs-root", &sysfs];
+    all.extend_from_slice(args);
+    meshrun(&all, limits::ONE_PROCESS)
+}
 
 #[test]
 fn roce_host_table_and_choice() {
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce")], LIMIT);
+    let r = devices_on("mlx5-roce", &[]);
     r.expect_code(0);
     assert!(r.stdout.contains("n_gids_found=4"), "{}", r.stdout);
     assert!(r.stdout.contains("# mlx5_0 port 2: DOWN (3: Disabled)"), "{}", r.stdout);
@@ -27,7 +34,7 @@ fn roce_host_table_and_choice() {
         "{}",
         r.stdout
     );
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce"), "-x", "9"], LIMIT);
+    let r = devices_on("mlx5-roce", &["-x", "9"]);
     r.expect_code(2);
     assert!(
         r.stderr.contains("has no GID index 9; valid indexes: 0, 1, 2, 3"),
@@ -39,7 +46,7 @@ fn roce_host_table_and_choice() {
 /// `--json`: the same devices, ports, GIDs and choice as the lines, with a schema version.
 #[test]
 fn roce_host_as_json() {
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce"), "--json"], LIMIT);
+    let r = devices_on("mlx5-roce", &["--json"]);
     r.expect_code(0);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout));
     assert_eq!(
@@ -58,7 +65,7 @@ fn roce_host_as_json() {
         (gids[3]["type"].as_str(), gids[3]["ipv4"].as_str()),
         (Some("RoCE v2"), Some("10.0.1.5"))
     );
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("no-rdma"), "--json"], LIMIT);
+    let r = devices_on("no-rdma", &["--json"]);
     r.expect_code(2);
     let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("JSON even without RDMA");
     assert!(
@@ -71,14 +78,14 @@ fn roce_host_as_json() {
 
 #[test]
 fn infiniband_and_iwarp_hosts() {
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-ib"), "-d", "mlx5_1"], LIMIT);
+    let r = devices_on("mlx5-ib", &["-d", "mlx5_1"]);
     r.expect_code(0);
     assert!(
         r.stdout.contains("# selected: mlx5_1 port 1 GID 0 (IB, "),
         "{}",
         r.stdout
     );
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("siw"), "-d", "siw0"], LIMIT);
+    let r = devices_on("siw", &["-d", "siw0"]);
     r.expect_code(2);
     assert!(
         r.stderr.contains("iWARP") && r.stderr.contains("add -R (--rdma-cm)"),
@@ -128,7 +135,7 @@ fn rdma_cm_without_rdma_is_an_error_not_tcp() {
 
 #[test]
 fn machine_without_rdma_gets_advice_not_a_panic() {
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("no-rdma")], LIMIT);
+    let r = devices_on("no-rdma", &[]);
     r.expect_code(2);
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(
@@ -140,7 +147,7 @@ fn machine_without_rdma_gets_advice_not_a_panic() {
 
 #[test]
 fn gpu_node_reports_gpu_nic_affinity() {
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("gpu-2socket")], LIMIT);
+    let r = devices_on("gpu-2socket", &[]);
     r.expect_code(0);
     assert!(
         r.stdout.contains("# GPU 0000:18:00.0 (NUMA 0): mlx5_0 PIX, mlx5_1 SYS"),
@@ -164,12 +171,9 @@ fn gpu_node_reports_gpu_nic_affinity() {
 
 /// `meshrun devices` with `env` set.
 fn devices_with(args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = std::process::Command::new(meshrun_bin());
-    mpi_env(&mut cmd).arg("devices").args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    run_bounded(&mut cmd, LIMIT)
+    let mut cmd = meshrun_command(&["devices"]);
+    cmd.args(args).envs(env.iter().copied());
+    run_bounded(&mut cmd, limits::ONE_PROCESS)
 }
 
 /// `devices --gpu`, the GPUDirect probe the GPU bundle's check calls, on the host stand-in: one
@@ -242,7 +246,7 @@ fn gpu_probe_without_a_driver() {
         r.stdout.trim_end(),
         "# CUDA: libcuda.so not found here: no GPU to probe for GPUDirect RDMA (GPU buffers, -g and --use-cuda, need the NVIDIA driver)"
     );
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("mlx5-roce")], LIMIT);
+    let r = devices_on("mlx5-roce", &[]);
     r.expect_code(0);
     let lines: Vec<&str> = r.stdout.lines().collect();
     assert!(
@@ -250,7 +254,7 @@ fn gpu_probe_without_a_driver() {
         "{}",
         r.stdout
     );
-    let r = meshrun(&["devices", "--sysfs-root", &fixture("no-rdma")], LIMIT);
+    let r = devices_on("no-rdma", &[]);
     r.expect_code(2);
     assert!(
         r.stdout.starts_with("# CUDA: libcuda.so not found here"),

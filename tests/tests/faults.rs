@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use e2e::{meshrun_bin, mpi_env};
+use e2e::mpirun_command;
 
 #[path = "faults/common.rs"]
 mod common;
@@ -22,13 +22,12 @@ fn frozen_rank_in_setup_phases_is_named() {
     frozen(2, "connect", &coll_args("all_reduce"));
 }
 
+/// A short pairwise run over TCP with the fault jobs' per-wait deadline.
+const PAIRWISE: &[&str] = &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"];
+
 #[test]
 fn frozen_rank_in_a_pairwise_round_is_named() {
-    frozen(
-        2,
-        "pairwise",
-        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
-    );
+    frozen(2, "pairwise", PAIRWISE);
 }
 
 /// A pairwise run that always reaches its retests, whatever this machine's speed: a floor no
@@ -154,11 +153,7 @@ fn a_live_rank_that_hangs_is_named_alive() {
 fn killed_rank_in_each_phase_ends_the_job_at_once() {
     killed(1, "endpoints", &coll_args("all_reduce"));
     killed(2, "connect", &coll_args("all_reduce"));
-    killed(
-        3,
-        "pairwise",
-        &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"],
-    );
+    killed(3, "pairwise", PAIRWISE);
     killed(1, "retest", RETESTED);
     for (i, name) in collectives::coll::ALL.into_iter().enumerate() {
         killed((i + 1) % 4, name, &coll_args(name));
@@ -324,16 +319,8 @@ fn an_output_directory_that_turns_read_only_fails_cleanly() {
 /// `name`=this test process's pid so their ports can be found.
 fn spawn_job(name: &str, np: usize, env: &[(&str, &str)], args: &[&str]) -> (std::process::Child, String) {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new("mpirun");
-    mpi_env(&mut cmd)
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .env(name, std::process::id().to_string())
-        .args(["--bind-to", "none", "-np", &np.to_string()]);
-    for (k, v) in env {
-        cmd.env(k, v).args(["-x", k]);
-    }
-    cmd.arg(meshrun_bin())
-        .args(args)
+    let mut cmd = mpirun_command(np, args, env);
+    cmd.env(name, std::process::id().to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0);
@@ -501,23 +488,7 @@ fn a_stall_is_kept_in_the_json_report_asked_for() {
     let json = dir.join("report.json");
     let json_arg = json.display().to_string();
     let fault = "stop:rank=2:phase=pairwise";
-    let o = fault_job(
-        4,
-        fault,
-        &[
-            "pairwise",
-            "-s",
-            "64K",
-            "-n",
-            "20",
-            "-T",
-            "3",
-            "--transport",
-            "tcp",
-            "--json",
-            &json_arg,
-        ],
-    );
+    let o = fault_job(4, fault, &[PAIRWISE, &["--json", &json_arg]].concat());
     struck(&o, fault);
     assert_eq!(o.run.code, Some(3), "{}", o.run.all());
     let line = root_line(&o);

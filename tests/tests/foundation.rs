@@ -4,8 +4,6 @@ use std::time::Duration;
 
 use e2e::*;
 
-const LIMIT: Duration = Duration::from_secs(120);
-
 fn check_ok_table(r: &Run, n: usize) {
     r.expect_code(0);
     let rows = table_rows(&r.stdout);
@@ -31,7 +29,7 @@ fn check_ok_table(r: &Run, n: usize) {
 
 #[test]
 fn mesh_check_two_ranks() {
-    let r = mpirun(2, &["mesh-check", "--iters", "10"], &[], LIMIT);
+    let r = mpirun(2, &["mesh-check", "--iters", "10"], &[], limits::SMALL_JOB);
     check_ok_table(&r, 2);
 }
 
@@ -49,7 +47,7 @@ fn mesh_check_four_ranks_through_launch() {
             "--bytes",
             "1M",
         ],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     check_ok_table(&r, 4);
     assert!(r.stdout.contains("1048576-byte payload"), "{}", r.stdout);
@@ -61,7 +59,7 @@ fn killed_rank_ends_the_job_within_the_deadline_and_is_named() {
         4,
         &["mesh-check", "--iters", "2000", "--timeout", "10"],
         &[("MESHRUN_FAULT", "kill:rank=2:round=1")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     assert_eq!(r.code, Some(137), "mpirun's 128 + SIGKILL:\n{}", r.all());
     assert!(r.elapsed < Duration::from_secs(30), "took {:?}", r.elapsed);
@@ -80,7 +78,7 @@ fn stalled_rank_is_named_when_the_deadline_expires() {
         4,
         &["mesh-check", "--iters", "5", "--timeout", "3"],
         &[("MESHRUN_FAULT", "stall:rank=1:round=1")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     assert_ne!(r.code, Some(0), "{}", r.all());
     assert!(
@@ -98,7 +96,7 @@ fn corrupted_payload_fails_the_pair() {
         3,
         &["mesh-check", "--iters", "5", "--json", "-"],
         &[("MESHRUN_FAULT", "corrupt:rank=1:round=0")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     assert_ne!(r.code, Some(0));
     assert!(r.stdout.contains("FAIL"), "{}", r.stdout);
@@ -133,7 +131,7 @@ fn corrupted_payload_fails_the_pair() {
 #[test]
 fn collapsed_placement_is_an_error() {
     // The launcher placed ranks on 2 hosts, but mpirun put them all on this one.
-    let r = mpirun(2, &["mesh-check"], &[("MESHRUN_EXPECT_NODES", "2")], LIMIT);
+    let r = mpirun(2, &["mesh-check"], &[("MESHRUN_EXPECT_NODES", "2")], limits::SMALL_JOB);
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr.contains("all 2 ranks run on 1 node(s)") && r.stderr.contains("ignored the host list"),
@@ -144,14 +142,14 @@ fn collapsed_placement_is_an_error() {
 
 #[test]
 fn unknown_interface_is_bad_input() {
-    let r = mpirun(2, &["mesh-check", "--tcp-if", "nosuch0"], &[], LIMIT);
+    let r = mpirun(2, &["mesh-check", "--tcp-if", "nosuch0"], &[], limits::SMALL_JOB);
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr.contains("--tcp-if nosuch0: no local interface of that name"),
         "{}",
         r.stderr
     );
-    let r = mpirun(2, &["mesh-check", "--tcp-if", "127.0.0.0/8"], &[], LIMIT);
+    let r = mpirun(2, &["mesh-check", "--tcp-if", "127.0.0.0/8"], &[], limits::SMALL_JOB);
     r.expect_code(0);
 }
 
@@ -169,7 +167,7 @@ fn wrong_mpi_launcher_is_detected() {
         hydra.expect("MPICH's mpiexec.hydra is needed for this test (apt-get install mpich; scripts/test installs it)");
     let mut cmd = std::process::Command::new(hydra);
     cmd.args(["-n", "2"]).arg(meshrun_bin()).args(["mesh-check"]);
-    let r = run_bounded(&mut cmd, LIMIT);
+    let r = run_bounded(&mut cmd, limits::SMALL_JOB);
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr.contains("MPI reports a world of 1 rank") && r.stderr.contains("PMI_SIZE=2"),
@@ -185,7 +183,7 @@ fn shell(script: &str) -> Run {
         .env("MESHRUN", meshrun_bin())
         .env("OMPI_MCA_mpi_yield_when_idle", "1")
         .args(["-c", script]);
-    run_bounded(&mut cmd, LIMIT)
+    run_bounded(&mut cmd, limits::SMALL_JOB)
 }
 
 #[test]

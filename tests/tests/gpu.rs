@@ -6,29 +6,30 @@
 //! (scripts/softroce-vm). The CUDA kernels themselves are checked on a GPU machine by
 //! scripts/gpu-check.sh.
 
-use std::time::Duration;
-
 use e2e::*;
 
-const LIMIT: Duration = Duration::from_secs(300);
 const STANDIN: (&str, &str) = ("MESHRUN_GPU_STANDIN", "host");
 
-fn rows(text: &str) -> Vec<Vec<String>> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-        .filter(|f| f.len() == 13 && f[0].parse::<u64>().is_ok())
-        .collect()
-}
+/// On device buffers staged through the host, a sweep of three sizes (96 B to 6 KiB), every
+/// type and every op.
+const EVERY_TYPE_AND_OP: &[&str] = &[
+    "-g",
+    "--gpu-staging",
+    "-b",
+    "96",
+    "-e",
+    "6144",
+    "-f",
+    "8",
+    "-d",
+    "all",
+    "-o",
+    "all",
+];
 
+/// `what` passed, and every one of its `want_rows` rows was verified.
 fn check_verified(what: &str, r: &Run, want_rows: usize) {
-    r.expect_code(0);
-    let rs = rows(&r.stdout);
-    assert_eq!(rs.len(), want_rows, "{what}:\n{}", r.stdout);
-    for row in &rs {
-        assert_eq!((row[8].as_str(), row[12].as_str()), ("0", "0"), "{what}: {row:?}");
-    }
-    assert!(r.stdout.contains("# Out of bounds values : 0 OK"), "{}", r.stdout);
+    expect_verified(what, r, want_rows, &[NCCL_ROW]);
 }
 
 /// all_reduce, reduce_scatter (rings) and reduce (chain) reduce on the device: every type and op,
@@ -39,25 +40,9 @@ fn staged_reductions_run_on_the_device_for_every_type_and_op() {
         for n in [2, 3] {
             let r = mpirun(
                 n,
-                &[
-                    name,
-                    "-g",
-                    "--gpu-staging",
-                    "-b",
-                    "96",
-                    "-e",
-                    "6144",
-                    "-f",
-                    "8",
-                    "-d",
-                    "all",
-                    "-o",
-                    "all",
-                    "-n",
-                    "2",
-                ],
+                &[&[name][..], EVERY_TYPE_AND_OP, &["-n", "2"]].concat(),
                 &[STANDIN],
-                LIMIT,
+                limits::LONG_JOB,
             );
             check_verified(&format!("{name} at {n} ranks"), &r, 10 * 5 * 3);
             // One device line per rank, naming the GPU, its ordinal and the data path.
@@ -95,7 +80,7 @@ fn three_mib(names: &[&str]) {
             "-r",
             "2",
         ];
-        let r = mpirun(3, &args, &[STANDIN], LIMIT);
+        let r = mpirun(3, &args, &[STANDIN], limits::LONG_JOB);
         check_verified(&format!("{name} 3 MiB"), &r, 1);
     }
 }
@@ -125,7 +110,7 @@ fn staged_data_movers_and_reduce_root() {
                 "1",
             ],
             &[STANDIN],
-            LIMIT,
+            limits::LONG_JOB,
         );
         check_verified(name, &r, 10 * 3);
     }
@@ -140,35 +125,15 @@ fn staged_data_movers_and_reduce_root() {
 #[test]
 fn staging_is_pinned_once_per_run_at_the_largest_size() {
     for (n, name, largest) in [(2, "all_reduce", 6144), (3, "alltoall", 6144)] {
-        let dir = std::env::temp_dir().join(format!("meshrun-standin-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a journal directory in the temp dir");
+        let dir = fresh_dir(&format!("standin-{name}"));
         let r = mpirun(
             n,
-            &[
-                name,
-                "-g",
-                "--gpu-staging",
-                "-b",
-                "96",
-                "-e",
-                "6144",
-                "-f",
-                "8",
-                "-d",
-                "all",
-                "-o",
-                "all",
-                "-n",
-                "1",
-                "-w",
-                "0",
-            ],
+            &[&[name][..], EVERY_TYPE_AND_OP, &["-n", "1", "-w", "0"]].concat(),
             &[
                 STANDIN,
                 ("MESHRUN_GPU_STANDIN_LOG", dir.to_str().expect("a UTF-8 temp dir")),
             ],
-            LIMIT,
+            limits::LONG_JOB,
         );
         r.expect_code(0);
         let mut journals = Vec::new();
@@ -201,10 +166,10 @@ fn corrupted_element_on_the_gpu_path_fails_the_run() {
         2,
         &["all_reduce", "-g", "--gpu-staging", "-b", "1K", "-e", "1K", "-n", "1"],
         &[STANDIN, ("MESHRUN_FAULT", "corrupt:rank=1")],
-        LIMIT,
+        limits::LONG_JOB,
     );
     r.expect_code(1);
-    let rs = rows(&r.stdout);
+    let rs = nccl_rows(&r.stdout, &[NCCL_ROW]);
     assert_eq!((rs[0][8].as_str(), rs[0][12].as_str()), ("2", "2"), "{:?}", rs[0]);
     assert!(r.stdout.contains("# Out of bounds values : 4 FAILED"), "{}", r.stdout);
 }
@@ -229,7 +194,7 @@ fn a_failed_gpu_call_is_a_local_fault_not_a_dead_peer() {
             "20",
         ],
         &[STANDIN, ("MESHRUN_FAULT", "gpu:rank=1")],
-        LIMIT,
+        limits::LONG_JOB,
     );
     r.expect_code(4);
     assert!(
@@ -248,7 +213,7 @@ fn no_driver_is_a_clear_error() {
         2,
         &["all_reduce", "-g", "--gpu-staging", "-b", "8", "-e", "8", "-n", "1"],
         &[],
-        LIMIT,
+        limits::LONG_JOB,
     );
     assert!(!r.all().contains("panicked"), "{}", r.all());
     if libcuda_installed() {
@@ -308,7 +273,7 @@ fn gpu_flag_errors() {
     for (flags, env, want) in cases {
         let mut args = vec!["all_reduce", "-b", "8", "-e", "8", "-n", "1"];
         args.extend_from_slice(flags);
-        let r = mpirun(2, &args, env, LIMIT);
+        let r = mpirun(2, &args, env, limits::LONG_JOB);
         if want.is_empty() {
             // A list with one id per local rank (and more) is fine.
             r.expect_code(0);
@@ -327,7 +292,7 @@ fn pairwise_use_cuda_needs_rdma() {
     for extra in [&["--use-cuda"][..], &["--use_cuda=0", "--op", "send"][..]] {
         let mut args = vec!["pairwise", "-n", "10", "--transport", "tcp"];
         args.extend_from_slice(extra);
-        let r = mpirun(2, &args, &[], LIMIT);
+        let r = mpirun(2, &args, &[], limits::LONG_JOB);
         r.expect_code(2);
         assert!(
             r.stderr.contains(

@@ -4,8 +4,10 @@ use std::time::Duration;
 
 use e2e::*;
 
+/// How long a run here may take: each is refused, or a dry run, before any rank works.
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// A file `name` holding `text` in this test process's own temp directory.
 fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("meshrun-launch-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -14,6 +16,8 @@ fn tmpfile(name: &str, text: &str) -> std::path::PathBuf {
     p
 }
 
+/// The run was refused with status 2 and nothing on stdout, and a line of stderr holds
+/// `contains`; nothing panicked.
 fn one_line_error(r: &Run, contains: &str) {
     r.expect_code(2);
     assert!(r.stdout.is_empty(), "no output on stdout: {}", r.stdout);
@@ -26,10 +30,9 @@ fn one_line_error(r: &Run, contains: &str) {
     );
 }
 
-#[test]
-fn malformed_hostfile_names_file_line_column() {
-    let f = tmpfile("bad-hosts", "node01 slots=2\nnode02 slots=two\n");
-    let r = meshrun(
+/// `meshrun launch --hostfile FILE --dry-run -- mesh-check`.
+fn dry_run_with_hostfile(f: &std::path::Path) -> Run {
+    meshrun(
         &[
             "launch",
             "--hostfile",
@@ -39,7 +42,13 @@ fn malformed_hostfile_names_file_line_column() {
             "mesh-check",
         ],
         LIMIT,
-    );
+    )
+}
+
+#[test]
+fn malformed_hostfile_names_file_line_column() {
+    let f = tmpfile("bad-hosts", "node01 slots=2\nnode02 slots=two\n");
+    let r = dry_run_with_hostfile(&f);
     one_line_error(
         &r,
         &format!("{}:2:14: `slots` value `two` is not a whole number", f.display()),
@@ -151,17 +160,7 @@ fn unresolvable_host() {
 #[test]
 fn shell_syntax_in_host_names_is_refused() {
     let f = tmpfile("inject", "node01;reboot slots=1\n");
-    let r = meshrun(
-        &[
-            "launch",
-            "--hostfile",
-            f.to_str().unwrap(),
-            "--dry-run",
-            "--",
-            "mesh-check",
-        ],
-        LIMIT,
-    );
+    let r = dry_run_with_hostfile(&f);
     one_line_error(&r, "character `;` is not allowed");
 }
 

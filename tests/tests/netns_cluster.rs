@@ -24,29 +24,12 @@ fn mesh_check_across_three_namespace_hosts() {
 /// veths on a 2-core machine varies by +-30% and more between runs; a 100 Mbit link is far below.
 const PAIRWISE: &[&str] = &["pairwise", "-s", "64K", "-n", "300", "--timeout", "60"];
 
-/// The verdict lines of a pairwise report: `# SLOW ...`.
-fn blamed(stdout: &str) -> Vec<&str> {
-    stdout.lines().filter(|l| l.starts_with("# SLOW ")).collect()
-}
-
-/// Run pairwise with `args` on `c`: it fails (status 1) naming exactly one part, whose line
-/// starts with `want`.
-fn names_only(c: &NetnsCluster, args: &[&str], want: &str) -> Run {
-    let r = c.launch(&[], args, Duration::from_secs(300));
-    r.expect_code(1);
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(b[0].starts_with(want), "{}", r.stdout);
-    r
-}
-
 #[test]
 fn pairwise_names_exactly_the_one_slow_link() {
     let c = NetnsCluster::up(3);
     // Only traffic from mr-h0 into mr-h1 is limited.
     c.script(&["shape", "mr-h1", "100mbit", "mr-h0"]).expect_code(0);
-    let r = names_only(
-        &c,
+    let r = c.names_only(
         PAIRWISE,
         "# SLOW HOST LINK: mr-h0 <-> mr-h1: 1 of its 1 rank pairs are slow",
     );
@@ -74,8 +57,7 @@ fn a_lossy_link_is_named_with_the_counters_that_moved() {
         Duration::from_secs(10),
     );
     assert_eq!(loss.code, Some(0), "tc pfifo: {}", loss.all());
-    let r = names_only(
-        &c,
+    let r = c.names_only(
         &[
             "pairwise",
             "-s",
@@ -130,7 +112,7 @@ fn a_lossy_link_is_named_with_the_counters_that_moved() {
             "--json",
             json.to_str().expect("utf-8"),
         ],
-        Duration::from_secs(300),
+        limits::LONG_JOB,
     );
     assert_eq!(r.code, Some(1), "{}", r.all());
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).expect("json")).expect("JSON");
@@ -163,8 +145,7 @@ fn a_lossy_link_is_named_with_the_counters_that_moved() {
 fn pairwise_blames_the_node_whose_links_are_all_slow() {
     let c = NetnsCluster::up(3);
     c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
-    names_only(
-        &c,
+    c.names_only(
         PAIRWISE,
         "# SLOW NODE: mr-h1: 2 of its 2 host links are slow (2 rank pairs)",
     );
@@ -173,7 +154,7 @@ fn pairwise_blames_the_node_whose_links_are_all_slow() {
 #[test]
 fn pairwise_without_shaping_passes() {
     let c = NetnsCluster::up(3);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
+    let r = c.launch(&[], PAIRWISE, limits::LONG_JOB);
     r.expect_code(0);
     assert!(r.stdout.contains("# PASS: no slow pairs"), "{}", r.stdout);
     let matrix: Vec<&str> = r
@@ -205,7 +186,7 @@ fn pairwise_without_shaping_passes() {
 fn four_hosts_two_ranks_each_unshaped_pass_five_times() {
     let c = NetnsCluster::up_with_slots(4, 2);
     for run in 0..5 {
-        let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
+        let r = c.launch(&[], PAIRWISE, limits::LONG_JOB);
         assert_eq!(r.code, Some(0), "run {run}:\n{}", r.all());
         assert!(r.stdout.contains("Ranks          : 8 on 4 host(s)"), "{}", r.stdout);
         assert!(blamed(&r.stdout).is_empty(), "run {run}:\n{}", r.stdout);
@@ -223,8 +204,7 @@ fn four_hosts_two_ranks_each_unshaped_pass_five_times() {
 fn four_hosts_two_ranks_each_one_host_link_shaped() {
     let c = NetnsCluster::up_with_slots(4, 2);
     c.script(&["shape", "mr-h2", "100mbit", "mr-h0"]).expect_code(0);
-    names_only(
-        &c,
+    c.names_only(
         PAIRWISE,
         "# SLOW HOST LINK: mr-h0 <-> mr-h2: 4 of its 4 rank pairs are slow",
     );
@@ -238,7 +218,7 @@ fn four_hosts_two_ranks_each_one_host_link_shaped() {
 fn five_hosts_in_shift_rounds_one_host_slow_into() {
     let c = NetnsCluster::up(5);
     c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
-    let r = names_only(&c, PAIRWISE, "# SLOW NODE: mr-h1: 4 of its 4 host links are slow");
+    let r = c.names_only(PAIRWISE, "# SLOW NODE: mr-h1: 4 of its 4 host links are slow");
     // Odd: 4 shift rounds, every rank sending and receiving in each.
     assert!(r.stdout.contains("Rounds         : 4"), "{}", r.stdout);
 }
@@ -248,8 +228,7 @@ fn five_hosts_in_shift_rounds_one_host_slow_into() {
 fn four_hosts_two_ranks_each_one_host_shaped() {
     let c = NetnsCluster::up_with_slots(4, 2);
     c.script(&["shape", "mr-h1", "100mbit"]).expect_code(0);
-    names_only(
-        &c,
+    c.names_only(
         PAIRWISE,
         "# SLOW NODE: mr-h1: 3 of its 3 host links are slow (12 rank pairs)",
     );
@@ -273,8 +252,7 @@ fn two_leaves_and_a_slow_uplink_with_a_topology_file() {
         "--topology",
         &topology,
     ];
-    names_only(
-        &c,
+    c.names_only(
         &args,
         "# SLOW UPLINK: leaf0 <-> leaf1: 4 of the 4 host links across it are slow (16 rank pairs)",
     );
@@ -285,7 +263,7 @@ fn two_leaves_and_a_slow_uplink_with_a_topology_file() {
 fn a_different_mtu_is_named_before_any_traffic() {
     let c = NetnsCluster::up(3);
     c.script(&["exec", "mr-h1", "ip link set eth0 mtu 1400"]).expect_code(0);
-    let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
+    let r = c.launch(&[], PAIRWISE, limits::LONG_JOB);
     r.expect_code(0);
     let first = r.stdout.lines().next().unwrap_or_default();
     assert_eq!(
@@ -307,8 +285,7 @@ fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
     let json_arg = json.display().to_string();
     let mut args = PAIRWISE.to_vec();
     args.extend(["--rails", "--tcp-if", "eth0,eth1", "--json", &json_arg]);
-    let r = names_only(
-        &c,
+    let r = c.names_only(
         &args,
         "# SLOW NIC: mr-h2 on rail 1 (rank 5, eth1): 3 of its 3 pairs on the rail are slow",
     );
@@ -353,7 +330,7 @@ fn a_quick_pass_follows_its_suspects_up_all_pairs_and_names_the_node() {
     c.script(&["shape", "mr-h2", "100mbit"]).expect_code(0);
     let mut args = PAIRWISE.to_vec();
     args.extend(["--pairs", "random:1"]);
-    let r = names_only(&c, &args, "# SLOW NODE: mr-h2: ");
+    let r = c.names_only(&args, "# SLOW NODE: mr-h2: ");
     let out = &r.stdout;
     let follow = out
         .lines()
@@ -369,7 +346,6 @@ fn a_quick_pass_follows_its_suspects_up_all_pairs_and_names_the_node() {
     assert!(rounds > 1, "{out}");
 }
 
-/// Poll `f` every 100 ms until it holds or `limit` passes.
 /// How many meshrun processes run in namespace `host`.
 fn ranks_in(host: &str) -> usize {
     let out = std::process::Command::new("ip")
@@ -380,17 +356,6 @@ fn ranks_in(host: &str) -> usize {
         .split_whitespace()
         .filter(|pid| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "meshrun"))
         .count()
-}
-
-fn wait_for(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let until = std::time::Instant::now() + limit;
-    while std::time::Instant::now() < until {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    f()
 }
 
 #[test]

@@ -3,16 +3,14 @@
 //! a bad value as a one-line error, and `meshrun launch` passing them to the ranks.
 
 use std::process::Command;
-use std::time::Duration;
 
 use e2e::*;
 
-const LIMIT: Duration = Duration::from_secs(120);
 const AR: [&str; 9] = ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "-w", "0"];
 
 #[test]
 fn nccl_socket_ifname_picks_the_interface_and_the_header_says_so() {
-    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "=lo")], LIMIT);
+    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "=lo")], limits::SMALL_JOB);
     r.expect_code(0);
     assert!(
         r.stdout
@@ -22,19 +20,11 @@ fn nccl_socket_ifname_picks_the_interface_and_the_header_says_so() {
     );
     // The header is the subject here, not the verdict: one pair on a busy 2-core machine can show
     // its two directions 5x apart (seen in CI).
-    let r = mpirun(
+    let r = pairwise_unjudged(
         2,
-        &[
-            "pairwise",
-            "-s",
-            "4K",
-            "-n",
-            "200",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
+        &["-s", "4K", "-n", "200"],
         &[("NCCL_SOCKET_IFNAME", "lo")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     r.expect_code(0);
     assert!(
@@ -52,7 +42,7 @@ fn flag_beats_meshrun_variable_beats_nccl() {
         2,
         &AR,
         &[("NCCL_SOCKET_IFNAME", "nosuchif"), ("MESHRUN_TCP_IF", "lo")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     r.expect_code(0);
     assert!(
@@ -67,7 +57,7 @@ fn flag_beats_meshrun_variable_beats_nccl() {
         2,
         &args,
         &[("NCCL_SOCKET_IFNAME", "nosuchif"), ("MESHRUN_TCP_IF", "nosuchif")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     r.expect_code(0);
     assert!(!r.stdout.contains("NIC choice"), "{}", r.stdout);
@@ -76,7 +66,7 @@ fn flag_beats_meshrun_variable_beats_nccl() {
         2,
         &["all_reduce", "-b", "8", "-e", "8", "-w", "0"],
         &[("MESHRUN_ITERS", "3")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     r.expect_code(0);
     assert!(r.stdout.contains(" iters: 3 "), "{}", r.stdout);
@@ -84,7 +74,7 @@ fn flag_beats_meshrun_variable_beats_nccl() {
 
 #[test]
 fn a_bad_nccl_value_is_one_line_naming_it() {
-    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "nosuchif")], LIMIT);
+    let r = mpirun(2, &AR, &[("NCCL_SOCKET_IFNAME", "nosuchif")], limits::SMALL_JOB);
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(
         r.stderr
@@ -107,7 +97,7 @@ fn a_bad_nccl_value_is_one_line_naming_it() {
             "/nonexistent",
         ],
         &[("NCCL_IB_HCA", "mlx5_0:1")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(r.stderr.contains("meshrun: NCCL_IB_HCA=mlx5_0:1"), "{}", r.stderr);
@@ -134,7 +124,7 @@ fn launch_passes_the_variables_to_the_ranks() {
 fn q_refused_on_tcp(args: &[&str], what: &str) {
     let with_q = [args, &["-q", "4"]].concat();
     for (args, env) in [(&with_q[..], &[][..]), (args, &[("MESHRUN_QP", "4")][..])] {
-        let r = mpirun(2, args, env, LIMIT);
+        let r = mpirun(2, args, env, limits::SMALL_JOB);
         assert_eq!(r.code, Some(2), "{}", r.all());
         let lines: Vec<&str> = r.stderr.lines().filter(|l| l.contains("-q 4:")).collect();
         assert!(!lines.is_empty(), "{}", r.all());
@@ -151,19 +141,11 @@ fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
     // -q (and MESHRUN_QP) on a TCP mesh: refused in one line naming the mesh and the fix.
     q_refused_on_tcp(&["pairwise", "-s", "4K", "-n", "20"], "per test");
     // NCCL's variable is an RDMA setting: a job on TCP runs as without it, and says nothing of it.
-    let r = mpirun(
+    let r = pairwise_unjudged(
         2,
-        &[
-            "pairwise",
-            "-s",
-            "4K",
-            "-n",
-            "20",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
+        &["-s", "4K", "-n", "20"],
         &[("NCCL_IB_QPS_PER_CONNECTION", "4")],
-        LIMIT,
+        limits::SMALL_JOB,
     );
     r.expect_code(0);
     assert!(!r.stdout.contains("NCCL_IB_QPS_PER_CONNECTION"), "{}", r.stdout);
@@ -175,7 +157,7 @@ fn the_collectives_queue_pairs_per_peer_need_rdma_and_nccls_variable_waits_for_i
     // -q (and MESHRUN_QP) on the collectives over a TCP mesh: refused in one line per rank.
     q_refused_on_tcp(&AR, "per peer");
     // Out of range: refused before MPI starts a mesh, with the range.
-    let r = mpirun(2, &[&AR[..], &["-q", "17"]].concat(), &[], LIMIT);
+    let r = mpirun(2, &[&AR[..], &["-q", "17"]].concat(), &[], limits::SMALL_JOB);
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(
         r.stderr
@@ -184,12 +166,12 @@ fn the_collectives_queue_pairs_per_peer_need_rdma_and_nccls_variable_waits_for_i
         r.stderr
     );
     // NCCL's variable is an RDMA setting: on TCP the job runs as without it, and says nothing of it.
-    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "4")], LIMIT);
+    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "4")], limits::SMALL_JOB);
     r.expect_code(0);
     assert!(!r.stdout.contains("queue pair"), "{}", r.stdout);
     assert!(!r.stdout.contains("NCCL_IB_QPS_PER_CONNECTION"), "{}", r.stdout);
     // A value NCCL would not take either: one line naming it.
-    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "lots")], LIMIT);
+    let r = mpirun(2, &AR, &[("NCCL_IB_QPS_PER_CONNECTION", "lots")], limits::SMALL_JOB);
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(
         r.stderr

@@ -1,27 +1,6 @@
 //! `meshrun pairwise` end to end: modes on one machine, outputs, bad input.
 
-use std::time::Duration;
-
 use e2e::*;
-
-const LIMIT: Duration = Duration::from_secs(180);
-
-fn tmpdir() -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "meshrun-pairwise-test-{}-{}",
-        std::process::id(),
-        rand_suffix()
-    ));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn rand_suffix() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_nanos()
-}
 
 /// Data rows of the perftest-style section: lines starting with a byte count.
 fn perftest_rows(text: &str) -> Vec<Vec<String>> {
@@ -34,7 +13,7 @@ fn perftest_rows(text: &str) -> Vec<Vec<String>> {
 
 #[test]
 fn bandwidth_rows_matrix_and_files() {
-    let d = tmpdir();
+    let d = fresh_dir("pairwise-test");
     let (json, csv, png, svg) = (d.join("r.json"), d.join("m.csv"), d.join("h.png"), d.join("h.svg"));
     let prom = d.join("m.prom");
     let r = mpirun(
@@ -57,7 +36,7 @@ fn bandwidth_rows_matrix_and_files() {
             prom.to_str().unwrap(),
         ],
         &[],
-        LIMIT,
+        limits::PAIRWISE_JOB,
     );
     r.expect_code(0);
     // The metrics file passes Prometheus' own check, one bandwidth sample per direction.
@@ -134,7 +113,7 @@ fn bandwidth_rows_matrix_and_files() {
         2,
         &["pairwise", "-n", "10", "--json", json.to_str().unwrap()],
         &[],
-        LIMIT,
+        limits::PAIRWISE_JOB,
     );
     r.expect_code(2);
     assert!(r.stderr.contains("already exists; pass --force"), "{}", r.stderr);
@@ -151,7 +130,7 @@ fn bandwidth_rows_matrix_and_files() {
             svg.to_str().unwrap(),
         ],
         &[],
-        LIMIT,
+        limits::PAIRWISE_JOB,
     );
     r.expect_code(0);
     assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
@@ -160,7 +139,12 @@ fn bandwidth_rows_matrix_and_files() {
 
 #[test]
 fn latency_sweep_bidirectional_and_duration() {
-    let r = mpirun(2, &["pairwise", "--test", "lat", "-n", "200"], &[], LIMIT);
+    let r = mpirun(
+        2,
+        &["pairwise", "--test", "lat", "-n", "200"],
+        &[],
+        limits::PAIRWISE_JOB,
+    );
     r.expect_code(0);
     let rows = perftest_rows(&r.stdout);
     assert_eq!(rows.len(), 1, "{}", r.stdout);
@@ -169,12 +153,7 @@ fn latency_sweep_bidirectional_and_duration() {
     assert!(v[0] <= v[2] && v[2] <= v[1] && v[0] <= v[3] && v[5] <= v[6], "{v:?}");
     assert!(r.stdout.contains("t_typical[usec]"));
 
-    let r = mpirun(
-        2,
-        &["pairwise", "-a", "-n", "20", "--threshold", VERDICT_NOT_THE_SUBJECT],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_unjudged(2, &["-a", "-n", "20"], &[], limits::PAIRWISE_JOB);
     r.expect_code(0);
     let sizes: Vec<u64> = perftest_rows(&r.stdout)
         .iter()
@@ -183,39 +162,12 @@ fn latency_sweep_bidirectional_and_duration() {
     assert_eq!(sizes.len(), 46, "23 sizes x 2 directions");
     assert_eq!((sizes[0], sizes[45]), (2, 8 << 20));
 
-    let r = mpirun(
-        2,
-        &[
-            "pairwise",
-            "-b",
-            "-s",
-            "256K",
-            "-n",
-            "50",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_unjudged(2, &["-b", "-s", "256K", "-n", "50"], &[], limits::PAIRWISE_JOB);
     r.expect_code(0);
     assert!(r.stdout.contains("bidirectional"));
     assert_eq!(perftest_rows(&r.stdout).len(), 1);
 
-    let r = mpirun(
-        2,
-        &[
-            "pairwise",
-            "-D",
-            "0.3",
-            "-s",
-            "64K",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_unjudged(2, &["-D", "0.3", "-s", "64K"], &[], limits::PAIRWISE_JOB);
     r.expect_code(0);
     let rows = perftest_rows(&r.stdout);
     assert_eq!(rows.len(), 2);
@@ -227,26 +179,13 @@ fn latency_sweep_bidirectional_and_duration() {
 
 #[test]
 fn pair_selection() {
-    let r = mpirun(
-        4,
-        &[
-            "pairwise",
-            "--pair",
-            "1,3",
-            "-n",
-            "50",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_unjudged(4, &["--pair", "1,3", "-n", "50"], &[], limits::PAIRWISE_JOB);
     r.expect_code(0);
     let rows = perftest_rows(&r.stdout);
     let ends: Vec<(String, String)> = rows.iter().map(|row| (row[5].clone(), row[6].clone())).collect();
     assert_eq!(ends, vec![("1".into(), "3".into()), ("3".into(), "1".into())]);
     // Inter-node on one machine: nothing to test is bad input.
-    let r = mpirun(2, &["pairwise", "--inter-node"], &[], LIMIT);
+    let r = mpirun(2, &["pairwise", "--inter-node"], &[], limits::PAIRWISE_JOB);
     r.expect_code(2);
     assert!(r.stderr.contains("no pairs to test"), "{}", r.stderr);
 }
@@ -255,20 +194,7 @@ fn pair_selection() {
 /// directions) in 3 rounds instead of 10 pairs in 5.
 #[test]
 fn quick_ring_pattern() {
-    let r = mpirun(
-        5,
-        &[
-            "pairwise",
-            "--pairs",
-            "ring",
-            "-n",
-            "50",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
-        &[],
-        LIMIT,
-    );
+    let r = pairwise_unjudged(5, &["--pairs", "ring", "-n", "50"], &[], limits::PAIRWISE_JOB);
     r.expect_code(0);
     let mut ends: Vec<(usize, usize)> = perftest_rows(&r.stdout)
         .iter()
@@ -284,7 +210,7 @@ fn quick_ring_pattern() {
         "{}",
         r.stdout
     );
-    let r = mpirun(2, &["pairwise", "--pairs", "shift:0"], &[], LIMIT);
+    let r = mpirun(2, &["pairwise", "--pairs", "shift:0"], &[], limits::PAIRWISE_JOB);
     r.expect_code(2);
     assert!(r.stderr.contains("--pairs shift:0"), "{}", r.stderr);
 }
@@ -305,21 +231,11 @@ fn a_gpu_far_from_every_nic_is_named_before_any_traffic() {
     assert!(cp.success());
     std::fs::remove_dir_all(dir.join("class/infiniband/mlx5_1")).unwrap();
     let root = dir.display().to_string();
-    let r = mpirun(
+    let r = pairwise_unjudged(
         2,
-        &[
-            "pairwise",
-            "--transport",
-            "tcp",
-            "--sysfs-root",
-            &root,
-            "-n",
-            "20",
-            "--threshold",
-            VERDICT_NOT_THE_SUBJECT,
-        ],
+        &["--transport", "tcp", "--sysfs-root", &root, "-n", "20"],
         &[],
-        LIMIT,
+        limits::PAIRWISE_JOB,
     );
     let _ = std::fs::remove_dir_all(&dir);
     r.expect_code(0);
@@ -360,22 +276,22 @@ fn bad_input_is_rejected_with_status_2() {
     ] {
         // Arguments are checked before MPI starts: a plain process is enough.
         let r = if want.contains(".png") {
-            mpirun(2, &args, &[], LIMIT)
+            mpirun(2, &args, &[], limits::PAIRWISE_JOB)
         } else {
-            meshrun(&args, LIMIT)
+            meshrun(&args, limits::PAIRWISE_JOB)
         };
         r.expect_code(2);
         assert!(r.stderr.contains(want), "{args:?}: want `{want}` in {}", r.stderr);
         assert!(!r.stderr.contains("panicked"));
     }
-    let r = mpirun(2, &["pairwise", "--pair", "0,7"], &[], LIMIT);
+    let r = mpirun(2, &["pairwise", "--pair", "0,7"], &[], limits::PAIRWISE_JOB);
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr.contains("--pair 0,7: this job has ranks 0 to 1"),
         "{}",
         r.stderr
     );
-    let r = mpirun(2, &["pairwise", "--op", "write"], &[], LIMIT);
+    let r = mpirun(2, &["pairwise", "--op", "write"], &[], limits::PAIRWISE_JOB);
     assert_ne!(r.code, Some(0));
     assert!(
         r.stderr

@@ -224,6 +224,17 @@ gpus = 3
 nvidia_peermem = "loaded"
 "#;
 
+/// A fresh directory `meshrun-preflight-NAME-PID` with a healthy node in it and the
+/// expectation file it meets: (the directory, the node, the file).
+fn healthy_node_and_expectation(name: &str) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = fresh_dir(&format!("preflight-{name}"));
+    let healthy = healthy_node(&dir);
+    let expect = dir.join("node.toml");
+    write(&expect, EXPECT);
+    (dir, healthy, expect)
+}
+
+/// `meshrun preflight --local` on the sysfs tree `tree` against the expectation file `expect`.
 fn local(tree: &Path, expect: &Path) -> Run {
     // Started directly, with no MPI launcher's variables and no mpirun on PATH: --local never
     // initialises MPI.
@@ -234,17 +245,12 @@ fn local(tree: &Path, expect: &Path) -> Run {
         .arg(tree)
         .arg("--expect")
         .arg(expect);
-    run_bounded(&mut cmd, Duration::from_secs(30))
+    run_bounded(&mut cmd, limits::ONE_PROCESS)
 }
 
 #[test]
 fn local_checks_one_node_against_an_expectation_file_without_mpi() {
-    let dir = std::env::temp_dir().join(format!("meshrun-preflight-local-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let healthy = healthy_node(&dir);
-    let expect = dir.join("node.toml");
-    write(&expect, EXPECT);
+    let (dir, healthy, expect) = healthy_node_and_expectation("local");
 
     let ok = local(&healthy, &expect);
     ok.expect_code(0);
@@ -264,7 +270,7 @@ fn local_checks_one_node_against_an_expectation_file_without_mpi() {
         .arg(&healthy)
         .arg("--json")
         .arg(&json);
-    run_bounded(&mut cmd, Duration::from_secs(30)).expect_code(0);
+    run_bounded(&mut cmd, limits::ONE_PROCESS).expect_code(0);
     let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(
         (doc["test"].as_str(), doc["pass"].as_bool()),
@@ -277,7 +283,7 @@ fn local_checks_one_node_against_an_expectation_file_without_mpi() {
             .any(|f| f["scope"] == "mlx5_0 port 1" && f["name"] == "gid" && f["value"] == "RoCE v2 IPv4"),
         "{doc}"
     );
-    run_bounded(&mut cmd, Duration::from_secs(30)).expect_code(2);
+    run_bounded(&mut cmd, limits::ONE_PROCESS).expect_code(2);
 
     let slow = planted(&dir, &healthy, "slow", |t| {
         write(&t.join("class/infiniband/mlx5_0/ports/1/rate"), "50 Gb/sec (2X HDR)\n");
@@ -319,12 +325,7 @@ fn local_checks_one_node_against_an_expectation_file_without_mpi() {
 /// planted on mr-h1 drains mr-h1 alone, with the finding as the reason; fixed, the node is resumed.
 #[test]
 fn slurm_s_health_check_drains_a_node_that_fails_preflight_and_resumes_it_when_fixed() {
-    let dir = std::env::temp_dir().join(format!("meshrun-preflight-slurm-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let healthy = healthy_node(&dir);
-    let expect = dir.join("node.toml");
-    write(&expect, EXPECT);
+    let (dir, healthy, expect) = healthy_node_and_expectation("slurm");
     let slurm = SlurmCluster::dir_of_this_process();
     // The settings file the recipe reads (an operator's /etc/default/meshrun-healthcheck), and a
     // HealthCheckProgram that points the recipe at it.
@@ -457,8 +458,7 @@ fn the_daemonset_s_pod_is_ready_only_while_its_node_passes() {
     let cm_at = mount_of(cm["name"].as_str().unwrap());
 
     let image = built_image();
-    let dir = std::env::temp_dir().join(format!("meshrun-preflight-ds-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = fresh_dir("preflight-ds");
     std::fs::create_dir_all(dir.join("configmap")).unwrap();
     let node = healthy_node(&dir);
     write(&dir.join("configmap/node.toml"), EXPECT);

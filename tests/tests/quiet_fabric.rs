@@ -5,8 +5,6 @@
 //! named, alone, and a clean fabric has no finding run after run. (The noisy cases, unshaped
 //! veths on a 2-core machine, are in netns_cluster.rs.)
 
-use std::time::Duration;
-
 use e2e::*;
 
 /// Every directed host link's rate, and the slow part's: 85% of it.
@@ -28,25 +26,11 @@ fn quiet(hosts: usize, slots: usize, rails: bool) -> NetnsCluster {
     c
 }
 
-fn blamed(stdout: &str) -> Vec<&str> {
-    stdout.lines().filter(|l| l.starts_with("# SLOW ")).collect()
-}
-
-/// The run fails (status 1) naming exactly one part, whose line starts with `want`.
-fn names_only(c: &NetnsCluster, args: &[&str], want: &str) -> Run {
-    let r = c.launch(&[], args, Duration::from_secs(300));
-    assert_eq!(r.code, Some(1), "{}", r.all());
-    let b = blamed(&r.stdout);
-    assert_eq!(b.len(), 1, "{}", r.stdout);
-    assert!(b[0].starts_with(want), "want {want}:\n{}", r.stdout);
-    r
-}
-
 #[test]
 fn a_clean_quiet_fabric_has_no_finding_ten_runs_in_a_row() {
     let c = quiet(6, 1, false);
     for run in 0..10 {
-        let r = c.launch(&[], PAIRWISE, Duration::from_secs(300));
+        let r = c.launch(&[], PAIRWISE, limits::LONG_JOB);
         assert_eq!(r.code, Some(0), "run {run}:\n{}", r.all());
         assert!(blamed(&r.stdout).is_empty(), "run {run}:\n{}", r.stdout);
         assert!(r.stdout.contains("# PASS: no slow pairs"), "run {run}:\n{}", r.stdout);
@@ -74,8 +58,7 @@ fn one_link_at_85_percent_is_named_alone() {
     let json_arg = json.display().to_string();
     let mut args = PAIRWISE.to_vec();
     args.extend(["--json", &json_arg]);
-    let r = names_only(
-        &c,
+    let r = c.names_only(
         &args,
         "# SLOW HOST LINK: mr-h1 <-> mr-h4: 1 of its 1 rank pairs are slow",
     );
@@ -123,7 +106,7 @@ fn one_link_at_85_percent_is_named_alone() {
 fn one_node_at_85_percent_is_named_alone() {
     let c = quiet(6, 1, false);
     c.script(&["shape-node", "mr-h2", SLOW]).expect_code(0);
-    names_only(&c, PAIRWISE, "# SLOW NODE: mr-h2: 5 of its 5 host links are slow");
+    c.names_only(PAIRWISE, "# SLOW NODE: mr-h2: 5 of its 5 host links are slow");
 }
 
 #[test]
@@ -134,8 +117,7 @@ fn one_nic_of_two_rails_at_85_percent_is_named_alone() {
     c.script(&["shape-nic", "mr-h3", "1", SLOW]).expect_code(0);
     let mut args = PAIRWISE.to_vec();
     args.extend(["--rails", "--tcp-if", "eth0,eth1"]);
-    let r = names_only(
-        &c,
+    let r = c.names_only(
         &args,
         "# SLOW NIC: mr-h3 on rail 1 (rank 7, eth1): 5 of its 5 pairs on the rail are slow",
     );

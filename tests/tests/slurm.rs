@@ -2,11 +2,9 @@
 //! namespace node): `meshrun launch` (mpirun inside the allocation, daemons started through Slurm)
 //! and `srun --mpi=pmix`, each submitted with `sbatch --wait`, their tables checked.
 
-use e2e::{meshrun_bin, root, run_bounded, table_rows, Run, SlurmCluster};
+use e2e::{limits, meshrun_bin, root, run_bounded, table_rows, Run, SlurmCluster};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-const LIMIT: Duration = Duration::from_secs(300);
 
 /// `sbatch --wait FILE ARGS` from `cwd`; the job's output file and sbatch's result.
 fn submit(c: &SlurmCluster, cwd: &Path, file: &str, args: &[&str]) -> (String, Run) {
@@ -32,7 +30,7 @@ fn submit_with(
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let r = run_bounded(&mut cmd, LIMIT);
+    let r = run_bounded(&mut cmd, limits::LONG_JOB);
     let job = job_id(&r);
     let out_file = cwd.join(format!("meshrun-{job}.out"));
     let out = std::fs::read_to_string(&out_file)

@@ -5,12 +5,9 @@
 //! quarter; no process and no shared-memory segment may be left after the last job.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
-use e2e::{meshrun_bin, mpi_env, run_bounded_leftovers, Run};
-
-const LIMIT: Duration = Duration::from_secs(120);
+use e2e::{limits, meshrun_command, mpirun_command, run_bounded_leftovers, Run};
 
 /// One kind of job: how to run it, the status it must end with, and the words its output must
 /// hold for that status.
@@ -155,6 +152,7 @@ struct SelfReport {
     hwm_kib: u64,
 }
 
+/// Every process's self-report in `stderr`, in the order of who made it.
 fn self_reports(stderr: &str) -> Vec<SelfReport> {
     let mut v: Vec<SelfReport> = stderr
         .lines()
@@ -174,32 +172,20 @@ fn self_reports(stderr: &str) -> Vec<SelfReport> {
     v
 }
 
+/// One job of `kind`, its processes tagged `tag` and its shared-memory segments in `shm`: what it
+/// left, and the processes still there 5 s after it ended.
 fn run(kind: &Kind, tag: &str, shm: &std::path::Path) -> (Run, Vec<String>) {
+    let self_report = ("MESHRUN_SELF_REPORT", "1");
     let mut cmd = if kind.np == 0 {
-        let mut c = Command::new(meshrun_bin());
-        mpi_env(&mut c).args(kind.args);
-        c
+        meshrun_command(kind.args)
     } else {
-        let mut c = Command::new("mpirun");
-        mpi_env(&mut c).args([
-            "--bind-to",
-            "none",
-            "-np",
-            &kind.np.to_string(),
-            "-x",
-            "MESHRUN_SELF_REPORT",
-        ]);
-        for (k, v) in kind.env {
-            c.env(k, v).args(["-x", k]);
-        }
-        c.arg(meshrun_bin()).args(kind.args);
-        c
+        let env: Vec<(&str, &str)> = std::iter::once(self_report).chain(kind.env.iter().copied()).collect();
+        mpirun_command(kind.np, kind.args, &env)
     };
     cmd.current_dir(e2e::root())
-        .env("MESHRUN_SELF_REPORT", "1")
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
+        .env(self_report.0, self_report.1)
         .env("OMPI_MCA_btl_vader_backing_directory", shm);
-    run_bounded_leftovers(&mut cmd, LIMIT, tag, Duration::from_secs(5))
+    run_bounded_leftovers(&mut cmd, limits::SMALL_JOB, tag, Duration::from_secs(5))
 }
 
 #[test]

@@ -6,18 +6,12 @@
 //! one direction's figure doubled, so every other ratio is exactly 1.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use e2e::*;
 
-const LIMIT: Duration = Duration::from_secs(180);
-
 /// A folder of this test's own (tests run side by side).
 fn dir(test: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("meshrun-verdict-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("a temp dir");
-    d
+    fresh_dir(&format!("verdict-{test}"))
 }
 
 /// A pairwise run of `np` ranks at `size`, 20 iterations, with `extra` flags (its verdict is not
@@ -33,7 +27,7 @@ fn pairwise_run(np: usize, size: &str, extra: &[&str]) -> Run {
         VERDICT_NOT_THE_SUBJECT,
     ];
     args.extend_from_slice(extra);
-    mpirun(np, &args, &[], LIMIT)
+    mpirun(np, &args, &[], limits::PAIRWISE_JOB)
 }
 
 /// A pairwise run of `np` ranks at `size`, saved as `path` (its verdict is not the subject).
@@ -72,7 +66,7 @@ fn a_saved_run_is_judged_again_under_another_rule() {
     saved_run(&run, "64K");
     let f = run.to_str().expect("utf-8");
     // Its own rule (the one it ran with): the same PASS, said to be offline.
-    let r = meshrun(&["verdict", f], LIMIT);
+    let r = meshrun(&["verdict", f], limits::PAIRWISE_JOB);
     r.expect_code(0);
     assert!(
         r.stdout.starts_with(&format!(
@@ -90,12 +84,12 @@ fn a_saved_run_is_judged_again_under_another_rule() {
     assert!(r.stdout.contains("# PASS: no slow pairs"), "{}", r.stdout);
     // A rule no loopback run passes: every direction below the median is suspect, and without
     // retests every suspect is confirmed, said so on its line.
-    let r = meshrun(&["verdict", f, "--threshold", "1"], LIMIT);
+    let r = meshrun(&["verdict", f, "--threshold", "1"], limits::PAIRWISE_JOB);
     r.expect_code(1);
     assert!(r.stdout.contains("# FAIL: "), "{}", r.stdout);
     assert!(r.stdout.contains("not retested"), "{}", r.stdout);
     // Against itself: every ratio 1, nothing slower.
-    let r = meshrun(&["verdict", f, "--baseline", f], LIMIT);
+    let r = meshrun(&["verdict", f, "--baseline", f], limits::PAIRWISE_JOB);
     r.expect_code(0);
     assert!(r.stdout.contains("# Baseline: "), "{}", r.stdout);
     assert!(
@@ -115,7 +109,7 @@ fn a_direction_slower_than_in_the_baseline_is_named() {
     saved_run_of(4, &run, "64K");
     let (src, dst) = faster_baseline(&run, &good);
     let (f, g) = (run.to_str().expect("utf-8"), good.to_str().expect("utf-8"));
-    let r = meshrun(&["verdict", f, "--baseline", g], LIMIT);
+    let r = meshrun(&["verdict", f, "--baseline", g], limits::PAIRWISE_JOB);
     r.expect_code(1);
     let (a, b) = (src.min(dst), src.max(dst));
     let slower: Vec<&str> = r
@@ -167,14 +161,19 @@ fn unusable_files_are_one_line_errors_before_any_traffic() {
             "meshrun verdict: /nonexistent/run.json: cannot read it: ".to_string(),
         ),
     ] {
-        let r = meshrun(&args, LIMIT);
+        let r = meshrun(&args, limits::PAIRWISE_JOB);
         r.expect_code(2);
         assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
         assert!(r.stderr.starts_with(&want), "want {want}\n{}", r.stderr);
         assert!(r.stdout.is_empty(), "{}", r.stdout);
     }
     // On a live run: refused before any traffic (no table printed), status 2.
-    let r = mpirun(3, &["pairwise", "-s", "64K", "-n", "20", "--baseline", o], &[], LIMIT);
+    let r = mpirun(
+        3,
+        &["pairwise", "-s", "64K", "-n", "20", "--baseline", o],
+        &[],
+        limits::PAIRWISE_JOB,
+    );
     r.expect_code(2);
     assert!(
         r.stderr.contains(&format!(
@@ -257,11 +256,11 @@ fn a_json_report_on_stdout_travels_in_the_log_and_is_read_back() {
         format!("Warning: Permanently added 'w-0' (ED25519) to the list of known hosts.\n{tagged}"),
     )
     .expect("log");
-    let r = meshrun(&["verdict", log.to_str().expect("utf-8")], LIMIT);
+    let r = meshrun(&["verdict", log.to_str().expect("utf-8")], limits::PAIRWISE_JOB);
     r.expect_code(0);
     assert!(r.stdout.contains("(3 ranks, 6 directions measured)"), "{}", r.stdout);
     // --csv and --heatmap cannot share stdout with the text report.
-    let r = mpirun(2, &["pairwise", "-n", "5", "--csv", "-"], &[], LIMIT);
+    let r = mpirun(2, &["pairwise", "-n", "5", "--csv", "-"], &[], limits::PAIRWISE_JOB);
     r.expect_code(2);
     assert!(
         r.stderr.contains("--csv -: only --json writes to stdout"),
@@ -273,7 +272,7 @@ fn a_json_report_on_stdout_travels_in_the_log_and_is_read_back() {
         2,
         &["all_reduce", "-b", "8", "-e", "1K", "-f", "4", "-n", "2", "-J", "-"],
         &[],
-        LIMIT,
+        limits::PAIRWISE_JOB,
     );
     r.expect_code(0);
     let json = r

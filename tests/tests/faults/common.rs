@@ -2,14 +2,14 @@
 //! made of it (named rank, bounded time, nothing left behind).
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 pub use e2e::entries;
-use e2e::{meshrun_bin, mpi_env, run_bounded_leftovers, Run};
+use e2e::{mpirun_command, run_bounded_leftovers, Run};
 
 /// The per-wait deadline the fault jobs use.
 pub const T: u64 = 3;
+/// How long one fault job may run (its own: well past a deadline plus the bounds below).
 pub const LIMIT: Duration = Duration::from_secs(90);
 /// A frozen rank: the job ends within the deadline plus this, from the moment of the fault (the
 /// post-mortem's 1 s window and 1 s of queries, mpirun's teardown, a loaded 2-core machine).
@@ -21,7 +21,9 @@ pub const AFTER_DEADLINE: f64 = 6.0;
 pub const AFTER_KILL: f64 = 10.0;
 pub const KILL_T: &str = "30";
 
-pub struct Outcome {
+/// What one fault job left: its run, the processes and shared-memory segments left after it, and
+/// when it ended after the fault.
+pub struct FaultOutcome {
     pub run: Run,
     pub leftovers: Vec<String>,
     pub shm: Vec<String>,
@@ -52,17 +54,11 @@ pub fn scratch(tag: &str) -> PathBuf {
 
 /// `mpirun -np N meshrun ARGS` with MESHRUN_FAULT=`fault`; Open MPI's shared-memory segments go
 /// to a directory of this job's own, checked empty afterwards.
-pub fn fault_job(np: usize, fault: &str, args: &[&str]) -> Outcome {
+pub fn fault_job(np: usize, fault: &str, args: &[&str]) -> FaultOutcome {
     // No commas: Open MPI keeps the files to clean up after a job as a comma-separated list.
     let shm = scratch(&fault.replace([':', '=', ','], "_"));
-    let mut cmd = Command::new("mpirun");
-    mpi_env(&mut cmd)
-        .env("MESHRUN_FAULT", fault)
-        .env("OMPI_MCA_btl_vader_backing_directory", &shm)
-        .env("OMPI_MCA_mpi_yield_when_idle", "1")
-        .args(["--bind-to", "none", "-np", &np.to_string(), "-x", "MESHRUN_FAULT"])
-        .arg(meshrun_bin())
-        .args(args);
+    let mut cmd = mpirun_command(np, args, &[("MESHRUN_FAULT", fault)]);
+    cmd.env("OMPI_MCA_btl_vader_backing_directory", &shm);
     let tag = format!("MESHRUN_FAULT_JOB={}", shm.display());
     let (run, leftovers) = run_bounded_leftovers(&mut cmd, LIMIT, &tag, Duration::from_secs(5));
     let ended = run
@@ -72,7 +68,7 @@ pub fn fault_job(np: usize, fault: &str, args: &[&str]) -> Outcome {
     let after_fault = fault_epoch(&run.stderr).map(|f| ended - f);
     let left = entries(&shm);
     let _ = std::fs::remove_dir_all(&shm);
-    Outcome {
+    FaultOutcome {
         after_fault,
         run,
         leftovers,
@@ -111,7 +107,7 @@ pub fn job_status(run: &Run) -> Option<i32> {
     }
 }
 
-pub fn clean(o: &Outcome) {
+pub fn clean(o: &FaultOutcome) {
     assert!(
         o.leftovers.is_empty(),
         "processes left 5 s after mpirun ended: {:?}\n{}",
@@ -127,7 +123,7 @@ pub fn clean(o: &Outcome) {
 }
 
 /// The one root-cause line.
-pub fn root_line(o: &Outcome) -> String {
+pub fn root_line(o: &FaultOutcome) -> String {
     let lines: Vec<&str> = o
         .run
         .stderr
@@ -141,7 +137,7 @@ pub fn root_line(o: &Outcome) -> String {
 /// The precondition of every fault case: the fault struck (its phase was reached). Checked
 /// before the status, so a run that never reached the phase says so instead of failing on a
 /// status that only follows from it. Returns the seconds from the fault to mpirun's end.
-pub fn struck(o: &Outcome, fault: &str) -> f64 {
+pub fn struck(o: &FaultOutcome, fault: &str) -> f64 {
     o.after_fault.unwrap_or_else(|| {
         panic!(
             "{fault}: precondition not met: the fault never struck (the run never reached its phase; status {:?}):\n{}",

@@ -1,0 +1,119 @@
+//! A cluster of namespace hosts on this machine (`scripts/netns-cluster`): bringing it up, running
+//! `meshrun launch` from its first host, and the check that a pairwise run on it names one part.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use crate::{blamed, limits, meshrun_bin, mpi_env, root, run_bounded, Run};
+
+/// A namespace cluster of N hosts for the duration of a test (one at a time per test binary).
+pub struct NetnsCluster {
+    pub dir: PathBuf,
+    _lock: MutexGuard<'static, ()>,
+}
+
+/// Held by each namespace or Slurm cluster while it is up: one at a time per test binary.
+pub(crate) static NETNS_LOCK: Mutex<()> = Mutex::new(());
+
+impl NetnsCluster {
+    pub fn up(n: usize) -> NetnsCluster {
+        NetnsCluster::up_with_slots(n, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each in the hostfile.
+    pub fn up_with_slots(n: usize, slots: usize) -> NetnsCluster {
+        NetnsCluster::up_with(n, slots, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each, under `leaves` (1 or 2) leaf bridges joined by an
+    /// uplink (`dir/topology` says which host is under which).
+    pub fn up_with(n: usize, slots: usize, leaves: usize) -> NetnsCluster {
+        NetnsCluster::up_full(n, slots, leaves, 1)
+    }
+
+    /// `n` hosts with `slots` ranks each and two rails: every host has eth0 on one bridge and
+    /// eth1 on another (`shape-rail HOST 1 RATE` slows one host's eth1).
+    pub fn up_with_rails(n: usize, slots: usize) -> NetnsCluster {
+        NetnsCluster::up_full(n, slots, 1, 2)
+    }
+
+    fn up_full(n: usize, slots: usize, leaves: usize, rails: usize) -> NetnsCluster {
+        let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        assert!(
+            nix::unistd::geteuid().is_root(),
+            "the namespace cluster needs root (ip netns, unshare); run the tests as root, as CI does"
+        );
+        let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
+        // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics.
+        let cluster = NetnsCluster { dir, _lock: lock };
+        let r = run_bounded(
+            Command::new(root().join("scripts/netns-cluster"))
+                .args([
+                    "up",
+                    &n.to_string(),
+                    &slots.to_string(),
+                    &leaves.to_string(),
+                    &rails.to_string(),
+                ])
+                .env("MR_NETNS_DIR", &cluster.dir),
+            Duration::from_secs(60),
+        );
+        assert_eq!(r.code, Some(0), "netns-cluster up failed:\n{}", r.all());
+        cluster
+    }
+
+    pub fn script(&self, args: &[&str]) -> Run {
+        let mut cmd = Command::new(root().join("scripts/netns-cluster"));
+        cmd.args(args).env("MR_NETNS_DIR", &self.dir);
+        run_bounded(&mut cmd, Duration::from_secs(60))
+    }
+
+    /// Run `meshrun launch --hostfile ... --rsh-agent ... ARGS` from host mr-h0.
+    pub fn launch(&self, launch_args: &[&str], rank_args: &[&str], limit: Duration) -> Run {
+        run_bounded(&mut self.launch_command(launch_args, rank_args), limit)
+    }
+
+    /// Run pairwise with `args` on the cluster: it fails (status 1) naming exactly one part,
+    /// whose line starts with `want`.
+    pub fn names_only(&self, args: &[&str], want: &str) -> Run {
+        let r = self.launch(&[], args, limits::LONG_JOB);
+        r.expect_code(1);
+        let b = blamed(&r.stdout);
+        assert_eq!(b.len(), 1, "{}", r.stdout);
+        assert!(b[0].starts_with(want), "want {want}:\n{}", r.stdout);
+        r
+    }
+
+    /// The command [`NetnsCluster::launch`] runs, for a test that acts on the cluster while it runs.
+    pub fn launch_command(&self, launch_args: &[&str], rank_args: &[&str]) -> Command {
+        let mut line = vec![
+            meshrun_bin().display().to_string(),
+            "launch".into(),
+            "--hostfile".into(),
+            self.dir.join("hostfile").display().to_string(),
+            "--rsh-agent".into(),
+            self.dir.join("rsh-agent").display().to_string(),
+        ];
+        line.extend(launch_args.iter().map(|s| s.to_string()));
+        line.push("--".into());
+        line.extend(rank_args.iter().map(|s| s.to_string()));
+        let mut cmd = Command::new(root().join("scripts/netns-cluster"));
+        mpi_env(&mut cmd)
+            .env("MR_NETNS_DIR", &self.dir)
+            .args(["exec", "mr-h0"])
+            .args(&line);
+        cmd
+    }
+}
+
+impl Drop for NetnsCluster {
+    fn drop(&mut self) {
+        let _ = Command::new(root().join("scripts/netns-cluster"))
+            .arg("down")
+            .env("MR_NETNS_DIR", &self.dir)
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
