@@ -37,37 +37,8 @@ pub fn config(s: &settings::Coll) -> Result<CollConfig, String> {
             a.min_bytes, a.max_bytes
         ));
     }
-    let step = match a.step_factor {
-        Some(f) if f < 2 => {
-            return Err(format!(
-                "-f {f} would never grow the size; expected a factor of 2 or more (or -i BYTES)"
-            ))
-        }
-        Some(f) => Step::Factor(f),
-        None if a.step_bytes == 0 => {
-            return Err("-i 0 would never grow the size; expected an increment of 1 element or more".into())
-        }
-        None => Step::Bytes(a.step_bytes),
-    };
-    for dt in &dtypes {
-        let sz = dt.size() as u64;
-        for (flag, v) in [("-b", a.min_bytes), ("-e", a.max_bytes)] {
-            if v == 0 || v % sz != 0 {
-                return Err(format!(
-                    "{flag} {v} is not a positive multiple of the {sz}-byte {} element",
-                    dt.name()
-                ));
-            }
-        }
-        if let Step::Bytes(b) = step {
-            if b % sz != 0 {
-                return Err(format!(
-                    "-i {b} is not a multiple of the {sz}-byte {} element",
-                    dt.name()
-                ));
-            }
-        }
-    }
+    let step = step(a)?;
+    whole_elements(a, &dtypes, step)?;
     if a.per_iter_timing == 1 && a.per_iter_skip as u64 >= a.iters {
         return Err(format!(
             "-K {} skips every one of the -n {} iterations; expected -K below -n",
@@ -99,6 +70,44 @@ pub fn config(s: &settings::Coll) -> Result<CollConfig, String> {
         per_iter: a.per_iter_timing == 1,
         per_iter_skip: a.per_iter_skip,
     })
+}
+
+/// `-f` or `-i`, checked: a size that never grows is refused.
+fn step(a: &CollArgs) -> Result<Step, String> {
+    match a.step_factor {
+        Some(f) if f < 2 => Err(format!(
+            "-f {f} would never grow the size; expected a factor of 2 or more (or -i BYTES)"
+        )),
+        Some(f) => Ok(Step::Factor(f)),
+        None if a.step_bytes == 0 => {
+            Err("-i 0 would never grow the size; expected an increment of 1 element or more".into())
+        }
+        None => Ok(Step::Bytes(a.step_bytes)),
+    }
+}
+
+/// `-b`, `-e` and `-i` hold whole elements of every data type of the run.
+fn whole_elements(a: &CollArgs, dtypes: &[DataType], step: Step) -> Result<(), String> {
+    for dt in dtypes {
+        let sz = dt.size() as u64;
+        for (flag, v) in [("-b", a.min_bytes), ("-e", a.max_bytes)] {
+            if v == 0 || v % sz != 0 {
+                return Err(format!(
+                    "{flag} {v} is not a positive multiple of the {sz}-byte {} element",
+                    dt.name()
+                ));
+            }
+        }
+        if let Step::Bytes(b) = step {
+            if b % sz != 0 {
+                return Err(format!(
+                    "-i {b} is not a multiple of the {sz}-byte {} element",
+                    dt.name()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What `-g`, `--gpu-ids` and `--gpu-staging` ask for, checked before any rank starts work.

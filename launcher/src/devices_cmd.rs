@@ -2,6 +2,8 @@
 //! close each is to each NIC, what CUDA says of GPUDirect RDMA, and the choice meshrun would
 //! make; as lines or, `--json`, one document.
 
+use ranks::devices::RdmaDevice;
+
 use crate::cli::DevicesArgs;
 use crate::exit::Status;
 
@@ -11,55 +13,15 @@ const DEVICES_JSON_SCHEMA: u32 = 1;
 /// `meshrun devices --json`: what the lines say, as one JSON document on stdout; the status as
 /// without --json (2 when there is no RDMA device or the choice fails).
 fn devices_json(a: &DevicesArgs) -> i32 {
-    use ranks::devices::{self, GidKind};
+    use ranks::devices;
     use serde_json::json;
     let root = &a.dev.sysfs_root;
     let (devs, error) = match devices::discover(root) {
         Ok(d) => (d, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    let gid = |g: &devices::Gid| {
-        json!({
-            "index": g.index,
-            "gid": g.to_sysfs(),
-            "type": match g.kind {
-                Some(GidKind::RoceV2) => "RoCE v2",
-                Some(GidKind::IbRoceV1) => "IB/RoCE v1",
-                None => "unknown",
-            },
-            "ipv4": g.ipv4().map(|ip| ip.to_string()),
-            "netdev": g.netdev,
-        })
-    };
-    let devices: Vec<serde_json::Value> = devs
-        .iter()
-        .map(|d| {
-            json!({
-                "name": d.name,
-                "pci": d.pci,
-                "ports": d.ports.iter().map(|p| json!({
-                    "port": p.num,
-                    "state": p.state.1,
-                    "phys_state": p.phys_state,
-                    "link_layer": format!("{:?}", p.link_layer),
-                    "rate": p.rate,
-                    "lid": p.lid,
-                    "gids": p.gids.iter().map(gid).collect::<Vec<_>>(),
-                })).collect::<Vec<_>>(),
-            })
-        })
-        .collect();
-    let gpus: Vec<serde_json::Value> = ranks::pci::gpu_nic_affinity(root, &devs)
-        .iter()
-        .map(|g| {
-            json!({
-                "pci": g.gpu.addr,
-                "numa": g.gpu.numa,
-                "nics": g.nics.iter().map(|(n, aff)| json!({"nic": n, "affinity": aff.as_str()})).collect::<Vec<_>>(),
-                "warning": g.warning(),
-            })
-        })
-        .collect();
+    let devices = devices_doc(&devs);
+    let gpus = gpus_doc(root, &devs);
     let choice = devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index);
     let (probe, _) = gpu_probe(true);
     let probe: serde_json::Value = probe
@@ -141,7 +103,28 @@ pub fn run(a: DevicesArgs) -> i32 {
         }
     };
     print!("{}", devices::show_gids(&devs));
-    for d in &devs {
+    print_ports(&devs);
+    print_gpus(&a.dev.sysfs_root, &devs);
+    // What CUDA says of GPUDirect RDMA on each GPU (or that there is no driver).
+    for l in gpu_probe(false).0 {
+        println!("{l}");
+    }
+    match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
+        Ok(c) => {
+            println!("# selected: {}", c.describe());
+            0
+        }
+        Err(e) => {
+            ranks::eline!("meshrun devices: {e}");
+            Status::Usage.code()
+        }
+    }
+}
+
+/// One line per port of every device: state, link layer, rate, LID, PCI address.
+fn print_ports(devs: &[RdmaDevice]) {
+    use ranks::devices;
+    for d in devs {
         for p in &d.ports {
             println!(
                 "# {} port {}: {} ({}), {:?}{}, {}, LID 0x{:x}{}",
@@ -161,8 +144,13 @@ pub fn run(a: DevicesArgs) -> i32 {
             );
         }
     }
+}
+
+/// One line per GPU (from the PCI tree under `root`): how close it is to each RDMA NIC, as
+/// nvidia-smi topo -m says it, and a warning where the closest is far.
+fn print_gpus(root: &std::path::Path, devs: &[RdmaDevice]) {
     // GPUs (from the PCI tree) and how close each is to each RDMA NIC, as nvidia-smi topo -m says it.
-    for g in ranks::pci::gpu_nic_affinity(&a.dev.sysfs_root, &devs) {
+    for g in ranks::pci::gpu_nic_affinity(root, devs) {
         let nics: Vec<String> = g.nics.iter().map(|(n, aff)| format!("{n} {}", aff.as_str())).collect();
         let numa = g.gpu.numa.map_or("?".to_string(), |n| n.to_string());
         println!(
@@ -178,18 +166,56 @@ pub fn run(a: DevicesArgs) -> i32 {
             println!("# warning: {w}");
         }
     }
-    // What CUDA says of GPUDirect RDMA on each GPU (or that there is no driver).
-    for l in gpu_probe(false).0 {
-        println!("{l}");
-    }
-    match devices::select(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index) {
-        Ok(c) => {
-            println!("# selected: {}", c.describe());
-            0
-        }
-        Err(e) => {
-            ranks::eline!("meshrun devices: {e}");
-            Status::Usage.code()
-        }
-    }
+}
+
+/// `devices --json`'s `devices`: every device, its ports and their GIDs.
+fn devices_doc(devs: &[RdmaDevice]) -> Vec<serde_json::Value> {
+    use ranks::devices::{self, GidKind};
+    use serde_json::json;
+    let gid = |g: &devices::Gid| {
+        json!({
+            "index": g.index,
+            "gid": g.to_sysfs(),
+            "type": match g.kind {
+                Some(GidKind::RoceV2) => "RoCE v2",
+                Some(GidKind::IbRoceV1) => "IB/RoCE v1",
+                None => "unknown",
+            },
+            "ipv4": g.ipv4().map(|ip| ip.to_string()),
+            "netdev": g.netdev,
+        })
+    };
+    devs.iter()
+        .map(|d| {
+            json!({
+                "name": d.name,
+                "pci": d.pci,
+                "ports": d.ports.iter().map(|p| json!({
+                    "port": p.num,
+                    "state": p.state.1,
+                    "phys_state": p.phys_state,
+                    "link_layer": format!("{:?}", p.link_layer),
+                    "rate": p.rate,
+                    "lid": p.lid,
+                    "gids": p.gids.iter().map(gid).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
+}
+
+/// `devices --json`'s `gpus`: every GPU and how close it is to each NIC.
+fn gpus_doc(root: &std::path::Path, devs: &[RdmaDevice]) -> Vec<serde_json::Value> {
+    use serde_json::json;
+    ranks::pci::gpu_nic_affinity(root, devs)
+        .iter()
+        .map(|g| {
+            json!({
+                "pci": g.gpu.addr,
+                "numa": g.gpu.numa,
+                "nics": g.nics.iter().map(|(n, aff)| json!({"nic": n, "affinity": aff.as_str()})).collect::<Vec<_>>(),
+                "warning": g.warning(),
+            })
+        })
+        .collect()
 }

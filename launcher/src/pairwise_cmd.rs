@@ -430,12 +430,7 @@ impl RankCommand for Pairwise {
         let before = read_counters(&*t);
         let mut outcome = pairwise::run(world, t, cfg, fabric, &mut progress)?;
         let after = read_counters(&*t);
-        let moved = counter_deltas(&before, &after);
-        let mine: Vec<(usize, String, String, std::collections::BTreeMap<String, u64>)> = moved
-            .into_iter()
-            .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
-            .collect();
-        let counters = collectives::gather_json(world, &mine, "gathering port counters")?;
+        let counters = gather_counters(world, &before, &after)?;
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.
         if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
@@ -446,16 +441,7 @@ impl RankCommand for Pairwise {
                 ranks::verbs::calls::calls()
             ));
         }
-        // Every rank's peak memory, the largest kept (an MPI max: O(1) per rank).
-        let held = ranks::verbs::usage::usage();
-        let rss = world.max_f64(
-            &[
-                crate::rank::peak_rss().unwrap_or(0) as f64,
-                held.peak_bytes as f64,
-                held.qps as f64,
-            ],
-            "gathering peak memory",
-        );
+        let rss = peak_memory(world);
         if let Some(o) = outcome.as_mut() {
             o.config_findings = gathered.findings;
             o.counters = analysis::counters::per_source(counters.unwrap_or_default().into_iter().flatten().collect());
@@ -502,6 +488,36 @@ impl RankCommand for Pairwise {
             Status::Ok
         }
     }
+}
+
+/// Every rank's counters that moved between `before` and `after`, gathered to rank 0.
+fn gather_counters(
+    world: &ranks::World,
+    before: &[ranks::counters::Counters],
+    after: &[ranks::counters::Counters],
+) -> Result<Option<Vec<Vec<MovedCounters>>>, RankFailure> {
+    let mine: Vec<MovedCounters> = counter_deltas(before, after)
+        .into_iter()
+        .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
+        .collect();
+    Ok(collectives::gather_json(world, &mine, "gathering port counters")?)
+}
+
+/// One rank's counters of one source that moved: rank, host, source, the deltas.
+type MovedCounters = (usize, String, String, std::collections::BTreeMap<String, u64>);
+
+/// Every rank's peak memory, the largest kept (an MPI max: O(1) per rank): resident set,
+/// registered memory and queue pairs held.
+fn peak_memory(world: &ranks::World) -> Vec<f64> {
+    let held = ranks::verbs::usage::usage();
+    world.max_f64(
+        &[
+            crate::rank::peak_rss().unwrap_or(0) as f64,
+            held.peak_bytes as f64,
+            held.qps as f64,
+        ],
+        "gathering peak memory",
+    )
 }
 
 /// What moved between two snapshots of this rank's counters, as `analysis::counters` takes them.

@@ -109,114 +109,141 @@ impl Rank {
         here: &Here,
     ) -> Result<Rank, String> {
         let mut r = Rank::from_flags(args);
-        fill(&mut r, args, m, env, here)?;
+        let mut p = Provenance::default();
+        fill(&mut r, &Inputs { args, m, env, here }, &mut p)?;
+        r.nic_choice = p.header();
         Ok(r)
     }
 }
 
-/// [`Rank::resolve`]'s work: what NCCL's variables fill in `r`, from `args` as given.
-fn fill(
-    r: &mut Rank,
-    args: &RankArgs,
-    m: &clap::ArgMatches,
-    env: &dyn Fn(&str) -> Option<String>,
-    here: &Here,
-) -> Result<(), String> {
-    let mut p = Provenance::default();
-    let nccl = |k: &str| env(k).filter(|v| !v.trim().is_empty());
-    match clap_source(m, "tcp_if", "tcp-if", || args.tcp_if.join(",")) {
-        Some(s) => p.items.push(("--tcp-if", s)),
-        None => {
-            if let Some(v) = nccl("NCCL_SOCKET_IFNAME") {
-                let list = resolve_socket_ifname(&v, &(here.interfaces)()?)?;
-                p.items.push((
-                    "--tcp-if",
-                    Source::Nccl {
-                        var: "NCCL_SOCKET_IFNAME".into(),
-                        value: v,
-                        resolved: list.join(","),
-                    },
-                ));
-                r.tcp_if = list;
-            }
-        }
+/// What [`Rank::resolve`] reads: the flags as given, their matches, the environment, this host.
+struct Inputs<'a> {
+    args: &'a RankArgs,
+    m: &'a clap::ArgMatches,
+    env: &'a dyn Fn(&str) -> Option<String>,
+    here: &'a Here,
+}
+
+impl Inputs<'_> {
+    /// Where clap took flag `id` (`--long`) from, with the value it has (`value`), if anywhere.
+    fn flag(&self, id: &str, long: &str, value: impl Fn() -> String) -> Option<Source> {
+        clap_source(self.m, id, long, value)
     }
-    let rdma = args.transport != TransportChoice::Tcp;
-    let dev = clap_source(m, "devices", "devices", || args.devices.join(","))
+
+    /// NCCL's `var` where it is set, not empty, and applies: an RDMA one (`rdma`) not under
+    /// `--transport tcp`.
+    fn nccl(&self, var: &str, rdma: bool) -> Option<String> {
+        let applies = !rdma || self.args.transport != TransportChoice::Tcp;
+        (self.env)(var).filter(|v| applies && !v.trim().is_empty())
+    }
+}
+
+/// An NCCL variable's value and what it resolved to here.
+fn from_nccl(var: &str, value: String, resolved: String) -> Source {
+    Source::Nccl {
+        var: var.into(),
+        value,
+        resolved,
+    }
+}
+
+/// [`Rank::resolve`]'s work: what NCCL's variables fill in `r`, each choice's source in `p`.
+fn fill(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), String> {
+    tcp_if(r, i, p)?;
+    devices(r, i, p)?;
+    gid_index(r, i, p)?;
+    // Service level and traffic class: NCCL_IB_SL (0-15) and NCCL_IB_TC (0-255).
+    r.sl = small(i, ("--sl", "sl"), "NCCL_IB_SL", 15, i.args.sl, p)?;
+    r.tclass = small(i, ("--tclass", "tclass"), "NCCL_IB_TC", 255, i.args.tclass, p)?;
+    Ok(())
+}
+
+/// `--tcp-if`, else `NCCL_SOCKET_IFNAME` against this host's interfaces.
+fn tcp_if(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), String> {
+    if let Some(s) = i.flag("tcp_if", "tcp-if", || i.args.tcp_if.join(",")) {
+        p.items.push(("--tcp-if", s));
+        return Ok(());
+    }
+    if let Some(v) = i.nccl("NCCL_SOCKET_IFNAME", false) {
+        let list = resolve_socket_ifname(&v, &(i.here.interfaces)()?)?;
+        p.items
+            .push(("--tcp-if", from_nccl("NCCL_SOCKET_IFNAME", v, list.join(","))));
+        r.tcp_if = list;
+    }
+    Ok(())
+}
+
+/// `--devices` or `--ib-dev`, else `NCCL_IB_HCA` against this host's RDMA devices (and the port
+/// its entries name, where `--ib-port` did not).
+fn devices(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), String> {
+    let a = i.args;
+    let dev = i
+        .flag("devices", "devices", || a.devices.join(","))
         .map(|s| ("--devices", s))
         .or_else(|| {
-            clap_source(m, "ib_dev", "ib-dev", || args.ib_dev.clone().unwrap_or_default()).map(|s| ("--ib-dev", s))
+            i.flag("ib_dev", "ib-dev", || a.ib_dev.clone().unwrap_or_default())
+                .map(|s| ("--ib-dev", s))
         });
-    match dev {
-        Some(d) => p.items.push(d),
-        None => {
-            if let (Some(v), true) = (nccl("NCCL_IB_HCA"), rdma) {
-                let devs = (here.rdma_devices)(&args.sysfs_root)
-                    .map_err(|e| format!("NCCL_IB_HCA={v}: cannot list RDMA devices: {e}"))?;
-                if !(devs.is_empty() && args.transport == TransportChoice::Auto) {
-                    let (list, port) = resolve_ib_hca(&v, &devs)?;
-                    let mut resolved = list.join(",");
-                    if let (Some(port), None) = (port, args.ib_port) {
-                        r.ib_port = Some(port);
-                        resolved.push_str(&format!(" port {port}"));
-                    }
-                    p.items.push((
-                        "--devices",
-                        Source::Nccl {
-                            var: "NCCL_IB_HCA".into(),
-                            value: v,
-                            resolved,
-                        },
-                    ));
-                    r.devices = list;
-                }
-            }
-        }
+    if let Some(d) = dev {
+        p.items.push(d);
+        return Ok(());
     }
-    let gid = args.gid_index;
-    match clap_source(m, "gid_index", "gid-index", || {
+    let Some(v) = i.nccl("NCCL_IB_HCA", true) else {
+        return Ok(());
+    };
+    let devs =
+        (i.here.rdma_devices)(&a.sysfs_root).map_err(|e| format!("NCCL_IB_HCA={v}: cannot list RDMA devices: {e}"))?;
+    if devs.is_empty() && a.transport == TransportChoice::Auto {
+        return Ok(());
+    }
+    let (list, port) = resolve_ib_hca(&v, &devs)?;
+    let mut resolved = list.join(",");
+    if let (Some(port), None) = (port, a.ib_port) {
+        r.ib_port = Some(port);
+        resolved.push_str(&format!(" port {port}"));
+    }
+    p.items.push(("--devices", from_nccl("NCCL_IB_HCA", v, resolved)));
+    r.devices = list;
+    Ok(())
+}
+
+/// `--gid-index`, else `NCCL_IB_GID_INDEX`.
+fn gid_index(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), String> {
+    let gid = i.args.gid_index;
+    if let Some(s) = i.flag("gid_index", "gid-index", || {
         gid.map(|g| g.to_string()).unwrap_or_default()
     }) {
-        Some(s) => p.items.push(("--gid-index", s)),
-        None => {
-            if let (Some(v), true) = (nccl("NCCL_IB_GID_INDEX"), rdma) {
-                let g = parse_gid_index(&v)?;
-                p.items.push((
-                    "--gid-index",
-                    Source::Nccl {
-                        var: "NCCL_IB_GID_INDEX".into(),
-                        value: v,
-                        resolved: g.to_string(),
-                    },
-                ));
-                r.gid_index = Some(g);
-            }
-        }
+        p.items.push(("--gid-index", s));
+        return Ok(());
     }
-    // Service level and traffic class: NCCL_IB_SL (0-15) and NCCL_IB_TC (0-255).
-    let nccl_small = |(flag, id): (&'static str, &str), var: &str, max: u8, given: Option<u8>, p: &mut Provenance| {
-        if let Some(s) = clap_source(m, id, id, || given.map(|v| v.to_string()).unwrap_or_default()) {
-            p.items.push((flag, s));
-            return Ok::<_, String>(given);
-        }
-        let (Some(v), true) = (nccl(var), rdma) else {
-            return Ok(given);
-        };
-        let n = parse_small(&v, var, max)?;
-        p.items.push((
-            flag,
-            Source::Nccl {
-                var: var.into(),
-                value: v,
-                resolved: n.to_string(),
-            },
-        ));
-        Ok(Some(n))
-    };
-    r.sl = nccl_small(("--sl", "sl"), "NCCL_IB_SL", 15, args.sl, &mut p)?;
-    r.tclass = nccl_small(("--tclass", "tclass"), "NCCL_IB_TC", 255, args.tclass, &mut p)?;
-    r.nic_choice = p.header();
+    if let Some(v) = i.nccl("NCCL_IB_GID_INDEX", true) {
+        let g = parse_gid_index(&v)?;
+        p.items
+            .push(("--gid-index", from_nccl("NCCL_IB_GID_INDEX", v, g.to_string())));
+        r.gid_index = Some(g);
+    }
     Ok(())
+}
+
+/// A small number's flag `(flag, id)` given as `given`, else NCCL's `var` (0 to `max`).
+fn small(
+    i: &Inputs<'_>,
+    (flag, id): (&'static str, &str),
+    var: &str,
+    max: u8,
+    given: Option<u8>,
+    p: &mut Provenance,
+) -> Result<Option<u8>, String> {
+    if let Some(s) = i.flag(id, id, || given.map(|v| v.to_string()).unwrap_or_default()) {
+        p.items.push((flag, s));
+        return Ok(given);
+    }
+    let Some(v) = i.nccl(var, true) else {
+        return Ok(given);
+    };
+    let n = parse_small(&v, var, max)?;
+    p.items.push((flag, from_nccl(var, v, n.to_string())));
+    Ok(Some(n))
 }
 
 #[cfg(test)]
