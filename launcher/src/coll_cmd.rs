@@ -376,10 +376,11 @@ impl RankCommand for Coll {
         if self.s.args.metrics.as_deref().is_some_and(output::is_stdout) {
             return Err("--metrics -: only -J writes to stdout; give --metrics a file name".into());
         }
-        for p in [&self.s.args.json, &self.s.args.metrics].into_iter().flatten() {
-            output::check_writable(p, self.s.args.force).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        let a = &self.s.args;
+        crate::report_files::check_writable(
+            [&a.json, &a.metrics].into_iter().flatten().map(|p| p.as_path()),
+            a.force,
+        )
     }
 
     fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Swept>, RankFailure> {
@@ -446,14 +447,10 @@ impl RankCommand for Coll {
         let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] =
             [(a.json.as_ref(), &Json), (a.metrics.as_ref(), &report::Metrics { now })];
         for (p, exporter) in files {
-            let Some(p) = p else { continue };
-            let written = exporter
-                .render(&run)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_json(p, &bytes, a.force).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                ranks::eline!("meshrun: {e}");
-                status = Status::Usage;
+            if let Some(p) = p {
+                if !crate::report_files::write(p, exporter, &run, a.force) {
+                    status = Status::Usage;
+                }
             }
         }
         status

@@ -21,6 +21,7 @@ mod pairwise_cmd;
 mod precheck;
 mod preflight_cmd;
 mod rank;
+mod report_files;
 mod settings;
 mod shell;
 mod stall_json;

@@ -77,10 +77,7 @@ impl RankCommand for MeshCheck {
 
     /// The --json file.
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
-        match &self.args.json {
-            Some(p) => collectives::output::check_writable(p, self.args.force).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        crate::report_files::check_writable(self.args.json.as_deref(), self.args.force)
     }
 
     fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Checked>, RankFailure> {

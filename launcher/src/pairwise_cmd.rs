@@ -315,10 +315,8 @@ fn same_job(
 
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
-    for (p, _) in outputs(a)? {
-        output::check_writable(&p, a.force).map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    let files = outputs(a)?;
+    crate::report_files::check_writable(files.iter().map(|(p, _)| p.as_path()), a.force)
 }
 
 /// `meshrun pairwise`: the flags, and what the checks before the run found (the configuration,
@@ -467,14 +465,7 @@ impl RankCommand for Pairwise {
         let mut files_ok = true;
         for (p, exporter) in outputs(a).unwrap_or_default() {
             // Only --json may be `-` (outputs() refused the others): write_json puts it on stdout.
-            let written = exporter
-                .render(&o)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_json(&p, &bytes, a.force).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                ranks::eline!("meshrun: {e}");
-                files_ok = false;
-            }
+            files_ok &= crate::report_files::write(&p, exporter.as_ref(), &o, a.force);
         }
         if let Some(action) = a.on_fail {
             // Only what the verdict blamed; a failed command is said on its line.

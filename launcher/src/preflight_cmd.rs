@@ -85,10 +85,7 @@ impl RankCommand<NoMesh> for Preflight {
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
         let a = &self.s.args;
         self.expect = expectations(a)?;
-        match &a.json {
-            Some(p) => collectives::output::check_writable(p, a.force).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        crate::report_files::check_writable(a.json.as_deref(), a.force)
     }
 
     fn run(&mut self, world: &World, _: &mut NoMesh) -> Result<Option<Vec<Inventory>>, RankFailure> {
