@@ -126,11 +126,9 @@ fn run_local(s: &Settings) -> i32 {
             return Status::Usage.code();
         }
     };
-    if let Some(p) = &a.json {
-        if let Err(e) = collectives::output::check_writable(p, a.force) {
-            ranks::eline!("meshrun: {e}");
-            return Status::Usage.code();
-        }
+    if let Err(e) = crate::report_files::check_writable(a.json.as_deref(), a.force) {
+        ranks::eline!("meshrun: {e}");
+        return Status::Usage.code();
     }
     let host = ranks::world::this_host();
     let needs = Needs {
