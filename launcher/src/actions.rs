@@ -11,16 +11,7 @@ use std::time::Duration;
 use analysis::pairwise::verdict::Part;
 use analysis::pairwise::PairwiseOutcome;
 
-/// What to do to a blamed node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OnFail {
-    /// Slurm: `scontrol update NodeName=N State=DRAIN Reason="meshrun: ..."`
-    Drain,
-    /// Kubernetes: label the node `meshrun.io/fabric=slow`, the reason as an annotation
-    Label,
-    /// Kubernetes: taint the node `meshrun.io/fabric=slow:NoSchedule`, the reason as an annotation
-    Taint,
-}
+use crate::cli::OnFail;
 
 /// One node to act on and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,7 +114,7 @@ pub fn commands(action: OnFail, node: &str, reason: &str) -> Vec<Vec<String>> {
 /// A command line as a shell would take it (for the dry run's lines).
 fn shown(argv: &[String]) -> String {
     argv.iter()
-        .map(|a| crate::launch::shell_quote(a))
+        .map(|a| crate::shell::shell_quote(a))
         .collect::<Vec<_>>()
         .join(" ")
 }

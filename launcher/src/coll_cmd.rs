@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use analysis::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Json};
-use analysis::coll::{self as results, Baseline, BusbwBar, CollConfig, Step, TimeAverage};
+use analysis::coll::{self as results, Baseline, CollConfig, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
 use analysis::export::Exporter;
 use collectives::coll::{self, harness};
@@ -12,13 +12,15 @@ use collectives::output;
 use ranks::wire::WireError;
 use ranks::{Transport, TransportKind, World};
 
-use crate::cli::{BaselineArg, CollArgs, RankArgs};
+use crate::cli::{BaselineArg, CollArgs};
 use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
-use ranks::verbs_mesh::MAX_LANES;
+use crate::rank::Mesh;
+use crate::settings::{self, Rank};
 
 /// Build the configuration, or say what is wrong with the flags.
-pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
+pub fn config(s: &settings::Coll) -> Result<CollConfig, String> {
+    let a = &s.args;
     let dtypes = if a.dtype == "all" {
         DataType::ALL.to_vec()
     } else {
@@ -35,37 +37,8 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
             a.min_bytes, a.max_bytes
         ));
     }
-    let step = match a.step_factor {
-        Some(f) if f < 2 => {
-            return Err(format!(
-                "-f {f} would never grow the size; expected a factor of 2 or more (or -i BYTES)"
-            ))
-        }
-        Some(f) => Step::Factor(f),
-        None if a.step_bytes == 0 => {
-            return Err("-i 0 would never grow the size; expected an increment of 1 element or more".into())
-        }
-        None => Step::Bytes(a.step_bytes),
-    };
-    for dt in &dtypes {
-        let sz = dt.size() as u64;
-        for (flag, v) in [("-b", a.min_bytes), ("-e", a.max_bytes)] {
-            if v == 0 || v % sz != 0 {
-                return Err(format!(
-                    "{flag} {v} is not a positive multiple of the {sz}-byte {} element",
-                    dt.name()
-                ));
-            }
-        }
-        if let Step::Bytes(b) = step {
-            if b % sz != 0 {
-                return Err(format!(
-                    "-i {b} is not a multiple of the {sz}-byte {} element",
-                    dt.name()
-                ));
-            }
-        }
-    }
+    let step = step(a)?;
+    whole_elements(a, &dtypes, step)?;
     if a.per_iter_timing == 1 && a.per_iter_skip as u64 >= a.iters {
         return Err(format!(
             "-K {} skips every one of the -n {} iterations; expected -K below -n",
@@ -90,48 +63,52 @@ pub fn config(a: &CollArgs) -> Result<CollConfig, String> {
         dtypes,
         root: a.root,
         average,
-        step_timeout: Duration::from_secs_f64(a.rank.timeout),
+        step_timeout: Duration::from_secs_f64(s.rank.timeout),
         baseline: a.baseline.map(|BaselineArg::Mpi| Baseline::Mpi),
-        nic_choice: a.rank.nic_choice.clone(),
-        busbw_bar: a.busbw_bar.clone(),
+        nic_choice: s.rank.nic_choice.clone(),
+        busbw_bar: s.busbw_bar.clone(),
         per_iter: a.per_iter_timing == 1,
         per_iter_skip: a.per_iter_skip,
     })
 }
 
-/// The average bus bandwidth bar, by precedence: `--expect-busbw`, `MESHRUN_EXPECT_BUSBW` (both
-/// parsed by clap into `flag`, `from_env` saying which), then nccl-tests' `NCCL_TESTS_MIN_BW`
-/// (an empty value is unset).
-pub fn busbw_bar(
-    flag: Option<f64>,
-    from_env: bool,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Option<BusbwBar>, String> {
-    if let Some(gbps) = flag {
-        let source = if from_env {
-            "MESHRUN_EXPECT_BUSBW"
-        } else {
-            "--expect-busbw"
-        };
-        return Ok(Some(BusbwBar {
-            gbps,
-            source: source.into(),
-        }));
-    }
-    match env(NCCL_TESTS_MIN_BW).filter(|v| !v.trim().is_empty()) {
-        Some(v) => {
-            let gbps = analysis::units::parse_bar(&v).map_err(|e| format!("{NCCL_TESTS_MIN_BW}={v}: {e}"))?;
-            Ok(Some(BusbwBar {
-                gbps,
-                source: NCCL_TESTS_MIN_BW.into(),
-            }))
+/// `-f` or `-i`, checked: a size that never grows is refused.
+fn step(a: &CollArgs) -> Result<Step, String> {
+    match a.step_factor {
+        Some(f) if f < 2 => Err(format!(
+            "-f {f} would never grow the size; expected a factor of 2 or more (or -i BYTES)"
+        )),
+        Some(f) => Ok(Step::Factor(f)),
+        None if a.step_bytes == 0 => {
+            Err("-i 0 would never grow the size; expected an increment of 1 element or more".into())
         }
-        None => Ok(None),
+        None => Ok(Step::Bytes(a.step_bytes)),
     }
 }
 
-/// nccl-tests' variable for the average bus bandwidth a run must reach.
-pub const NCCL_TESTS_MIN_BW: &str = "NCCL_TESTS_MIN_BW";
+/// `-b`, `-e` and `-i` hold whole elements of every data type of the run.
+fn whole_elements(a: &CollArgs, dtypes: &[DataType], step: Step) -> Result<(), String> {
+    for dt in dtypes {
+        let sz = dt.size() as u64;
+        for (flag, v) in [("-b", a.min_bytes), ("-e", a.max_bytes)] {
+            if v == 0 || v % sz != 0 {
+                return Err(format!(
+                    "{flag} {v} is not a positive multiple of the {sz}-byte {} element",
+                    dt.name()
+                ));
+            }
+        }
+        if let Step::Bytes(b) = step {
+            if b % sz != 0 {
+                return Err(format!(
+                    "-i {b} is not a multiple of the {sz}-byte {} element",
+                    dt.name()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// What `-g`, `--gpu-ids` and `--gpu-staging` ask for, checked before any rank starts work.
 #[derive(Debug, Clone, PartialEq)]
@@ -170,7 +147,7 @@ pub fn gpu_request(a: &CollArgs) -> Result<Option<GpuRequest>, String> {
 fn open_gpu(
     world: &World,
     t: &mut dyn Transport,
-    a: &CollArgs,
+    rank: &Rank,
     req: &GpuRequest,
 ) -> Result<(Box<dyn Gpu>, DataPath), String> {
     if !req.staging && t.kind() == TransportKind::Tcp {
@@ -182,7 +159,7 @@ fn open_gpu(
     }
     let mut g = gpu::open(req.ids.as_deref(), world.local_rank(), world.host()).map_err(|e| e.to_string())?;
     // A device call waits no longer than any other step of this rank.
-    g.set_call_limit(Duration::from_secs_f64(a.rank.timeout));
+    g.set_call_limit(Duration::from_secs_f64(rank.timeout));
     if req.staging {
         return Ok((g, DataPath::Staged));
     }
@@ -206,12 +183,12 @@ fn open_gpu(
 fn open_gpu_reporting(
     world: &World,
     t: &mut dyn Transport,
-    a: &CollArgs,
+    rank: &Rank,
     req: &GpuRequest,
 ) -> Option<(Box<dyn Gpu>, DataPath)> {
-    match open_gpu(world, t, a, req) {
+    match open_gpu(world, t, rank, req) {
         Ok((g, path)) => {
-            if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &g.info().pci_bus_id) {
+            if let Some(w) = crate::rank::affinity_warning(rank, t, &g.info().pci_bus_id) {
                 crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
             }
             Some((g, path))
@@ -293,40 +270,16 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
         .collect()
 }
 
-/// The collectives' queue pairs per peer: `-q` (or `MESHRUN_QP`), else
-/// `NCCL_IB_QPS_PER_CONNECTION`, with where it came from when not the flag. The flag takes 1 to
-/// [`MAX_LANES`]; NCCL's variable, which NCCL itself takes up to 128, is capped at that.
-pub fn lanes(a: &CollArgs) -> Result<(usize, Option<String>), String> {
-    let env = |k: &str| a.qps_env.clone().filter(|_| k == "NCCL_IB_QPS_PER_CONNECTION");
-    let mut note = None;
-    // Read before the mesh exists: under `auto` the variable counts (and a bad value is an
-    // error) even where the run ends up on TCP; `--transport tcp` ignores it, as the other
-    // RDMA variables.
-    let rdma = a.rank.transport != crate::cli::TransportChoice::Tcp;
-    let n = crate::nic_env::qps(a.qps, a.qps_source.as_deref().cloned(), rdma, &env, &mut note)? as usize;
-    if a.qps.is_some() && !(1..=MAX_LANES).contains(&n) {
-        return Err(format!(
-            "-q {n}: expected 1 to {MAX_LANES} queue pairs per peer (each needs staging slots of its own)"
-        ));
-    }
-    if n > MAX_LANES {
-        let capped = format!("capped to {MAX_LANES}, the most the collectives' mesh stripes over");
-        note = Some(match note {
-            Some(h) => format!("{h} ({capped})"),
-            None => capped,
-        });
-    }
-    Ok((n.min(MAX_LANES), note))
-}
-
-pub fn run(name: &str, mut a: CollArgs) -> i32 {
+/// A collective's subcommand on this rank; the process exit status.
+pub fn run(mut s: settings::Coll) -> i32 {
+    let name = s.name;
     let Some(coll) = coll::by_name(name) else {
         ranks::eline!("meshrun: unknown collective {name}");
         return Status::Usage.code();
     };
-    let lanes_note = match lanes(&a) {
+    let lanes_note = match s.qps.lanes(s.rank.transport) {
         Ok((n, note)) => {
-            a.rank.lanes = n;
+            s.rank.lanes = n;
             note
         }
         Err(e) => {
@@ -334,14 +287,14 @@ pub fn run(name: &str, mut a: CollArgs) -> i32 {
             return Status::Usage.code();
         }
     };
-    let cfg = match config(&a) {
+    let cfg = match config(&s) {
         Ok(c) => c,
         Err(e) => {
             ranks::eline!("meshrun {name}: {e}");
             return Status::Usage.code();
         }
     };
-    let gpu_req = match gpu_request(&a) {
+    let gpu_req = match gpu_request(&s.args) {
         Ok(g) => g,
         Err(e) => {
             ranks::eline!("meshrun {name}: {e}");
@@ -350,7 +303,7 @@ pub fn run(name: &str, mut a: CollArgs) -> i32 {
     };
     crate::driver::drive(Coll {
         coll,
-        a,
+        s,
         cfg,
         gpu_req,
         argv: std::env::args().collect(),
@@ -361,7 +314,7 @@ pub fn run(name: &str, mut a: CollArgs) -> i32 {
 /// A collective sweep (`meshrun all_reduce ...`): the flags, checked before any rank starts.
 struct Coll {
     coll: &'static dyn coll::Collective,
-    a: CollArgs,
+    s: settings::Coll,
     cfg: CollConfig,
     gpu_req: Option<GpuRequest>,
     /// The command line, for the JSON report.
@@ -380,12 +333,12 @@ struct Swept {
 impl RankCommand for Coll {
     type Outcome = Swept;
 
-    fn rank_args(&self) -> &RankArgs {
-        &self.a.rank
+    fn rank_args(&self) -> &Rank {
+        &self.s.rank
     }
 
     fn json_out(&self) -> Option<(&std::path::Path, bool)> {
-        self.a.json.as_deref().map(|p| (p, self.a.force))
+        self.s.args.json.as_deref().map(|p| (p, self.s.args.force))
     }
 
     /// The root against the job's size; several queue pairs per peer against the transport.
@@ -397,10 +350,10 @@ impl RankCommand for Coll {
                 world.size() - 1
             ));
         }
-        let asked = self.a.rank.lanes.max(1);
+        let asked = self.s.rank.lanes.max(1);
         if t.kind() != TransportKind::Verbs {
             // NCCL's variable is an RDMA setting: a job on TCP runs as without it.
-            if asked > 1 && self.a.qps.is_some() {
+            if asked > 1 && self.s.args.qps.is_some() {
                 return Err(format!(
                     "-q {asked}: several queue pairs per peer need RDMA verbs, and this job's mesh is {} \
                      (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device",
@@ -420,27 +373,28 @@ impl RankCommand for Coll {
 
     /// The -J and --metrics files.
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
-        if self.a.metrics.as_deref().is_some_and(output::is_stdout) {
+        if self.s.args.metrics.as_deref().is_some_and(output::is_stdout) {
             return Err("--metrics -: only -J writes to stdout; give --metrics a file name".into());
         }
-        for p in [&self.a.json, &self.a.metrics].into_iter().flatten() {
-            output::check_writable(p, self.a.force).map_err(|e| e.to_string())?;
-        }
-        Ok(())
+        let a = &self.s.args;
+        crate::report_files::check_writable(
+            [&a.json, &a.metrics].into_iter().flatten().map(|p| p.as_path()),
+            a.force,
+        )
     }
 
-    fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Swept>, RankFailure> {
-        let (a, cfg) = (&self.a, &self.cfg);
+    fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Swept>, RankFailure> {
+        let cfg = &self.cfg;
         let mut gpu: Option<(Box<dyn Gpu>, DataPath)> = None;
         if let Some(req) = &self.gpu_req {
-            gpu = open_gpu_reporting(world, t, a, req);
+            gpu = open_gpu_reporting(world, t, &self.s.rank, req);
             if !world.all_ok(gpu.is_some(), "opening GPUs") {
                 return Err(RankFailure::Stopped(Status::Usage));
             }
         }
         let start = report::now_string();
         // The setup findings pairwise prints too (`# Config:`), at the head of the report.
-        crate::rank::config_findings(world, t, &a.rank)?;
+        crate::rank::config_findings(world, t, &self.s.rank)?;
         let devices = devices(world, t.kind().as_str(), gpu.as_ref().map(|(g, p)| (&**g, *p)))?;
         let stream = report::Stream { on: world.rank() == 0 };
         stream.preamble(cfg, &devices);
@@ -457,7 +411,7 @@ impl RankCommand for Coll {
     }
 
     fn render(&self, s: Swept) -> Status {
-        let (a, cfg) = (&self.a, &self.cfg);
+        let (a, cfg) = (&self.s.args, &self.cfg);
         let stream = report::Stream { on: true };
         stream.footer(&s.sweep.rows, cfg);
         let library = s.sweep.baseline.as_ref().map(|_| mpi_library()).unwrap_or_default();
@@ -493,14 +447,10 @@ impl RankCommand for Coll {
         let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] =
             [(a.json.as_ref(), &Json), (a.metrics.as_ref(), &report::Metrics { now })];
         for (p, exporter) in files {
-            let Some(p) = p else { continue };
-            let written = exporter
-                .render(&run)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_json(p, &bytes, a.force).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                ranks::eline!("meshrun: {e}");
-                status = Status::Usage;
+            if let Some(p) = p {
+                if !crate::report_files::write(p, exporter, &run, a.force) {
+                    status = Status::Usage;
+                }
             }
         }
         status
@@ -527,84 +477,6 @@ fn coll_failure(world: &World, e: coll::CollError) -> RankFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn busbw_bar_precedence_and_bad_values() {
-        let none = |_: &str| None;
-        let nccl = |v: &'static str| move |k: &str| (k == NCCL_TESTS_MIN_BW).then(|| v.to_string());
-        assert_eq!(busbw_bar(None, false, &none), Ok(None));
-        // The flag (or MESHRUN_EXPECT_BUSBW, which clap reads into it) wins over NCCL's variable.
-        let b = busbw_bar(Some(40.0), false, &nccl("10")).unwrap().unwrap();
-        assert_eq!((b.gbps, b.source.as_str()), (40.0, "--expect-busbw"));
-        let b = busbw_bar(Some(40.0), true, &nccl("10")).unwrap().unwrap();
-        assert_eq!(b.source, "MESHRUN_EXPECT_BUSBW");
-        let b = busbw_bar(None, false, &nccl(" 10.5 ")).unwrap().unwrap();
-        assert_eq!((b.gbps, b.source.as_str()), (10.5, NCCL_TESTS_MIN_BW));
-        assert_eq!(busbw_bar(None, false, &nccl("")), Ok(None));
-        let e = busbw_bar(None, false, &nccl("fast")).unwrap_err();
-        assert!(
-            e.starts_with("NCCL_TESTS_MIN_BW=fast: `fast` is not a number of GB/s"),
-            "{e}"
-        );
-        assert!(busbw_bar(None, false, &nccl("-1")).is_err());
-        assert!(busbw_bar(None, false, &nccl("inf")).is_err());
-        // 90% of the bar, as nccl-tests: 10 GB/s passes an average of 9, not 8.99.
-        let b = busbw_bar(None, false, &nccl("10")).unwrap().unwrap();
-        assert!(b.passes(9.0) && !b.passes(8.99) && !b.passes(f64::NAN));
-    }
-
-    fn coll(argv: &[&str]) -> CollArgs {
-        use clap::Parser;
-        let cli = crate::cli::Cli::try_parse_from([&["meshrun", "all_reduce"], argv].concat()).expect("parses");
-        match cli.command {
-            crate::cli::Command::Coll(c) => c.args,
-            _ => panic!("all_reduce"),
-        }
-    }
-
-    #[test]
-    fn queue_pairs_per_peer_from_the_flag_or_nccl_and_their_bounds() {
-        assert_eq!(lanes(&coll(&[])), Ok((1, None)), "default: one");
-        assert_eq!(lanes(&coll(&["-q", "4"])), Ok((4, None)));
-        assert_eq!(lanes(&coll(&["--qp", "16"])), Ok((16, None)));
-        for bad in ["0", "17"] {
-            let e = lanes(&coll(&["-q", bad])).unwrap_err();
-            assert_eq!(
-                e,
-                format!("-q {bad}: expected 1 to 16 queue pairs per peer (each needs staging slots of its own)")
-            );
-        }
-        let mut a = coll(&[]);
-        a.qps_env = Some("4".into());
-        assert_eq!(
-            lanes(&a),
-            Ok((4, Some("-q 4 from NCCL_IB_QPS_PER_CONNECTION=4".into())))
-        );
-        // The flag wins over NCCL's variable.
-        let mut a = coll(&["-q", "2"]);
-        a.qps_env = Some("8".into());
-        assert_eq!(lanes(&a), Ok((2, None)));
-        // NCCL takes up to 128: meshrun stripes over 16 at most, and says so.
-        let mut a = coll(&[]);
-        a.qps_env = Some("32".into());
-        let (n, note) = lanes(&a).unwrap();
-        assert_eq!(n, 16);
-        assert_eq!(
-            note.as_deref(),
-            Some(
-                "-q 32 from NCCL_IB_QPS_PER_CONNECTION=32 (capped to 16, the most the collectives' mesh stripes over)"
-            )
-        );
-        a.qps_env = Some("many".into());
-        assert_eq!(
-            lanes(&a).unwrap_err(),
-            "NCCL_IB_QPS_PER_CONNECTION=many: expected a whole number from 1 to 128"
-        );
-        // --transport tcp ignores NCCL's RDMA variables, this one too.
-        let mut a = coll(&["--transport", "tcp"]);
-        a.qps_env = Some("many".into());
-        assert_eq!(lanes(&a), Ok((1, None)));
-    }
 
     #[test]
     fn the_header_says_how_many_queue_pairs_and_the_cap_of_a_big_job() {

@@ -96,6 +96,34 @@ impl RankFailure {
     }
 }
 
+/// With `MESHRUN_SELF_REPORT=1` (the soak test), one stderr line at exit: this process's open
+/// files, threads and memory from /proc/self, so growth across many jobs shows.
+pub fn self_report(code: i32) {
+    if std::env::var("MESHRUN_SELF_REPORT").as_deref() != Ok("1") {
+        return;
+    }
+    let fds = std::fs::read_dir("/proc/self/fd").map(|d| d.count()).unwrap_or(0);
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK")
+        .or_else(|_| std::env::var("PMI_RANK"))
+        .unwrap_or_else(|_| "-".into());
+    ranks::stderr_line(&format!(
+        "meshrun: self-report: pid {} rank {rank} status {code} fds {fds} threads {} rss_kib {} hwm_kib {}",
+        std::process::id(),
+        field("Threads:"),
+        field("VmRSS:"),
+        field("VmHWM:")
+    ));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

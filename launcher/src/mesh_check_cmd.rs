@@ -6,9 +6,11 @@ use analysis::mesh_check::{MeshCheckConfig, PeerCheck};
 use collectives::mesh_check;
 use ranks::{Transport, World};
 
-use crate::cli::{MeshCheckArgs, RankArgs};
+use crate::cli::MeshCheckArgs;
 use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
+use crate::rank::Mesh;
+use crate::settings::{self, Rank};
 
 /// The largest payload one pair swaps.
 const MAX_BYTES: u64 = 1 << 30;
@@ -21,8 +23,10 @@ pub fn check_args(a: &MeshCheckArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// `meshrun mesh-check`: the flags, and the configuration made of them.
 pub struct MeshCheck {
     args: MeshCheckArgs,
+    rank: Rank,
     cfg: MeshCheckConfig,
 }
 
@@ -34,21 +38,25 @@ pub struct Checked {
 }
 
 impl MeshCheck {
-    pub fn new(args: MeshCheckArgs) -> MeshCheck {
+    pub fn new(s: settings::MeshCheck) -> MeshCheck {
         let cfg = MeshCheckConfig {
-            bytes: args.bytes as usize,
-            iters: args.iters as usize,
-            op_timeout: Duration::from_secs_f64(args.rank.timeout),
+            bytes: s.args.bytes as usize,
+            iters: s.args.iters as usize,
+            op_timeout: Duration::from_secs_f64(s.rank.timeout),
         };
-        MeshCheck { args, cfg }
+        MeshCheck {
+            args: s.args,
+            rank: s.rank,
+            cfg,
+        }
     }
 }
 
 impl RankCommand for MeshCheck {
     type Outcome = Checked;
 
-    fn rank_args(&self) -> &RankArgs {
-        &self.args.rank
+    fn rank_args(&self) -> &Rank {
+        &self.rank
     }
 
     fn json_out(&self) -> Option<(&std::path::Path, bool)> {
@@ -69,13 +77,10 @@ impl RankCommand for MeshCheck {
 
     /// The --json file.
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
-        match &self.args.json {
-            Some(p) => collectives::output::check_writable(p, self.args.force).map_err(|e| e.to_string()),
-            None => Ok(()),
-        }
+        crate::report_files::check_writable(self.args.json.as_deref(), self.args.force)
     }
 
-    fn run(&mut self, world: &World, t: &mut dyn Transport) -> Result<Option<Checked>, RankFailure> {
+    fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Checked>, RankFailure> {
         let mine = mesh_check::run(t, &self.cfg)?;
         Ok(mesh_check::gather(world, &mine)?.map(|all| Checked {
             hosts: world.hosts().to_vec(),

@@ -15,9 +15,11 @@ use collectives::progress::Progress;
 
 use ranks::TransportKind;
 
-use crate::cli::{OpArg, PairwiseArgs, RankArgs, TestArg};
+use crate::cli::{OpArg, PairwiseArgs, TestArg};
 use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
+use crate::rank::Mesh;
+use crate::settings::{self, Rank};
 
 /// perftest -a: 2 B .. 8 MiB by powers of two.
 pub fn sweep_sizes() -> Vec<usize> {
@@ -47,100 +49,19 @@ fn default_bw_warmup(size: usize, tx_depth: u64) -> u64 {
     n.clamp(MIN_WARMUP.min(tx_depth), tx_depth.max(1))
 }
 
-pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConfig, String> {
-    // One-sided write and read need the transport's RDMA extension.
-    let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
+/// Pairwise's configuration over a mesh of `transport`, or what is wrong with the flags (the
+/// first problem, in the order below).
+pub fn config(s: &settings::Pairwise, transport: TransportKind) -> Result<PairwiseConfig, String> {
+    let a = &s.args;
     let test = match a.test {
         TestArg::Bw => TestKind::Bw,
         TestArg::Lat => TestKind::Lat,
     };
-    let op = match a.op {
-        Some(OpArg::Write) if !can_write => {
-            return Err(format!(
-                "the {transport} transport cannot do RDMA write (one-sided); use --op send"
-            ))
-        }
-        Some(OpArg::Read) if !can_read => {
-            return Err(format!(
-                "the {transport} transport cannot do RDMA read (one-sided); use --op send"
-            ))
-        }
-        Some(OpArg::Write) => OpName::Write,
-        Some(OpArg::Read) => OpName::Read,
-        Some(OpArg::Send) => OpName::Send,
-        // perftest's ib_write_bw where one-sided writes exist; otherwise (latency, -b, -D) send
-        // unless --op says write or read.
-        None if can_write && test == TestKind::Bw && !a.bidirectional && a.duration.is_none() => OpName::Write,
-        None => OpName::Send,
-    };
-    if op != OpName::Send && a.duration.is_some() {
-        return Err(format!(
-            "--op {} counts operations: use -n ITERS (-D SECONDS is for --op send)",
-            op.as_str()
-        ));
-    }
-    if a.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
-        return Err(
-            "--use-cuda --op write --test lat: the write ping-pong polls its window with the CPU, which cannot \
-             read GPU memory; use --op send or --op read (both wait on completions)"
-                .into(),
-        );
-    }
+    let op = operation(s, test, transport)?;
     // -q (or MESHRUN_QP), else NCCL_IB_QPS_PER_CONNECTION where the mesh has RDMA.
-    let mut nic_choice = a.rank.nic_choice.clone();
-    let env = |k: &str| a.qps_env.clone().filter(|_| k == "NCCL_IB_QPS_PER_CONNECTION");
-    let qps = crate::nic_env::qps(
-        a.qps,
-        a.qps_source.as_deref().cloned(),
-        transport.has_rdma(),
-        &env,
-        &mut nic_choice,
-    )?;
-    let max = crate::nic_env::MAX_QPS;
-    if !(1..=max).contains(&qps) {
-        return Err(format!(
-            "-q {qps}: expected 1 to {max} queue pairs per test (NCCL's own limit per connection)"
-        ));
-    }
-    if qps > 1 {
-        if !transport.has_rdma() {
-            return Err(format!(
-                "-q {qps}: several queue pairs per test need RDMA verbs, and this job's mesh is {transport} \
-                 (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device"
-            ));
-        }
-        if test == TestKind::Lat {
-            return Err(format!(
-                "-q {qps}: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat"
-            ));
-        }
-        if a.duration.is_some() {
-            return Err(format!(
-                "-q {qps} with -D: a timed send test runs through the mesh's own queue pair; use -n ITERS \
-                 (each queue pair posts ITERS)"
-            ));
-        }
-    }
-    if a.rank.rdma_cm && !transport.has_rdma() {
-        return Err(format!(
-            "-R/--rdma-cm connects RDMA queue pairs, and this job's mesh is {transport} (no usable RDMA device, \
-             or --transport tcp); drop -R, or run where `meshrun devices` lists a device"
-        ));
-    }
-    if let Some(p) = a.perftest_port {
-        return Err(format!(
-            "-p {p} (perftest's TCP port for exchanging endpoints): meshrun exchanges them over MPI; drop -p"
-        ));
-    }
-    if let Some(bus) = &a.use_cuda_bus_id {
-        return Err(format!(
-            "--use_cuda_bus_id {bus}: choose the GPU by its CUDA ordinal instead, --use-cuda N \
-             (meshrun devices --gpu lists each GPU's ordinal and bus id)"
-        ));
-    }
-    if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
-        return Err("--test lat takes -n iterations, not -D or -b".into());
-    }
+    let mut nic_choice = s.rank.nic_choice.clone();
+    let qps = queue_pairs(s, test, transport, &mut nic_choice)?;
+    refused(s, test, transport)?;
     let sizes: Vec<usize> = if a.all_sizes {
         sweep_sizes()
     } else {
@@ -175,15 +96,120 @@ pub fn config(a: &PairwiseArgs, transport: TransportKind) -> Result<PairwiseConf
         threshold: a.threshold,
         expect_gbps: a.expect_gbps,
         retest: !a.no_retest,
-        op_timeout: Duration::from_secs_f64(a.rank.timeout),
+        op_timeout: Duration::from_secs_f64(s.rank.timeout),
         nic_choice,
         qps: qps as usize,
     })
 }
 
+/// The operation `--op` asks for, or the default (perftest's ib_write_bw where one-sided writes
+/// exist), checked against the transport, `-D` and `--use-cuda`.
+fn operation(s: &settings::Pairwise, test: TestKind, transport: TransportKind) -> Result<OpName, String> {
+    let a = &s.args;
+    // One-sided write and read need the transport's RDMA extension.
+    let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
+    let op = match a.op {
+        Some(OpArg::Write) if !can_write => {
+            return Err(format!(
+                "the {transport} transport cannot do RDMA write (one-sided); use --op send"
+            ))
+        }
+        Some(OpArg::Read) if !can_read => {
+            return Err(format!(
+                "the {transport} transport cannot do RDMA read (one-sided); use --op send"
+            ))
+        }
+        Some(OpArg::Write) => OpName::Write,
+        Some(OpArg::Read) => OpName::Read,
+        Some(OpArg::Send) => OpName::Send,
+        // perftest's ib_write_bw where one-sided writes exist; otherwise (latency, -b, -D) send
+        // unless --op says write or read.
+        None if can_write && test == TestKind::Bw && !a.bidirectional && a.duration.is_none() => OpName::Write,
+        None => OpName::Send,
+    };
+    if op != OpName::Send && a.duration.is_some() {
+        return Err(format!(
+            "--op {} counts operations: use -n ITERS (-D SECONDS is for --op send)",
+            op.as_str()
+        ));
+    }
+    if s.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
+        return Err(
+            "--use-cuda --op write --test lat: the write ping-pong polls its window with the CPU, which cannot \
+             read GPU memory; use --op send or --op read (both wait on completions)"
+                .into(),
+        );
+    }
+    Ok(op)
+}
+
+/// Queue pairs per test ([`settings::Qps::per_test`]), with where they came from appended to
+/// `nic_choice`; checked against their range, the transport, the test and `-D`.
+fn queue_pairs(
+    s: &settings::Pairwise,
+    test: TestKind,
+    transport: TransportKind,
+    nic_choice: &mut Option<String>,
+) -> Result<u32, String> {
+    let qps = s.qps.per_test(transport.has_rdma(), nic_choice)?;
+    let max = settings::qps::MAX_QPS;
+    if !(1..=max).contains(&qps) {
+        return Err(format!(
+            "-q {qps}: expected 1 to {max} queue pairs per test (NCCL's own limit per connection)"
+        ));
+    }
+    if qps > 1 {
+        if !transport.has_rdma() {
+            return Err(format!(
+                "-q {qps}: several queue pairs per test need RDMA verbs, and this job's mesh is {transport} \
+                 (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device"
+            ));
+        }
+        if test == TestKind::Lat {
+            return Err(format!(
+                "-q {qps}: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat"
+            ));
+        }
+        if s.args.duration.is_some() {
+            return Err(format!(
+                "-q {qps} with -D: a timed send test runs through the mesh's own queue pair; use -n ITERS \
+                 (each queue pair posts ITERS)"
+            ));
+        }
+    }
+    Ok(qps)
+}
+
+/// Flags refused with what to do instead: `-R` without RDMA, perftest's `-p` and
+/// `--use_cuda_bus_id`, `-D` or `-b` with `--test lat`.
+fn refused(s: &settings::Pairwise, test: TestKind, transport: TransportKind) -> Result<(), String> {
+    let a = &s.args;
+    if s.rank.rdma_cm && !transport.has_rdma() {
+        return Err(format!(
+            "-R/--rdma-cm connects RDMA queue pairs, and this job's mesh is {transport} (no usable RDMA device, \
+             or --transport tcp); drop -R, or run where `meshrun devices` lists a device"
+        ));
+    }
+    if let Some(p) = a.perftest_port {
+        return Err(format!(
+            "-p {p} (perftest's TCP port for exchanging endpoints): meshrun exchanges them over MPI; drop -p"
+        ));
+    }
+    if let Some(bus) = &a.use_cuda_bus_id {
+        return Err(format!(
+            "--use_cuda_bus_id {bus}: choose the GPU by its CUDA ordinal instead, --use-cuda N \
+             (meshrun devices --gpu lists each GPU's ordinal and bus id)"
+        ));
+    }
+    if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
+        return Err("--test lat takes -n iterations, not -D or -b".into());
+    }
+    Ok(())
+}
+
 /// `--use-cuda`: move the one-sided windows into this rank's GPU, registered for GPUDirect RDMA,
 /// and print (rank 0) which GPU and registration path every rank uses.
-fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs, sel: &str) -> Result<(), String> {
+fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel: &str) -> Result<(), String> {
     if !t.kind().has_rdma() {
         return Err(format!(
             "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs --transport verbs",
@@ -196,13 +222,13 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, a: &PairwiseArgs
     };
     let mut window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
         .map_err(|e| e.to_string())?;
-    window.set_call_limit(std::time::Duration::from_secs_f64(a.rank.timeout));
+    window.set_call_limit(std::time::Duration::from_secs_f64(rank.timeout));
     let info = window.info().clone();
     let path = t
         .require_rdma("cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)")
         .and_then(|r| r.use_window_memory(Box::new(window)))
         .map_err(|e| e.to_string())?;
-    if let Some(w) = crate::rank::affinity_warning(&a.rank, t, &info.pci_bus_id) {
+    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id) {
         crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
     }
     let line = format!(
@@ -289,25 +315,23 @@ fn same_job(
 
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
-    for (p, _) in outputs(a)? {
-        output::check_writable(&p, a.force).map_err(|e| e.to_string())?;
-    }
-    Ok(())
+    let files = outputs(a)?;
+    crate::report_files::check_writable(files.iter().map(|(p, _)| p.as_path()), a.force)
 }
 
 /// `meshrun pairwise`: the flags, and what the checks before the run found (the configuration,
 /// and on rank 0 the topology and baseline files read).
 pub struct Pairwise {
-    a: PairwiseArgs,
+    s: settings::Pairwise,
     cfg: Option<PairwiseConfig>,
     topology: Option<Topology>,
     then: Option<PairwiseOutcome>,
 }
 
 impl Pairwise {
-    pub fn new(a: PairwiseArgs) -> Pairwise {
+    pub fn new(s: settings::Pairwise) -> Pairwise {
         Pairwise {
-            a,
+            s,
             cfg: None,
             topology: None,
             then: None,
@@ -318,17 +342,17 @@ impl Pairwise {
 impl RankCommand for Pairwise {
     type Outcome = PairwiseOutcome;
 
-    fn rank_args(&self) -> &RankArgs {
-        &self.a.rank
+    fn rank_args(&self) -> &Rank {
+        &self.s.rank
     }
 
     fn json_out(&self) -> Option<(&std::path::Path, bool)> {
-        self.a.json.as_deref().map(|p| (p, self.a.force))
+        self.s.args.json.as_deref().map(|p| (p, self.s.args.force))
     }
 
     fn check(&mut self, world: &ranks::World, t: &dyn ranks::Transport) -> Result<(), String> {
-        let cfg = config(&self.a, t.kind())?;
-        if let Some((x, y)) = self.a.pair {
+        let cfg = config(&self.s, t.kind())?;
+        if let Some((x, y)) = self.s.args.pair {
             if x.max(y) >= world.size() {
                 return Err(format!("--pair {x},{y}: this job has ranks 0 to {}", world.size() - 1));
             }
@@ -345,13 +369,13 @@ impl RankCommand for Pairwise {
     }
 
     fn check_root(&mut self, world: &ranks::World) -> Result<(), String> {
-        check_outputs(&self.a)?;
-        if let Some(p) = &self.a.topology {
+        check_outputs(&self.s.args)?;
+        if let Some(p) = &self.s.args.topology {
             self.topology = Some(read_topology(p, world.hosts())?);
         }
         // The baseline is read now, so a wrong file costs no traffic; whether it ran on the
         // same hosts, test and size is checked against this job's before anything is measured.
-        if let (Some(p), Some(c)) = (&self.a.baseline, &self.cfg) {
+        if let (Some(p), Some(c)) = (&self.s.args.baseline, &self.cfg) {
             let b = crate::verdict_cmd::read_baseline(p, None)?;
             same_job(p, &b, world.hosts(), c)?;
             self.then = Some(b);
@@ -359,12 +383,8 @@ impl RankCommand for Pairwise {
         Ok(())
     }
 
-    fn run(
-        &mut self,
-        world: &ranks::World,
-        t: &mut dyn ranks::Transport,
-    ) -> Result<Option<PairwiseOutcome>, RankFailure> {
-        let a = &self.a;
+    fn run(&mut self, world: &ranks::World, t: &mut Mesh) -> Result<Option<PairwiseOutcome>, RankFailure> {
+        let a = &self.s.args;
         let cfg = self
             .cfg
             .as_ref()
@@ -375,8 +395,8 @@ impl RankCommand for Pairwise {
             r.set_test_qps(cfg.qps);
         }
         ranks::verbs::require_dmabuf(a.use_cuda_dmabuf);
-        if let Some(sel) = &a.use_cuda {
-            let problem = use_cuda(world, t, a, sel).err();
+        if let Some(sel) = &self.s.use_cuda {
+            let problem = use_cuda(world, t, &self.s.rank, sel).err();
             if let Some(p) = &problem {
                 crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
             }
@@ -384,7 +404,7 @@ impl RankCommand for Pairwise {
                 return Err(RankFailure::Stopped(Status::Usage));
             }
         }
-        let gathered = crate::rank::config_findings(world, t, &a.rank)?;
+        let gathered = crate::rank::config_findings(world, t, &self.s.rank)?;
         if matches!(cfg.selection, Selection::Rails { .. }) {
             for w in rails::shared_nics(world.hosts(), &gathered.nics) {
                 crate::rank::say(&format!("warning: {w}"));
@@ -399,7 +419,7 @@ impl RankCommand for Pairwise {
         // blamed part (analysis::counters).
         let read_counters = |t: &dyn ranks::Transport| {
             ranks::counters::snapshot(
-                &a.rank.sysfs_root,
+                &self.s.rank.sysfs_root,
                 std::path::Path::new("/proc"),
                 t.kind(),
                 &t.endpoint(),
@@ -408,12 +428,7 @@ impl RankCommand for Pairwise {
         let before = read_counters(&*t);
         let mut outcome = pairwise::run(world, t, cfg, fabric, &mut progress)?;
         let after = read_counters(&*t);
-        let moved = counter_deltas(&before, &after);
-        let mine: Vec<(usize, String, String, std::collections::BTreeMap<String, u64>)> = moved
-            .into_iter()
-            .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
-            .collect();
-        let counters = collectives::gather_json(world, &mine, "gathering port counters")?;
+        let counters = gather_counters(world, &before, &after)?;
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.
         if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
@@ -424,16 +439,7 @@ impl RankCommand for Pairwise {
                 ranks::verbs::calls::calls()
             ));
         }
-        // Every rank's peak memory, the largest kept (an MPI max: O(1) per rank).
-        let held = ranks::verbs::usage::usage();
-        let rss = world.max_f64(
-            &[
-                crate::rank::peak_rss().unwrap_or(0) as f64,
-                held.peak_bytes as f64,
-                held.qps as f64,
-            ],
-            "gathering peak memory",
-        );
+        let rss = peak_memory(world);
         if let Some(o) = outcome.as_mut() {
             o.config_findings = gathered.findings;
             o.counters = analysis::counters::per_source(counters.unwrap_or_default().into_iter().flatten().collect());
@@ -448,7 +454,7 @@ impl RankCommand for Pairwise {
     }
 
     fn render(&self, o: PairwiseOutcome) -> Status {
-        let a = &self.a;
+        let a = &self.s.args;
         print!("{}", text::render(&o));
         let mut slower = false;
         if let (Some(then), Some(p)) = (&self.then, &a.baseline) {
@@ -459,14 +465,7 @@ impl RankCommand for Pairwise {
         let mut files_ok = true;
         for (p, exporter) in outputs(a).unwrap_or_default() {
             // Only --json may be `-` (outputs() refused the others): write_json puts it on stdout.
-            let written = exporter
-                .render(&o)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| output::write_json(&p, &bytes, a.force).map_err(|e| e.to_string()));
-            if let Err(e) = written {
-                ranks::eline!("meshrun: {e}");
-                files_ok = false;
-            }
+            files_ok &= crate::report_files::write(&p, exporter.as_ref(), &o, a.force);
         }
         if let Some(action) = a.on_fail {
             // Only what the verdict blamed; a failed command is said on its line.
@@ -480,6 +479,36 @@ impl RankCommand for Pairwise {
             Status::Ok
         }
     }
+}
+
+/// Every rank's counters that moved between `before` and `after`, gathered to rank 0.
+fn gather_counters(
+    world: &ranks::World,
+    before: &[ranks::counters::Counters],
+    after: &[ranks::counters::Counters],
+) -> Result<Option<Vec<Vec<MovedCounters>>>, RankFailure> {
+    let mine: Vec<MovedCounters> = counter_deltas(before, after)
+        .into_iter()
+        .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
+        .collect();
+    Ok(collectives::gather_json(world, &mine, "gathering port counters")?)
+}
+
+/// One rank's counters of one source that moved: rank, host, source, the deltas.
+type MovedCounters = (usize, String, String, std::collections::BTreeMap<String, u64>);
+
+/// Every rank's peak memory, the largest kept (an MPI max: O(1) per rank): resident set,
+/// registered memory and queue pairs held.
+fn peak_memory(world: &ranks::World) -> Vec<f64> {
+    let held = ranks::verbs::usage::usage();
+    world.max_f64(
+        &[
+            crate::rank::peak_rss().unwrap_or(0) as f64,
+            held.peak_bytes as f64,
+            held.qps as f64,
+        ],
+        "gathering peak memory",
+    )
 }
 
 /// What moved between two snapshots of this rank's counters, as `analysis::counters` takes them.

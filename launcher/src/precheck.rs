@@ -10,7 +10,8 @@
 
 use clap::{CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, TransportChoice};
+use crate::cli::{Cli, TransportChoice};
+use crate::settings::{self, Command, Nics};
 
 /// The job as the launcher placed it: ranks per host, in rank order.
 pub struct Job<'a> {
@@ -41,13 +42,13 @@ pub fn rank_command(args: &[String], job: &Job<'_>) -> Result<(), String> {
 /// [`rank_command`]'s checks, each error without the command in front.
 fn checked(args: &[String], job: &Job<'_>) -> Result<(), String> {
     let argv = std::iter::once("meshrun".to_string()).chain(args.iter().cloned());
-    let matches = crate::nic_env::with_env(Cli::command())
+    let matches = crate::settings::source::with_env(Cli::command())
         .try_get_matches_from(argv)
         .map_err(|e| clap_line(&e))?;
-    let mut cli = Cli::from_arg_matches(&matches).map_err(|e| clap_line(&e))?;
-    crate::perftest_spellings(&mut cli.command);
-    crate::busbw_bar(&mut cli.command, &matches)?;
-    rank_checks(&cli.command, job)
+    let cli = Cli::from_arg_matches(&matches).map_err(|e| clap_line(&e))?;
+    let env = |k: &str| std::env::var(k).ok();
+    let cmd = settings::resolve(cli.command, &matches, Nics::Flags, &env)?;
+    rank_checks(&cmd, job)
 }
 
 /// The checks of each rank command that need only the job's shape.
@@ -56,7 +57,7 @@ fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
     match cmd {
         Command::Launch(_) => Err("`launch` cannot be a rank command; give the test to run, e.g. `-- pairwise`".into()),
         Command::MeshCheck(a) => {
-            crate::mesh_check_cmd::check_args(a)?;
+            crate::mesh_check_cmd::check_args(&a.args)?;
             if size < 2 {
                 return Err(format!(
                     "mesh-check needs at least 2 ranks to have a pair to check; this job has {size}"
@@ -72,7 +73,7 @@ fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
                 TransportChoice::Verbs | TransportChoice::Auto => ranks::TransportKind::Verbs,
             };
             let cfg = crate::pairwise_cmd::config(a, kind)?;
-            if let Some((x, y)) = a.pair {
+            if let Some((x, y)) = a.args.pair {
                 if x.max(y) >= size {
                     return Err(format!(
                         "--pair {x},{y}: this job has ranks 0 to {}",
@@ -90,7 +91,7 @@ fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
             Ok(())
         }
         Command::Coll(c) => {
-            let cfg = crate::coll_cmd::config(&c.args)?;
+            let cfg = crate::coll_cmd::config(c)?;
             if cfg.root >= size {
                 return Err(format!(
                     "-r {}: this job has ranks 0 to {}",

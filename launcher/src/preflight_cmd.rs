@@ -4,19 +4,14 @@
 //! and no test traffic moves: it takes as long as MPI's start and one gather. `--local` reads
 //! one node without MPI, for a scheduler's health check.
 
-use std::path::Path;
-
 use analysis::preflight::{self, expect::Expectations, report, Inventory};
-use ranks::inventory::{self, Needs};
+use ranks::inventory::Needs;
 use ranks::World;
 
-use crate::cli::{PreflightArgs, RankArgs, TransportChoice};
-use crate::exit::Status;
-
-/// This binary's version and git revision, compared between ranks.
-fn version() -> String {
-    format!("{} ({})", env!("CARGO_PKG_VERSION"), env!("MESHRUN_GIT_REV"))
-}
+use crate::cli::PreflightArgs;
+use crate::driver::{NoMesh, RankCommand};
+use crate::exit::{RankFailure, Status};
+use crate::settings::{Preflight as Settings, Rank};
 
 /// The expectation file, read and parsed; the error is one line naming the file.
 fn expectations(a: &PreflightArgs) -> Result<Option<Expectations>, String> {
@@ -35,38 +30,6 @@ fn expectations(a: &PreflightArgs) -> Result<Option<Expectations>, String> {
 fn memlock_need(n: usize, max_bytes: u64) -> u64 {
     let (slots, slot) = ranks::verbs_mesh::staging(n, 1);
     (2 * slots * slot * n.saturating_sub(1).max(1)) as u64 + 2 * max_bytes
-}
-
-/// What this rank reads: its node's facts when `node` (the host's first rank), its own always;
-/// its memlock is held to `needs` when `memlock_bar` and the run may use RDMA here.
-pub fn read_inventory(
-    a: &RankArgs,
-    rank: usize,
-    host: &str,
-    needs: &Needs,
-    node: bool,
-    memlock_bar: bool,
-) -> Inventory {
-    let root = &a.sysfs_root;
-    let proc_root = Path::new("/proc");
-    let rdma = memlock_bar
-        && a.transport != TransportChoice::Tcp
-        && ranks::devices::discover(root).is_ok_and(|d| !d.is_empty());
-    let mut inv = Inventory {
-        rank,
-        host: host.to_string(),
-        ..Inventory::default()
-    };
-    if node {
-        let (facts, local) = inventory::node(root, proc_root, host, needs);
-        inv.node = facts;
-        inv.local = local;
-    }
-    let vars = inventory::job_variables(std::env::vars());
-    let (facts, local) = inventory::process(&inv.rank_label(), &version(), needs, rdma, &vars);
-    inv.process = facts;
-    inv.local.extend(local);
-    inv
 }
 
 /// Print the report (and the facts, the JSON) on this rank; the exit status.
@@ -96,69 +59,66 @@ fn render(a: &PreflightArgs, all: &[Inventory], expect: Option<&Expectations>, l
     crate::exit::of_pass(ok)
 }
 
-/// `meshrun preflight`; the process exit status.
-pub fn run(a: &PreflightArgs) -> i32 {
-    if a.local {
-        return run_local(a);
+/// `meshrun preflight`; the process exit status. `--local` without MPI; else through the
+/// driver, with MPI alone (no mesh).
+pub fn run(s: Settings) -> i32 {
+    if s.args.local {
+        return run_local(&s);
     }
-    let timeout = std::time::Duration::from_secs_f64(a.rank.timeout);
-    let world = match World::init(timeout) {
-        Ok(w) => w,
-        Err(e) => {
-            ranks::eline!("meshrun: {e}");
-            return Status::Usage.code();
-        }
-    };
-    // The expectation file and the JSON output are rank 0's; every rank learns the outcome.
-    let mut expect = None;
-    let mut problem = None;
-    if world.rank() == 0 {
-        match expectations(a) {
-            Ok(e) => expect = e,
-            Err(m) => problem = Some(m),
-        }
-        if let (None, Some(p)) = (&problem, &a.json) {
-            problem = collectives::output::check_writable(p, a.force)
-                .err()
-                .map(|e| e.to_string());
+    crate::driver::drive_without_mesh(Preflight { s, expect: None })
+}
+
+/// `meshrun preflight` over MPI: the flags, and the expectation file rank 0 read.
+struct Preflight {
+    s: Settings,
+    expect: Option<Expectations>,
+}
+
+impl RankCommand<NoMesh> for Preflight {
+    type Outcome = Vec<Inventory>;
+
+    fn rank_args(&self) -> &Rank {
+        &self.s.rank
+    }
+
+    /// The expectation file and the JSON output are rank 0's; every rank learns the outcome.
+    fn check_root(&mut self, _world: &World) -> Result<(), String> {
+        let a = &self.s.args;
+        self.expect = expectations(a)?;
+        crate::report_files::check_writable(a.json.as_deref(), a.force)
+    }
+
+    fn run(&mut self, world: &World, _: &mut NoMesh) -> Result<Option<Vec<Inventory>>, RankFailure> {
+        let needs = Needs {
+            ranks: world.size(),
+            memlock: memlock_need(world.size(), self.s.args.max_bytes),
+            device: self.s.rank.ib_dev.clone(),
+        };
+        let mine = crate::inventory::read(
+            &self.s.rank,
+            world.rank(),
+            world.host(),
+            &needs,
+            world.local_rank() == 0,
+            true,
+        );
+        match collectives::gather_json(world, &[mine], "gathering preflight facts") {
+            Ok(all) => Ok(all.map(|all| all.into_iter().flatten().collect())),
+            Err(e) => {
+                ranks::eline!("meshrun: {e}");
+                crate::rank::leave_now(Status::PeerOrDeadline.code());
+            }
         }
     }
-    if !world.all_ok(problem.is_none(), "checking options") {
-        if let Some(m) = problem {
-            ranks::eline!("meshrun: {m}");
-        }
-        return Status::Usage.code();
+
+    fn render(&self, all: Vec<Inventory>) -> Status {
+        render(&self.s.args, &all, self.expect.as_ref(), false)
     }
-    let needs = Needs {
-        ranks: world.size(),
-        memlock: memlock_need(world.size(), a.max_bytes),
-        device: a.rank.ib_dev.clone(),
-    };
-    let mine = read_inventory(
-        &a.rank,
-        world.rank(),
-        world.host(),
-        &needs,
-        world.local_rank() == 0,
-        true,
-    );
-    let code = match collectives::gather_json(&world, &[mine], "gathering preflight facts") {
-        Ok(Some(all)) => {
-            let all: Vec<Inventory> = all.into_iter().flatten().collect();
-            render(a, &all, expect.as_ref(), false).code()
-        }
-        Ok(None) => Status::Ok.code(),
-        Err(e) => {
-            ranks::eline!("meshrun: {e}");
-            crate::rank::leave_now(Status::PeerOrDeadline.code());
-        }
-    };
-    let shared = world.broadcast_vec(&[code as u8], "sharing the exit status");
-    i32::from(shared.first().copied().unwrap_or(0))
 }
 
 /// `--local`: this node alone, no MPI: its own problems and the expectation file.
-fn run_local(a: &PreflightArgs) -> i32 {
+fn run_local(s: &Settings) -> i32 {
+    let a = &s.args;
     let expect = match expectations(a) {
         Ok(e) => e,
         Err(m) => {
@@ -166,19 +126,17 @@ fn run_local(a: &PreflightArgs) -> i32 {
             return Status::Usage.code();
         }
     };
-    if let Some(p) = &a.json {
-        if let Err(e) = collectives::output::check_writable(p, a.force) {
-            ranks::eline!("meshrun: {e}");
-            return Status::Usage.code();
-        }
+    if let Err(e) = crate::report_files::check_writable(a.json.as_deref(), a.force) {
+        ranks::eline!("meshrun: {e}");
+        return Status::Usage.code();
     }
     let host = ranks::world::this_host();
     let needs = Needs {
         ranks: 2,
         memlock: memlock_need(2, a.max_bytes),
-        device: a.rank.ib_dev.clone(),
+        device: s.rank.ib_dev.clone(),
     };
-    let inv = read_inventory(&a.rank, 0, &host, &needs, true, true);
+    let inv = crate::inventory::read(&s.rank, 0, &host, &needs, true, true);
     render(a, &[inv], expect.as_ref(), true).code()
 }
 

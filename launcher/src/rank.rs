@@ -8,14 +8,18 @@ use ranks::{Timeouts, Transport, World};
 
 use analysis::findings::{findings, Pcie, RankFacts};
 
-use crate::cli::{RankArgs, TransportChoice};
+use crate::cli::TransportChoice;
 use crate::exit::{RankFailure, Status};
+use crate::settings::Rank;
+
+/// The mesh every test runs over, held for the whole job (the driver's default stage).
+pub type Mesh = dyn Transport;
 
 /// Join the job, connect the mesh, run `body`; returns the process exit status.
 /// Usage problems are the same on every rank: rank 0 says them and all leave with status 2. Any
 /// other failure leaves at once (without MPI_Finalize, which could block on a dead peer) with the
 /// status [`RankFailure::status`] gives; the MPI launcher then ends the other ranks.
-pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -> Result<i32, RankFailure>) -> i32 {
+pub fn run_rank(args: &Rank, body: impl FnOnce(&World, &mut Mesh) -> Result<i32, RankFailure>) -> i32 {
     let timeout = Duration::from_secs_f64(args.timeout);
     let timeouts = Timeouts::uniform(timeout);
     // Before MPI opens its own descriptors: a socket per peer does not fit the common default
@@ -63,7 +67,26 @@ pub fn run_rank(args: &RankArgs, body: impl FnOnce(&World, &mut dyn Transport) -
             leave_now(status.code());
         }
     };
-    match body(&world, mesh.as_mut()) {
+    finish(&world, body(&world, mesh.as_mut()))
+}
+
+/// Join the job with MPI alone (no mesh, no fault hooks, no post-mortem), run `body`; returns
+/// the process exit status as [`run_rank`] does.
+pub fn run_world(args: &Rank, body: impl FnOnce(&World) -> Result<i32, RankFailure>) -> i32 {
+    let world = match World::init(Duration::from_secs_f64(args.timeout)) {
+        Ok(w) => w,
+        Err(e) => {
+            ranks::eline!("meshrun: {e}");
+            return Status::Usage.code();
+        }
+    };
+    finish(&world, body(&world))
+}
+
+/// The exit status of a rank command's `result`: usage problems said by rank 0, any other
+/// failure said here and this rank ended at once.
+fn finish(world: &World, result: Result<i32, RankFailure>) -> i32 {
+    match result {
         Ok(code) => code,
         // Every rank agreed to stop, and the reason has been said.
         Err(RankFailure::Stopped(status)) => status.code(),
@@ -112,7 +135,7 @@ enum Failed {
 
 /// Every rank checks that a socket per peer fits its open-file limit (the TCP mesh, or auto,
 /// which may fall back to it), before any connect; a rank over the limit says so, once per host.
-fn check_open_files(world: &World, args: &RankArgs, files: ranks::limits::OpenFiles) -> Result<(), i32> {
+fn check_open_files(world: &World, args: &Rank, files: ranks::limits::OpenFiles) -> Result<(), i32> {
     let problem = if args.transport == TransportChoice::Verbs {
         None
     } else {
@@ -162,7 +185,7 @@ pub fn say(msg: &str) {
 
 /// A warning when this rank's GPU (`bus_id` as CUDA reports it) and its RDMA NIC sit on different
 /// NUMA nodes or PCIe root complexes (from sysfs under --sysfs-root); None over TCP.
-pub fn affinity_warning(args: &RankArgs, t: &dyn Transport, bus_id: &str) -> Option<String> {
+pub fn affinity_warning(args: &Rank, t: &dyn Transport, bus_id: &str) -> Option<String> {
     if t.kind() != ranks::TransportKind::Verbs {
         return None;
     }
@@ -180,7 +203,7 @@ pub fn leave_now(code: i32) -> ! {
     ranks::exit_now(code)
 }
 
-fn verbs_options(args: &RankArgs) -> VerbsOptions {
+fn verbs_options(args: &Rank) -> VerbsOptions {
     VerbsOptions {
         device: args.ib_dev.clone(),
         devices: args.devices.clone(),
@@ -198,7 +221,7 @@ fn verbs_options(args: &RankArgs) -> VerbsOptions {
 }
 
 /// The `--tcp-if` entry of this local rank (entry `local_rank` mod count), like `--devices`.
-pub fn tcp_options(args: &RankArgs, local_rank: usize) -> TcpOptions {
+pub fn tcp_options(args: &Rank, local_rank: usize) -> TcpOptions {
     TcpOptions {
         tcp_if: (!args.tcp_if.is_empty()).then(|| args.tcp_if[local_rank % args.tcp_if.len()].clone()),
     }
@@ -208,7 +231,7 @@ pub fn tcp_options(args: &RankArgs, local_rank: usize) -> TcpOptions {
 /// (the outcome is agreed over MPI, so all ranks pick the same transport).
 fn connect(
     world: &World,
-    args: &RankArgs,
+    args: &Rank,
     timeouts: Timeouts,
     ip: Result<std::net::IpAddr, MeshError>,
 ) -> Result<Box<dyn Transport>, Failed> {
@@ -260,7 +283,7 @@ fn connect(
 
 /// What this rank's NIC is and how it is set up, for the configuration findings (read before
 /// any traffic: sysfs under --sysfs-root, and the mesh's own endpoint: device, port, MTU, address).
-pub fn local_facts(world: &World, t: &dyn Transport, args: &RankArgs) -> RankFacts {
+pub fn local_facts(world: &World, t: &dyn Transport, args: &Rank) -> RankFacts {
     let mut f = RankFacts {
         rank: world.rank(),
         host: world.host().to_string(),
@@ -328,15 +351,14 @@ pub struct Gathered {
 /// Gather every rank's facts and preflight inventory; rank 0 prints the findings (`# Config:
 /// ...`): the NIC the run uses, then what `meshrun preflight` would name that those lines do not
 /// already say (`severity subjects: text`); and gets them back with every rank's NIC.
-pub fn config_findings(world: &World, t: &dyn Transport, args: &RankArgs) -> Result<Gathered, RankFailure> {
+pub fn config_findings(world: &World, t: &dyn Transport, args: &Rank) -> Result<Gathered, RankFailure> {
     let needs = ranks::inventory::Needs {
         ranks: world.size(),
         // The mesh has registered its memory already (or failed, saying why): no memlock bar here.
         memlock: 0,
         device: args.ib_dev.clone(),
     };
-    let inventory =
-        crate::preflight_cmd::read_inventory(args, world.rank(), world.host(), &needs, world.local_rank() == 0, false);
+    let inventory = crate::inventory::read(args, world.rank(), world.host(), &needs, world.local_rank() == 0, false);
     let mine = (local_facts(world, t, args), inventory);
     let all = collectives::gather_json(world, &[mine], "gathering configuration facts")?;
     let (facts, inventories): (Vec<RankFacts>, Vec<analysis::preflight::Inventory>) = all

@@ -1,0 +1,171 @@
+//! `meshrun pairwise`'s flags: meshrun's own and perftest's spellings.
+
+use std::path::PathBuf;
+
+use analysis::units;
+use clap::Args;
+
+use super::RankArgs;
+
+fn parse_pattern(s: &str) -> Result<analysis::schedule::Pattern, String> {
+    analysis::schedule::Pattern::parse(s)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestArg {
+    /// Bandwidth (like ib_write_bw)
+    Bw,
+    /// Ping-pong latency (like ib_write_lat)
+    Lat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OpArg {
+    Write,
+    Read,
+    Send,
+}
+
+#[derive(Args, Debug)]
+#[command(group(clap::ArgGroup::new("selection").args(["pair", "inter_node", "intra_node"])))]
+pub struct PairwiseArgs {
+    #[command(flatten)]
+    pub rank: RankArgs,
+    /// Bandwidth or latency
+    #[arg(long, value_enum, default_value = "bw")]
+    pub test: TestArg,
+    /// Operation (perftest's names); default: write where the transport can, else send
+    #[arg(long, value_enum)]
+    pub op: Option<OpArg>,
+    /// Message size (K, M, G suffixes are binary)
+    #[arg(short = 's', long, value_parser = units::parse_nonzero_size, conflicts_with = "all_sizes")]
+    pub size: Option<u64>,
+    /// Sweep message sizes 2 B .. 8 MiB by powers of two, like perftest -a
+    #[arg(short = 'a', long = "all")]
+    pub all_sizes: bool,
+    /// Iterations per measurement (default 5000 for bw, 1000 for lat)
+    #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "duration")]
+    pub iters: Option<u64>,
+    /// Seconds per measurement instead of an iteration count (bandwidth, unidirectional)
+    #[arg(short = 'D', long, value_parser = units::parse_duration, conflicts_with_all = ["bidirectional"])]
+    pub duration: Option<f64>,
+    /// Outstanding messages per batch (perftest's TX depth)
+    #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=16384))]
+    pub tx_depth: u64,
+    /// Both directions at once (bandwidth)
+    #[arg(short = 'b', long)]
+    pub bidirectional: bool,
+    /// Warm-up messages (default for bw: enough for 2 MiB, at least 2 and at most the TX depth,
+    /// so 32 at 64 KiB and 2 at 1 MiB; 10 for lat)
+    #[arg(long)]
+    pub warmup: Option<u64>,
+    /// Test only this pair of ranks: A,B
+    #[arg(long, value_parser = units::parse_pair)]
+    pub pair: Option<(usize, usize)>,
+    /// Only pairs on different hosts
+    #[arg(long)]
+    pub inter_node: bool,
+    /// Only pairs on the same host (with --rails: as well as the rail pairs)
+    #[arg(long)]
+    pub intra_node: bool,
+    /// Multi-rail nodes (NIC i of every node on rail i): test pairs of the same local rank on
+    /// different hosts, all rails at once, with one matrix and one verdict per rail; give each
+    /// local rank its NIC with --devices or a --tcp-if list
+    #[arg(long, conflicts_with_all = ["pair", "inter_node"])]
+    pub rails: bool,
+    /// A pair is suspect below this fraction of the median of all pairs (default: decided from
+    /// the distribution, see README "How meshrun decides")
+    #[arg(long, value_parser = units::parse_fraction)]
+    pub threshold: Option<f64>,
+    /// Which partners each rank measures: all, ring, shift:K (i+-1..K, as mpiGraph) or random:K
+    /// (K random partners); the quick patterns screen a big fabric in a few rounds
+    #[arg(long = "pairs", value_name = "PATTERN", default_value = "all", value_parser = parse_pattern)]
+    pub pairs: analysis::schedule::Pattern,
+    /// Which hosts hang off which leaf switch (`leaf1: node[01-16]` lines, or Slurm's
+    /// topology.conf), to blame a switch uplink when the slow host links all cross it
+    #[arg(long)]
+    pub topology: Option<PathBuf>,
+    /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)
+    #[arg(long, value_parser = units::parse_positive)]
+    pub expect_gbps: Option<f64>,
+    /// An earlier `pairwise --json` run of the same hosts: also name the links, NICs and nodes
+    /// that are slower than they were (read before any traffic)
+    #[arg(long, value_name = "GOOD.json")]
+    pub baseline: Option<PathBuf>,
+    /// Do not retest suspect pairs alone
+    #[arg(long)]
+    pub no_retest: bool,
+    /// Write every raw figure as JSON (`-`: on stdout after the report, between marker lines, so
+    /// a launcher's log carries it; `meshrun verdict LOG` reads it back)
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the matrix as CSV
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the matrix as a heatmap picture (.png or .svg)
+    #[arg(long)]
+    pub heatmap: Option<PathBuf>,
+    /// What to do to the nodes the verdict blames: drain (Slurm's scontrol), label or taint
+    /// (kubectl). Printed as commands unless --apply
+    #[arg(long, value_enum, value_name = "ACTION")]
+    pub on_fail: Option<OnFail>,
+    /// Run the --on-fail commands instead of printing them
+    #[arg(long, requires = "on_fail")]
+    pub apply: bool,
+    /// Write the run as Prometheus text for node exporter's textfile collector (every
+    /// direction's figure, the verdict and its parts, the sensitivity, counter deltas, durations)
+    #[arg(long, value_name = "FILE")]
+    pub metrics: Option<PathBuf>,
+    /// Overwrite existing output files
+    #[arg(long)]
+    pub force: bool,
+    /// RDMA device, as perftest's -d (same as --ib-dev)
+    #[arg(short = 'd', value_name = "DEV")]
+    pub d: Option<String>,
+    /// RDMA port, as perftest's -i (same as --ib-port)
+    #[arg(short = 'i', value_name = "PORT")]
+    pub i: Option<u8>,
+    /// GID index, as perftest's -x (same as --gid-index)
+    #[arg(short = 'x', value_name = "N")]
+    pub x: Option<u32>,
+    /// Put the RDMA windows in GPU memory (GPUDirect RDMA), as perftest's --use_cuda: the GPU's
+    /// CUDA ordinal, or none for local rank modulo the GPUs visible. For --op write and read.
+    #[arg(long = "use-cuda", alias = "use_cuda", value_name = "GPU", num_args = 0..=1, default_missing_value = "auto")]
+    pub use_cuda: Option<String>,
+    /// As perftest's --use_cuda_dmabuf: GPU windows (--use-cuda, implied) registered by dma-buf
+    /// only, never by nvidia-peermem; a GPU or kernel without dma-buf is then an error
+    #[arg(long = "use-cuda-dmabuf", alias = "use_cuda_dmabuf")]
+    pub use_cuda_dmabuf: bool,
+    /// perftest's --use_cuda_bus_id: refused with what to use instead (--use-cuda ORDINAL)
+    #[arg(long = "use-cuda-bus-id", alias = "use_cuda_bus_id", value_name = "BUS", hide = true)]
+    pub use_cuda_bus_id: Option<String>,
+    /// perftest's -F (do not fail on CPU frequency warnings): accepted, no effect (meshrun does
+    /// not read the CPU frequency)
+    #[arg(short = 'F')]
+    pub perftest_f: bool,
+    /// perftest's --report_gbits: accepted, no effect (meshrun reports Gb/s)
+    #[arg(long = "report-gbits", alias = "report_gbits")]
+    pub report_gbits: bool,
+    /// Queue pairs per bandwidth test, 1-128 (perftest's -q/--qp; else NCCL_IB_QPS_PER_CONNECTION):
+    /// each posts -n operations and carries its own flow label, so on RoCE v2 each takes its own
+    /// ECMP path; the report gives each one's Gb/s [default: 1]
+    #[arg(short = 'q', long = "qp", value_name = "QPS")]
+    pub qps: Option<u32>,
+    /// perftest's -R: the same as --rdma-cm
+    #[arg(short = 'R', id = "perftest_rdma_cm", hide = true)]
+    pub perftest_rdma_cm: bool,
+    /// perftest's -p (the TCP port of its endpoint exchange): refused with the reason
+    #[arg(short = 'p', value_name = "PORT", hide = true)]
+    pub perftest_port: Option<u16>,
+}
+
+/// What to do to a blamed node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnFail {
+    /// Slurm: `scontrol update NodeName=N State=DRAIN Reason="meshrun: ..."`
+    Drain,
+    /// Kubernetes: label the node `meshrun.io/fabric=slow`, the reason as an annotation
+    Label,
+    /// Kubernetes: taint the node `meshrun.io/fabric=slow:NoSchedule`, the reason as an annotation
+    Taint,
+}

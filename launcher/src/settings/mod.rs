@@ -1,0 +1,163 @@
+//! What the commands use, resolved once from the command line before any command runs. clap's
+//! types ([`crate::cli`]) hold the flags as given; here they become the values a command reads:
+//! NCCL's NIC variables where neither a flag nor `MESHRUN_<FLAG>` chose ([`rank`]), perftest's
+//! `-d/-i/-x/-R` spellings, `-q` and `NCCL_IB_QPS_PER_CONNECTION` ([`qps`]), a collective's bus
+//! bandwidth bar ([`busbw`]), each with where it came from for the run header ([`source`]).
+//! Precedence everywhere: the flag, then `MESHRUN_<FLAG>`, then NCCL's (or nccl-tests') variable.
+
+pub mod busbw;
+pub mod nccl;
+pub mod qps;
+pub mod rank;
+pub mod source;
+
+use analysis::coll::BusbwBar;
+
+use crate::cli::{
+    self, CollArgs, CompareArgs, CompletionsArgs, DevicesArgs, LaunchArgs, MeshCheckArgs, PairwiseArgs, PreflightArgs,
+    VerdictArgs,
+};
+
+pub use qps::Qps;
+pub use rank::{Here, Rank};
+
+/// A subcommand with its settings resolved: what `main` dispatches.
+pub enum Command {
+    Launch(LaunchArgs),
+    MeshCheck(MeshCheck),
+    Devices(DevicesArgs),
+    Preflight(Preflight),
+    Pairwise(Pairwise),
+    Coll(Coll),
+    Verdict(VerdictArgs),
+    Compare(CompareArgs),
+    Completions(CompletionsArgs),
+    Manpage,
+}
+
+/// `meshrun mesh-check`: its flags and the rank options resolved.
+pub struct MeshCheck {
+    pub args: MeshCheckArgs,
+    pub rank: Rank,
+}
+
+/// `meshrun preflight`: its flags and the rank options resolved.
+pub struct Preflight {
+    pub args: PreflightArgs,
+    pub rank: Rank,
+}
+
+/// `meshrun pairwise`: its flags, and what they resolve to (read these, not `args.rank`,
+/// `args.use_cuda` or `args.qps`).
+pub struct Pairwise {
+    pub args: PairwiseArgs,
+    /// The rank options, perftest's `-d/-i/-x/-R` folded in.
+    pub rank: Rank,
+    /// `--use-cuda`, or `auto` where `--use-cuda-dmabuf` implies it (perftest's own rule).
+    pub use_cuda: Option<String>,
+    /// Queue pairs per test.
+    pub qps: Qps,
+}
+
+impl Pairwise {
+    /// The flags with `rank` (their rank options resolved) and `qps`; perftest's -d/-i/-x are
+    /// the same as --ib-dev/--ib-port/--gid-index (and win, as those flags do, over a choice
+    /// made from NCCL's variables), -R as --rdma-cm.
+    pub fn new(args: PairwiseArgs, mut rank: Rank, qps: Qps) -> Pairwise {
+        let mut use_cuda = args.use_cuda.clone();
+        if args.use_cuda_dmabuf && use_cuda.is_none() {
+            use_cuda = Some("auto".into());
+        }
+        if args.d.is_some() {
+            rank.ib_dev = args.d.clone();
+        }
+        if args.i.is_some() {
+            rank.ib_port = args.i;
+        }
+        if args.x.is_some() {
+            rank.gid_index = args.x;
+        }
+        if args.perftest_rdma_cm {
+            rank.rdma_cm = true;
+        }
+        Pairwise {
+            args,
+            rank,
+            use_cuda,
+            qps,
+        }
+    }
+}
+
+/// A collective's subcommand: which one, its flags and what they resolve to (read `rank`,
+/// `busbw_bar` and `qps`, not `args.rank` or `args.qps`).
+pub struct Coll {
+    /// Its name in `collectives::coll::REGISTRY`.
+    pub name: &'static str,
+    pub args: CollArgs,
+    pub rank: Rank,
+    /// The average bus bandwidth bar and where it came from.
+    pub busbw_bar: Option<BusbwBar>,
+    /// Queue pairs per peer.
+    pub qps: Qps,
+}
+
+/// Where the rank options' NIC choices come from.
+#[derive(Clone, Copy)]
+pub enum Nics<'a> {
+    /// The flags, then NCCL's variables matched against this host (the ranks).
+    Here(&'a Here),
+    /// The flags alone (`meshrun launch`'s check of the rank command: NCCL's NICs are the
+    /// ranks' to judge on their own hosts).
+    Flags,
+}
+
+/// Resolve `cmd`, parsed by clap into `m`, reading variables through `env`.
+pub fn resolve(
+    cmd: cli::Command,
+    m: &clap::ArgMatches,
+    nics: Nics<'_>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Command, String> {
+    let empty = clap::ArgMatches::default();
+    let sub = m.subcommand().map_or(&empty, |(_, s)| s);
+    let rank = |a: &cli::RankArgs| match nics {
+        Nics::Here(here) => Rank::resolve(a, sub, env, here),
+        Nics::Flags => Ok(Rank::from_flags(a)),
+    };
+    let qps = |given: Option<u32>| match nics {
+        Nics::Here(_) => Qps::from_matches(given, sub, env),
+        Nics::Flags => Qps::from_flag(given),
+    };
+    Ok(match cmd {
+        cli::Command::Launch(a) => Command::Launch(a),
+        cli::Command::MeshCheck(args) => Command::MeshCheck(MeshCheck {
+            rank: rank(&args.rank)?,
+            args,
+        }),
+        cli::Command::Devices(a) => Command::Devices(a),
+        cli::Command::Preflight(args) => Command::Preflight(Preflight {
+            rank: rank(&args.rank)?,
+            args,
+        }),
+        cli::Command::Pairwise(args) => {
+            let (r, q) = (rank(&args.rank)?, qps(args.qps));
+            Command::Pairwise(Pairwise::new(args, r, q))
+        }
+        cli::Command::Coll(c) => {
+            let (r, q) = (rank(&c.args.rank)?, qps(c.args.qps));
+            let busbw_bar = busbw::from_matches(c.args.expect_busbw, sub, env)?;
+            Command::Coll(Coll {
+                name: c.name,
+                args: c.args,
+                rank: r,
+                busbw_bar,
+                qps: q,
+            })
+        }
+        cli::Command::Verdict(a) => Command::Verdict(a),
+        cli::Command::Compare(a) => Command::Compare(a),
+        cli::Command::Completions(a) => Command::Completions(a),
+        cli::Command::Manpage => Command::Manpage,
+    })
+}
