@@ -8,7 +8,7 @@ use crate::metrics::{render as text, Family};
 use crate::pairwise::{PairwiseOutcome, TestKind};
 
 /// `--metrics FILE`; `now` is the run's end (Unix seconds), for `meshrun_pairwise_timestamp_seconds`.
-pub struct Metrics {
+pub struct PairwiseMetrics {
     pub now: f64,
 }
 
@@ -124,7 +124,7 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
     text(&[bw, lat, pass, slow, sens, bulk, counters, duration, when])
 }
 
-impl Exporter<PairwiseOutcome> for Metrics {
+impl Exporter<PairwiseOutcome> for PairwiseMetrics {
     fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         Ok(render(o, self.now).into_bytes())
     }

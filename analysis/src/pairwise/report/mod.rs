@@ -1,10 +1,12 @@
 //! Pairwise reports, one [`Exporter`](crate::export::Exporter) per format: perftest-style text, JSON, CSV matrix, heatmap.
 
+pub mod baseline;
 pub mod csv;
 mod font;
 pub mod heatmap;
 pub mod json;
 pub mod metrics;
+pub mod part;
 pub mod text;
 
 use super::{Measurement, PairwiseOutcome, TestKind};
