@@ -17,7 +17,7 @@ pub struct Input {
 
 /// What the comparison found, besides its text.
 #[derive(Debug, Default, PartialEq)]
-pub struct Outcome {
+pub struct FileComparison {
     pub text: String,
     /// (file index, series name, size, ratio) below `--min-ratio`.
     pub below: Vec<(usize, String, u64, f64)>,
@@ -79,7 +79,7 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// `meshrun compare --json`: every file as read (format, ranks, warnings, each series' figure per
 /// size), each later file's geometric-mean ratio per series, and the sizes below `--min-ratio`.
-pub fn json(inputs: &[Input], out: &Outcome, from: u64, min_ratio: Option<f64>) -> serde_json::Value {
+pub fn json(inputs: &[Input], out: &FileComparison, from: u64, min_ratio: Option<f64>) -> serde_json::Value {
     use serde_json::json;
     let files: Vec<serde_json::Value> = inputs
         .iter()
@@ -107,8 +107,8 @@ pub fn json(inputs: &[Input], out: &Outcome, from: u64, min_ratio: Option<f64>) 
 }
 
 /// Compare `inputs[1..]` with `inputs[0]`.
-pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
-    let mut out = Outcome::default();
+pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> FileComparison {
+    let mut out = FileComparison::default();
     let s = &mut out.text;
     let _ = writeln!(
         s,
