@@ -109,7 +109,7 @@ pub fn json(inputs: &[Input], out: &FileComparison, from: u64, min_ratio: Option
 /// Compare `inputs[1..]` with `inputs[0]`.
 pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> FileComparison {
     let mut out = FileComparison::default();
-    files(&mut out.text, inputs);
+    file_lines(&mut out.text, inputs);
     let Some(first) = inputs.first() else {
         return out;
     };
@@ -130,8 +130,8 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> FileCompa
             }
         }
         let name = label(base, k);
-        let ratios = rows(&mut out, base, &name, &others, from, min_ratio);
-        summaries(&mut out, base, &name, &others, &ratios, from);
+        let ratios = size_rows(&mut out, base, &name, &others, from, min_ratio);
+        file_notes(&mut out, base, &name, &others, &ratios, from);
     }
     unmatched(&mut out.text, inputs, &matched_other);
     min_ratio_line(&mut out, min_ratio);
@@ -139,7 +139,7 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> FileCompa
 }
 
 /// One line per file (its format, ranks and series) and the warnings its reader gave.
-fn files(s: &mut String, inputs: &[Input]) {
+fn file_lines(s: &mut String, inputs: &[Input]) {
     let _ = writeln!(
         s,
         "# meshrun compare: each file's figure beside the first's; ratio = this / first for bandwidth, first / this for latency (below 1: worse than [1])"
@@ -191,7 +191,7 @@ fn rank_warnings(s: &mut String, inputs: &[Input], first: &Input) {
 /// The table of series `name` of the first file (`base`) beside each later file's counterpart
 /// (`others`): one row per size of `base`, each later file's figure and ratio. Records the
 /// ratios below `min_ratio`; returns each later file's ratios from the size `from` on.
-fn rows(
+fn size_rows(
     out: &mut FileComparison,
     base: &Series,
     name: &str,
@@ -239,7 +239,7 @@ fn rows(
 
 /// Under a series' table, for each later file: the sizes only one side has, a counterpart of
 /// another name, and the geometric mean of its `ratios` (recorded in the summary).
-fn summaries(
+fn file_notes(
     out: &mut FileComparison,
     base: &Series,
     name: &str,

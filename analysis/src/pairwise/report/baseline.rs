@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::part::{Figures, Voice};
+use super::part::{Members, Voice};
 use crate::export::{ExportError, Exporter};
 use crate::pairwise::baseline::Comparison;
 use crate::pairwise::verdict::Population;
@@ -55,13 +55,13 @@ pub fn render(c: &Comparison, baseline: &str) -> String {
     // The scores compared are percent of the baseline.
     for part in &v.blamed {
         let head = part.phrase(Voice::Baseline);
-        let _ = match part.figures() {
-            Figures::Counts(k) => writeln!(
+        let _ = match part.members() {
+            Members::Counts(k) => writeln!(
                 s,
                 "# SLOWER THAN BASELINE: {head}; worst {:.0}% of the baseline",
                 k.worst
             ),
-            Figures::Pair(p) => writeln!(s, "# SLOWER THAN BASELINE: {head}: {:.0}% of the baseline", p.first),
+            Members::Pair(p) => writeln!(s, "# SLOWER THAN BASELINE: {head}: {:.0}% of the baseline", p.first),
         };
     }
     if c.pass() {

@@ -15,8 +15,8 @@ pub enum Voice {
     Baseline,
 }
 
-/// What a report quotes of a part after its name.
-pub enum Figures<'a> {
+/// What a blamed part is made of, whose figures a report quotes after its name.
+pub enum Members<'a> {
     /// A part of several rank pairs: how many of its members are slow, the worst scores.
     Counts(&'a Counts),
     /// One rank pair.
@@ -109,15 +109,15 @@ impl Part {
         }
     }
 
-    /// What follows the part's [`phrase`](Part::phrase): its counts, or its one rank pair.
-    pub fn figures(&self) -> Figures<'_> {
+    /// Whose figures follow the part's [`phrase`](Part::phrase): its counts, or its one rank pair.
+    pub fn members(&self) -> Members<'_> {
         match self {
             Part::Uplink { counts, .. }
             | Part::Node { counts, .. }
             | Part::HostLink { counts, .. }
             | Part::Nic { counts, .. }
-            | Part::RailNic { counts, .. } => Figures::Counts(counts),
-            Part::RankPair { pair } => Figures::Pair(pair),
+            | Part::RailNic { counts, .. } => Members::Counts(counts),
+            Part::RankPair { pair } => Members::Pair(pair),
         }
     }
 }

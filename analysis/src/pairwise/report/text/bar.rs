@@ -9,7 +9,7 @@ use crate::pairwise::verdict::{Judged, Population, Rule, Verdict, FEW_SUSPECTS, 
 use crate::pairwise::{PairwiseOutcome, TestKind};
 
 /// The bar, the sensitivity and the retests alone of each population `v` judged.
-pub(super) fn bars(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
     let floor = match (o.config.test, o.config.expect_gbps) {
         (TestKind::Bw, Some(f)) => format!(", or the floor --expect-gbps {f}"),

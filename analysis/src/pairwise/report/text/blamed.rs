@@ -6,14 +6,14 @@ use std::fmt::Write as _;
 use super::Scale;
 use crate::counters;
 use crate::pairwise::blame::{Counts, Part};
-use crate::pairwise::report::part::{Figures, Voice};
+use crate::pairwise::report::part::{Members, Voice};
 use crate::pairwise::verdict::{self, Population, Rule, Verdict};
 use crate::pairwise::PairwiseOutcome;
 
 /// `# cleared: ...`: each pair slow only with other pairs running, with what it ran at alone
 /// against the bar alone of its population, so a reader sees how near the bar it was (a wide bar
 /// on a noisy run clears a pair a quiet run would name).
-pub(super) fn cleared(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+pub(super) fn cleared_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
     for &(a, b) in &v.cleared {
         let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
@@ -37,7 +37,7 @@ pub(super) fn cleared(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
 
 /// `# SLOW ...`: each blamed part of `v`, named as [`Part::phrase`] says, with its figures and
 /// the error counters of the NICs it carried.
-pub(super) fn blamed(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+pub(super) fn blamed_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
     let u = sc.unit;
     let bulk_of = |within: bool| {
@@ -67,9 +67,9 @@ pub(super) fn blamed(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     };
     for part in &v.blamed {
         let head = part.phrase(voice);
-        let written = match part.figures() {
-            Figures::Counts(k) => writeln!(s, "# SLOW {head}; {}", worst(k)),
-            Figures::Pair(p) => {
+        let written = match part.members() {
+            Members::Counts(k) => writeln!(s, "# SLOW {head}; {}", worst(k)),
+            Members::Pair(p) => {
                 let dirs: Vec<String> = p.directions.iter().map(|(x, y)| format!("{x}->{y}")).collect();
                 let retest = p
                     .retest

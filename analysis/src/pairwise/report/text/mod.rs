@@ -79,9 +79,9 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
 
 /// The bar, what was cleared and the blamed parts of one verdict (the run's, or a rail's).
 fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
-    bar::bars(s, o, v);
-    blamed::cleared(s, o, v);
-    blamed::blamed(s, o, v);
+    bar::bar_lines(s, o, v);
+    blamed::cleared_lines(s, o, v);
+    blamed::blamed_lines(s, o, v);
 }
 
 /// How a run's scores read in its text: the unit, a score as the unit shows it, and the word
