@@ -1,12 +1,14 @@
 //! The comparison: per collective (or test) and size, each file's figure and its ratio to the
 //! first file's, oriented so that below 1 is always worse than the first (bandwidth: this /
 //! first; latency: first / this); a geometric-mean summary over the sizes from `--from`; and
-//! `--min-ratio`: the sizes below it.
+//! `--min-ratio`: the sizes below it. Its two reports are [`Exporter`]s of the
+//! [`FileComparison`]: [`CompareText`] and `--json` ([`CompareJson`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::{Better, Parsed, Series};
+use crate::export::{ExportError, Exporter};
 
 /// One file, read.
 pub struct Input {
@@ -71,6 +73,28 @@ fn fmt_val(v: Option<f64>) -> String {
         Some(x) if x.abs() >= 1000.0 => format!("{x:.1}"),
         Some(x) => format!("{x:.3}"),
         None => "-".into(),
+    }
+}
+
+/// The side-by-side tables, as printed ([`FileComparison::text`]).
+pub struct CompareText;
+
+impl Exporter<FileComparison> for CompareText {
+    fn render(&self, c: &FileComparison) -> Result<Vec<u8>, ExportError> {
+        Ok(c.text.clone().into_bytes())
+    }
+}
+
+/// `--json` ([`json`]) of the files compared, with the flags they were compared under.
+pub struct CompareJson<'a> {
+    pub inputs: &'a [Input],
+    pub from: u64,
+    pub min_ratio: Option<f64>,
+}
+
+impl Exporter<FileComparison> for CompareJson<'_> {
+    fn render(&self, c: &FileComparison) -> Result<Vec<u8>, ExportError> {
+        Ok(serde_json::to_vec_pretty(&json(self.inputs, c, self.from, self.min_ratio)).unwrap_or_default())
     }
 }
 
