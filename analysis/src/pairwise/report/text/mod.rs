@@ -1,7 +1,7 @@
 //! Human text on stdout ([`PairwiseText`]): a header block and per-pair rows in perftest's
 //! columns (with source and destination rank and host after them), the N x N matrix, per-host
-//! summaries and the verdict. One file per section: [`header`], [`matrix`], the verdict's
-//! [`bar`] and [`blamed`] parts, [`paths`].
+//! summaries and the verdict. One file per section: `header`, `matrix`, the verdict's `bar` and
+//! `blamed` lines, `paths`.
 
 mod bar;
 mod blamed;
