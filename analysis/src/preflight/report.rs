@@ -53,7 +53,7 @@ impl Exporter<PreflightRun<'_>> for PreflightFacts {
     }
 }
 
-/// `--json` ([`json`]).
+/// `--json` ([`json()`]).
 pub struct PreflightJson;
 
 impl Exporter<PreflightRun<'_>> for PreflightJson {
