@@ -267,6 +267,14 @@ mod tests {
         }
     }
 
+    fn check(peer: usize, wrong_bytes: usize, rtt_us: Option<[f64; 3]>) -> PeerCheck {
+        PeerCheck {
+            peer,
+            wrong_bytes,
+            rtt_us,
+        }
+    }
+
     /// The text report of a tcp check, and whether it passed.
     fn report(hosts: &[String], cfg: &MeshCheckConfig, all: &[Vec<PeerCheck>]) -> (String, bool) {
         let run = MeshCheckRun {
@@ -282,42 +290,9 @@ mod tests {
     fn json_has_every_pair_with_its_state() {
         let hosts: Vec<String> = ["a", "a", "b"].map(String::from).to_vec();
         let all = vec![
-            vec![
-                PeerCheck {
-                    peer: 1,
-                    wrong_bytes: 0,
-                    rtt_us: Some([1.0, 2.0, 3.0]),
-                },
-                PeerCheck {
-                    peer: 2,
-                    wrong_bytes: 0,
-                    rtt_us: Some([4.0, 5.0, 6.0]),
-                },
-            ],
-            vec![
-                PeerCheck {
-                    peer: 0,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-                PeerCheck {
-                    peer: 2,
-                    wrong_bytes: 3,
-                    rtt_us: Some([7.0, 8.0, 9.0]),
-                },
-            ],
-            vec![
-                PeerCheck {
-                    peer: 0,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-                PeerCheck {
-                    peer: 1,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-            ],
+            vec![check(1, 0, Some([1.0, 2.0, 3.0])), check(2, 0, Some([4.0, 5.0, 6.0]))],
+            vec![check(0, 0, None), check(2, 3, Some([7.0, 8.0, 9.0]))],
+            vec![check(0, 0, None), check(1, 0, None)],
         ];
         let j = json(&MeshCheckRun {
             hosts: &hosts,
@@ -353,11 +328,7 @@ mod tests {
     #[test]
     fn report_marks_failures_and_fills_both_cells() {
         let hosts: Vec<String> = vec!["a".into(), "a".into(), "b".into()];
-        let pc = |peer, wrong, rtt: Option<f64>| PeerCheck {
-            peer,
-            wrong_bytes: wrong,
-            rtt_us: rtt.map(|v| [v, v, v]),
-        };
+        let pc = |peer, wrong, rtt: Option<f64>| check(peer, wrong, rtt.map(|v| [v, v, v]));
         let all = vec![
             vec![pc(1, 0, Some(10.0)), pc(2, 0, Some(30.0))],
             vec![pc(0, 0, None), pc(2, 0, Some(20.0))],
