@@ -1,6 +1,7 @@
 //! One output format of a run, for every kind of run: the whole run rendered as the bytes of
 //! stdout or of an output file. The pairwise formats are in `pairwise::report`, the collective
-//! ones in `coll::report`.
+//! ones in `coll::report`; preflight's in `preflight::report`, mesh-check's in `mesh_check`,
+//! compare's in `compare::table`.
 
 /// Why a report could not be rendered: only an image encoder can fail.
 #[derive(Debug, thiserror::Error)]
@@ -9,7 +10,8 @@ pub enum ExportError {
     Png(#[from] png::EncodingError),
 }
 
-/// One output format (each in its own file) of a run `R`: a `PairwiseOutcome`, or a `CollRun`.
+/// One output format of a run `R`: a `PairwiseOutcome` (or a baseline `Comparison`), a
+/// `CollRun`, a `PreflightRun`, a `MeshCheckRun`, or a `FileComparison`.
 pub trait Exporter<R: ?Sized> {
     fn render(&self, run: &R) -> Result<Vec<u8>, ExportError>;
 }

@@ -1,11 +1,14 @@
 //! What `meshrun mesh-check` found: every rank's view of every peer (payload verified, round-trip
-//! times), and the N x N table rank 0 prints. The check itself runs in `collectives::mesh_check`.
+//! times), and its two reports, each an [`Exporter`] of a [`MeshCheckRun`]: the N x N table rank 0
+//! prints ([`MeshCheckText`]) and `--json` ([`MeshCheckJson`]). The check itself runs in
+//! `collectives::mesh_check`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::export::{ExportError, Exporter};
 use crate::stats::median;
 
 /// What to check.
@@ -29,40 +32,113 @@ pub struct PeerCheck {
     pub rtt_us: Option<[f64; 3]>,
 }
 
-/// The report rank 0 prints, and whether every pair passed.
-pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[Vec<PeerCheck>]) -> (String, bool) {
+/// A finished check as rank 0 reports it: the job's hosts (one a rank), the transport, what was
+/// checked, and every rank's view of every peer.
+#[derive(Debug, Clone, Copy)]
+pub struct MeshCheckRun<'a> {
+    pub hosts: &'a [String],
+    pub transport: &'a str,
+    pub cfg: &'a MeshCheckConfig,
+    pub all: &'a [Vec<PeerCheck>],
+}
+
+impl MeshCheckRun<'_> {
+    /// Some pair, and every pair timed with its payload right both ways (the text report's rule).
+    pub fn pass(&self) -> bool {
+        Grid::of(self).pass()
+    }
+}
+
+/// The text table rank 0 prints ([`text`]).
+pub struct MeshCheckText;
+
+impl Exporter<MeshCheckRun<'_>> for MeshCheckText {
+    fn render(&self, run: &MeshCheckRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(text(run).into_bytes())
+    }
+}
+
+/// `--json` ([`json`]).
+pub struct MeshCheckJson;
+
+impl Exporter<MeshCheckRun<'_>> for MeshCheckJson {
+    fn render(&self, run: &MeshCheckRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(serde_json::to_vec_pretty(&json(run)).unwrap_or_default())
+    }
+}
+
+/// What the table shows: each pair's median round trip (both cells), the pairs whose payload
+/// arrived wrong either way, and a line for each wrong payload and each pair without a result.
+struct Grid {
+    /// Pairs of ranks.
+    pairs: usize,
+    rtt: Vec<Vec<Option<f64>>>,
+    bad: Vec<Vec<bool>>,
+    failures: Vec<String>,
+    missing: Vec<String>,
+}
+
+impl Grid {
+    fn of(run: &MeshCheckRun<'_>) -> Grid {
+        let hosts = run.hosts;
+        let n = hosts.len();
+        let mut rtt = vec![vec![None::<f64>; n]; n];
+        let mut bad = vec![vec![false; n]; n];
+        let mut failures = Vec::new();
+        let mut missing = Vec::new();
+        for (r, checks) in run.all.iter().enumerate() {
+            for c in checks {
+                if let Some([_, med, _]) = c.rtt_us {
+                    rtt[r][c.peer] = Some(med);
+                    rtt[c.peer][r] = Some(med);
+                }
+                if c.wrong_bytes > 0 {
+                    failures.push(format!(
+                        "rank {r} ({}) received {} of {} bytes wrong from rank {} ({})",
+                        hosts[r], c.wrong_bytes, run.cfg.bytes, c.peer, hosts[c.peer]
+                    ));
+                    bad[r][c.peer] = true;
+                    bad[c.peer][r] = true;
+                }
+            }
+        }
+        for i in 0..n {
+            for j in i + 1..n {
+                if rtt[i][j].is_none() {
+                    missing.push(format!("{i} ({}) <-> {j} ({})", hosts[i], hosts[j]));
+                }
+            }
+        }
+        Grid {
+            pairs: n * (n - 1) / 2,
+            rtt,
+            bad,
+            failures,
+            missing,
+        }
+    }
+
+    /// Some pair, every pair timed, no payload wrong.
+    fn pass(&self) -> bool {
+        self.failures.is_empty() && self.missing.is_empty() && self.pairs > 0
+    }
+}
+
+/// The report rank 0 prints: the N x N table of round trips and the closing OK line, or a FAILED line for each fault.
+pub fn text(run: &MeshCheckRun<'_>) -> String {
+    let MeshCheckRun {
+        hosts, transport, cfg, ..
+    } = *run;
     let n = hosts.len();
-    let mut rtt = vec![vec![None::<f64>; n]; n];
-    let mut failures = Vec::new();
-    let mut missing = Vec::new();
-    for (r, checks) in all.iter().enumerate() {
-        for c in checks {
-            if let Some([_, med, _]) = c.rtt_us {
-                rtt[r][c.peer] = Some(med);
-                rtt[c.peer][r] = Some(med);
-            }
-            if c.wrong_bytes > 0 {
-                failures.push(format!(
-                    "rank {r} ({}) received {} of {} bytes wrong from rank {} ({})",
-                    hosts[r], c.wrong_bytes, cfg.bytes, c.peer, hosts[c.peer]
-                ));
-            }
-        }
-    }
-    let mut bad = vec![vec![false; n]; n];
-    for (r, checks) in all.iter().enumerate() {
-        for c in checks.iter().filter(|c| c.wrong_bytes > 0) {
-            bad[r][c.peer] = true;
-            bad[c.peer][r] = true;
-        }
-    }
-    for i in 0..n {
-        for j in i + 1..n {
-            if rtt[i][j].is_none() {
-                missing.push(format!("{i} ({}) <-> {j} ({})", hosts[i], hosts[j]));
-            }
-        }
-    }
+    let grid = Grid::of(run);
+    let ok = grid.pass();
+    let Grid {
+        pairs,
+        rtt,
+        bad,
+        failures,
+        missing,
+    } = grid;
     let mut nodes: Vec<&String> = hosts.iter().collect();
     nodes.sort();
     nodes.dedup();
@@ -106,8 +182,6 @@ pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[V
             })
         })
         .collect();
-    let pairs = n * (n - 1) / 2;
-    let ok = failures.is_empty() && missing.is_empty() && pairs > 0;
     if pairs == 0 {
         // The rank commands refuse a job of one rank; a report of no pair never passes.
         let _ = writeln!(s, "# FAILED: {n} rank(s): no pair to check");
@@ -127,7 +201,7 @@ pub fn report(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[V
             let _ = writeln!(s, "# FAILED: no result for pair {m}");
         }
     }
-    (s, ok)
+    s
 }
 
 /// The version of [`json`]'s layout: raised when a key changes meaning or goes away.
@@ -135,7 +209,13 @@ pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// `mesh-check --json`: the run's facts, every pair (payload verified both ways, round-trip
 /// minimum, median and maximum in microseconds from the lower rank) and whether all passed.
-pub fn json(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[Vec<PeerCheck>]) -> serde_json::Value {
+pub fn json(run: &MeshCheckRun<'_>) -> serde_json::Value {
+    let MeshCheckRun {
+        hosts,
+        transport,
+        cfg,
+        all,
+    } = *run;
     let n = hosts.len();
     let mut pairs = Vec::new();
     for i in 0..n {
@@ -179,53 +259,47 @@ pub fn json(hosts: &[String], transport: &str, cfg: &MeshCheckConfig, all: &[Vec
 mod tests {
     use super::*;
 
+    fn cfg(bytes: usize, iters: usize) -> MeshCheckConfig {
+        MeshCheckConfig {
+            bytes,
+            iters,
+            op_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn check(peer: usize, wrong_bytes: usize, rtt_us: Option<[f64; 3]>) -> PeerCheck {
+        PeerCheck {
+            peer,
+            wrong_bytes,
+            rtt_us,
+        }
+    }
+
+    /// The text report of a tcp check, and whether it passed.
+    fn report(hosts: &[String], cfg: &MeshCheckConfig, all: &[Vec<PeerCheck>]) -> (String, bool) {
+        let run = MeshCheckRun {
+            hosts,
+            transport: "tcp",
+            cfg,
+            all,
+        };
+        (text(&run), run.pass())
+    }
+
     #[test]
     fn json_has_every_pair_with_its_state() {
-        let cfg = MeshCheckConfig {
-            bytes: 8,
-            iters: 1,
-            op_timeout: std::time::Duration::from_secs(1),
-        };
         let hosts: Vec<String> = ["a", "a", "b"].map(String::from).to_vec();
         let all = vec![
-            vec![
-                PeerCheck {
-                    peer: 1,
-                    wrong_bytes: 0,
-                    rtt_us: Some([1.0, 2.0, 3.0]),
-                },
-                PeerCheck {
-                    peer: 2,
-                    wrong_bytes: 0,
-                    rtt_us: Some([4.0, 5.0, 6.0]),
-                },
-            ],
-            vec![
-                PeerCheck {
-                    peer: 0,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-                PeerCheck {
-                    peer: 2,
-                    wrong_bytes: 3,
-                    rtt_us: Some([7.0, 8.0, 9.0]),
-                },
-            ],
-            vec![
-                PeerCheck {
-                    peer: 0,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-                PeerCheck {
-                    peer: 1,
-                    wrong_bytes: 0,
-                    rtt_us: None,
-                },
-            ],
+            vec![check(1, 0, Some([1.0, 2.0, 3.0])), check(2, 0, Some([4.0, 5.0, 6.0]))],
+            vec![check(0, 0, None), check(2, 3, Some([7.0, 8.0, 9.0]))],
+            vec![check(0, 0, None), check(1, 0, None)],
         ];
-        let j = json(&hosts, "tcp", &cfg, &all);
+        let j = json(&MeshCheckRun {
+            hosts: &hosts,
+            transport: "tcp",
+            cfg: &cfg(8, 1),
+            all: &all,
+        });
         assert_eq!(j["schema_version"], 1);
         assert_eq!(j["pass"], false);
         let p = j["pairs"].as_array().unwrap();
@@ -243,12 +317,7 @@ mod tests {
 
     #[test]
     fn no_pair_is_not_a_pass() {
-        let cfg = MeshCheckConfig {
-            bytes: 8,
-            iters: 1,
-            op_timeout: std::time::Duration::from_secs(1),
-        };
-        let (text, ok) = report(&["a".to_string()], "tcp", &cfg, &[vec![]]);
+        let (text, ok) = report(&["a".to_string()], &cfg(8, 1), &[vec![]]);
         assert!(!ok, "{text}");
         assert!(
             text.contains("# FAILED: 1 rank(s): no pair to check") && !text.contains("inf"),
@@ -259,22 +328,13 @@ mod tests {
     #[test]
     fn report_marks_failures_and_fills_both_cells() {
         let hosts: Vec<String> = vec!["a".into(), "a".into(), "b".into()];
-        let cfg = MeshCheckConfig {
-            bytes: 16,
-            iters: 3,
-            op_timeout: Duration::from_secs(1),
-        };
-        let pc = |peer, wrong, rtt: Option<f64>| PeerCheck {
-            peer,
-            wrong_bytes: wrong,
-            rtt_us: rtt.map(|v| [v, v, v]),
-        };
+        let pc = |peer, wrong, rtt: Option<f64>| check(peer, wrong, rtt.map(|v| [v, v, v]));
         let all = vec![
             vec![pc(1, 0, Some(10.0)), pc(2, 0, Some(30.0))],
             vec![pc(0, 0, None), pc(2, 0, Some(20.0))],
             vec![pc(0, 0, None), pc(1, 3, None)],
         ];
-        let (text, ok) = report(&hosts, "tcp", &cfg, &all);
+        let (text, ok) = report(&hosts, &cfg(16, 3), &all);
         assert!(!ok);
         assert!(
             text.contains("# FAILED: rank 2 (b) received 3 of 16 bytes wrong from rank 1 (a)"),

@@ -162,7 +162,10 @@ fn pairwise_reports_match_their_golden_files() {
     assert_eq!(all.len(), 5, "the five fixture outcomes are read");
     let mut failures = Vec::new();
     for (stem, o) in &all {
-        failures.extend(check(&format!("{stem}.txt"), text::render(o).as_bytes()));
+        failures.extend(check(
+            &format!("{stem}.txt"),
+            &text::PairwiseText::Whole.render(o).expect("text"),
+        ));
         failures.extend(check(&format!("{stem}.json"), &json::render(o)));
         failures.extend(check(&format!("{stem}.csv"), csv::render(o).as_bytes()));
         failures.extend(check(
@@ -323,7 +326,7 @@ fn collective_reports_match_their_golden_files() {
         }),
         ..cfg.clone()
     };
-    let prom = report::Metrics { now: 1_796_000_000.0 }
+    let prom = report::CollMetrics { now: 1_796_000_000.0 }
         .render(&report::CollRun {
             cfg: &with_bar,
             name: "all_reduce",
@@ -350,7 +353,7 @@ fn collective_reports_match_their_golden_files() {
         baseline,
         start_time: "2026-11-30 17:00:00",
     };
-    let text = report::Text.render(&run(None)).expect("text");
+    let text = report::CollText.render(&run(None)).expect("text");
     let meshrun_part = s.len()
         - (report::table_header(false).len()
             + base.iter().map(|r| report::row_line(r).len()).sum::<usize>()
@@ -362,13 +365,13 @@ fn collective_reports_match_their_golden_files() {
         rows: &base,
         notes: &notes,
     }));
-    let text = String::from_utf8(report::Text.render(&with_baseline).expect("text")).unwrap();
+    let text = String::from_utf8(report::CollText.render(&with_baseline).expect("text")).unwrap();
     assert!(text.starts_with(&s[..meshrun_part]));
     assert!(text[meshrun_part..].starts_with(
         "# Baseline: the MPI library's own all_reduce (Open MPI v4.1.4) in the same harness, out-of-place only, each size run right after meshrun's\n#\n"
     ));
     assert!(text.ends_with(&format!("# {}\n{}", notes[0], report::footer(&base, None))));
-    let json = report::Json.render(&with_baseline).expect("json");
+    let json = report::CollJson.render(&with_baseline).expect("json");
     let strip = |b: &[u8]| -> String {
         String::from_utf8_lossy(b)
             .lines()

@@ -1,6 +1,6 @@
 //! `meshrun mesh-check`: can every rank reach every other? Each pair swaps a verifiable payload
 //! both ways, then ping-pongs to measure the round-trip time. Rank 0 prints an N x N table
-//! (`analysis::mesh_check::report`).
+//! (`analysis::mesh_check::MeshCheckText`).
 
 use std::time::Instant;
 

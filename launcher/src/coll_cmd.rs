@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use analysis::coll::report::{self, BaselineRun, CollRun, DeviceInfo, Json};
+use analysis::coll::report::{self, BaselineRun, CollJson, CollRun, DeviceInfo};
 use analysis::coll::{self as results, Baseline, CollConfig, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
 use analysis::export::Exporter;
@@ -444,8 +444,10 @@ impl RankCommand for Coll {
             Status::Ok
         };
         let now = output::unix_seconds();
-        let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] =
-            [(a.json.as_ref(), &Json), (a.metrics.as_ref(), &report::Metrics { now })];
+        let files: [(Option<&std::path::PathBuf>, &dyn Exporter<CollRun<'_>>); 2] = [
+            (a.json.as_ref(), &CollJson),
+            (a.metrics.as_ref(), &report::CollMetrics { now }),
+        ];
         for (p, exporter) in files {
             if let Some(p) = p {
                 if !crate::report_files::write(p, exporter, &run, a.force) {

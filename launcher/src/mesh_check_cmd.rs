@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use analysis::mesh_check::{MeshCheckConfig, PeerCheck};
+use analysis::mesh_check::{MeshCheckConfig, MeshCheckRun, PeerCheck};
 use collectives::mesh_check;
 use ranks::{Transport, World};
 
@@ -90,14 +90,19 @@ impl RankCommand for MeshCheck {
     }
 
     fn render(&self, c: Checked) -> Status {
-        let (text, ok) = analysis::mesh_check::report(&c.hosts, c.transport, &self.cfg, &c.all);
-        print!("{text}");
+        let run = MeshCheckRun {
+            hosts: &c.hosts,
+            transport: c.transport,
+            cfg: &self.cfg,
+            all: &c.all,
+        };
+        print!("{}", analysis::mesh_check::text(&run));
         if let Some(p) = &self.args.json {
-            let doc = analysis::mesh_check::json(&c.hosts, c.transport, &self.cfg, &c.all);
+            let doc = analysis::mesh_check::json(&run);
             if let Err(s) = crate::exit::write_json_doc(p, &doc, self.args.force, "meshrun") {
                 return s;
             }
         }
-        crate::exit::of_pass(ok)
+        crate::exit::of_pass(run.pass())
     }
 }

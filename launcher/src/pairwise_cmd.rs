@@ -6,7 +6,7 @@ use std::time::Duration;
 use analysis::export::Exporter;
 use analysis::pairwise::baseline;
 use analysis::pairwise::rails::{self, Fabric};
-use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::Json, metrics::Metrics, text};
+use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::PairwiseJson, metrics::PairwiseMetrics, text};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
@@ -256,7 +256,7 @@ type OutputFile = (PathBuf, Box<dyn Exporter<PairwiseOutcome>>);
 fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     let mut v: Vec<OutputFile> = Vec::new();
     if let Some(p) = &a.json {
-        v.push((p.clone(), Box::new(Json)));
+        v.push((p.clone(), Box::new(PairwiseJson)));
     }
     for (flag, p) in [("--csv", &a.csv), ("--heatmap", &a.heatmap), ("--metrics", &a.metrics)] {
         if p.as_deref().is_some_and(output::is_stdout) {
@@ -273,7 +273,7 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     }
     if let Some(p) = &a.metrics {
         let now = output::unix_seconds();
-        v.push((p.clone(), Box::new(Metrics { now })));
+        v.push((p.clone(), Box::new(PairwiseMetrics { now })));
     }
     Ok(v)
 }
@@ -458,8 +458,11 @@ impl RankCommand for Pairwise {
         print!("{}", text::render(&o));
         let mut slower = false;
         if let (Some(then), Some(p)) = (&self.then, &a.baseline) {
-            let c = baseline::compare(&o, then, self.topology.as_ref());
-            print!("{}", baseline::render(&c, &p.display().to_string()));
+            let c = baseline::comparison(&o, then, self.topology.as_ref());
+            print!(
+                "{}",
+                analysis::pairwise::report::baseline::render(&c, &p.display().to_string())
+            );
             slower = !c.pass();
         }
         let mut files_ok = true;

@@ -44,19 +44,21 @@ fn render(a: &PreflightArgs, all: &[Inventory], expect: Option<&Expectations>, l
         expect: path.as_deref().map(|p| (p, expect.and_then(|e| e.name.as_deref()))),
         local,
     };
-    let (text, ok) = report::text(&scope, &found);
+    let run = report::PreflightRun {
+        scope,
+        inventory: all,
+        findings: &found,
+    };
     if a.show {
-        if let Some(first) = all.first() {
-            print!("# Facts of {}:\n{}", first.host, report::facts(first));
-        }
+        print!("{}", report::facts(&run));
     }
-    print!("{text}");
+    print!("{}", report::text(&run));
     if let Some(p) = &a.json {
-        if let Err(s) = crate::exit::write_json_doc(p, &report::json(&scope, all, &found), a.force, "meshrun") {
+        if let Err(s) = crate::exit::write_json_doc(p, &report::json(&run), a.force, "meshrun") {
             return s;
         }
     }
-    crate::exit::of_pass(ok)
+    crate::exit::of_pass(run.pass())
 }
 
 /// `meshrun preflight`; the process exit status. `--local` without MPI; else through the

@@ -67,8 +67,11 @@ fn judge(a: &VerdictArgs) -> Result<i32, String> {
     print!("{}", text::render_judged(&again));
     let mut code = if again.pass() { 0 } else { Status::FoundProblem.code() };
     if let (Some(then), Some(p)) = (then, &a.baseline) {
-        let c = baseline::compare(&run, &then, topology.as_ref());
-        print!("{}", baseline::render(&c, &p.display().to_string()));
+        let c = baseline::comparison(&run, &then, topology.as_ref());
+        print!(
+            "{}",
+            analysis::pairwise::report::baseline::render(&c, &p.display().to_string())
+        );
         if !c.pass() {
             code = Status::FoundProblem.code();
         }

@@ -78,7 +78,7 @@ pub enum ReadError {
     #[error("{path}: {source}")]
     Io { path: String, source: std::io::Error },
     #[error(transparent)]
-    Layout(#[from] output_dir::LayoutError),
+    Layout(#[from] output_dir::OutputDirError),
     #[error(transparent)]
     Format(#[from] FormatError),
 }
@@ -116,7 +116,7 @@ pub fn read(path: &Path) -> Result<Parsed, ReadError> {
         // rank_files gives at least one file, so one of them failed to parse.
         return Err(match first_error {
             Some(e) => e.into(),
-            None => output_dir::LayoutError {
+            None => output_dir::OutputDirError {
                 path: path.display().to_string(),
                 message: "no rank's stdout file".into(),
             }

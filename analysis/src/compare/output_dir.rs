@@ -18,13 +18,13 @@ pub struct RankFile {
 /// Why a directory is not one `--output-filename` wrote.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {message}")]
-pub struct LayoutError {
+pub struct OutputDirError {
     pub path: String,
     pub message: String,
 }
 
-fn layout_error(dir: &Path, message: impl Into<String>) -> LayoutError {
-    LayoutError {
+fn output_dir_error(dir: &Path, message: impl Into<String>) -> OutputDirError {
+    OutputDirError {
         path: dir.display().to_string(),
         message: message.into(),
     }
@@ -35,11 +35,11 @@ fn rank_of(name: &str) -> Option<u32> {
     name.strip_prefix("rank.")?.parse().ok()
 }
 
-fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, LayoutError> {
-    let rd = std::fs::read_dir(dir).map_err(|e| layout_error(dir, e.to_string()))?;
+fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, OutputDirError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| output_dir_error(dir, e.to_string()))?;
     let mut out = Vec::new();
     for e in rd {
-        let e = e.map_err(|e| layout_error(dir, e.to_string()))?;
+        let e = e.map_err(|e| output_dir_error(dir, e.to_string()))?;
         out.push((e.file_name().to_string_lossy().into_owned(), e.path()));
     }
     out.sort();
@@ -47,7 +47,7 @@ fn entries(dir: &Path) -> Result<Vec<(String, PathBuf)>, LayoutError> {
 }
 
 /// The `rank.N/stdout` files right under `dir`, in rank order.
-fn ranks_in(dir: &Path) -> Result<Vec<RankFile>, LayoutError> {
+fn ranks_in(dir: &Path) -> Result<Vec<RankFile>, OutputDirError> {
     let mut out: Vec<RankFile> = entries(dir)?
         .into_iter()
         .filter_map(|(name, p)| {
@@ -63,7 +63,7 @@ fn ranks_in(dir: &Path) -> Result<Vec<RankFile>, LayoutError> {
 
 /// The ranks' stdout files of the run `dir` holds, in rank order: `dir` is the directory given
 /// to `--output-filename`, one job's directory in it, or one rank's.
-pub fn rank_files(dir: &Path) -> Result<Vec<RankFile>, LayoutError> {
+pub fn rank_files(dir: &Path) -> Result<Vec<RankFile>, OutputDirError> {
     let own = dir.join("stdout");
     if own.is_file() {
         let rank = dir.file_name().and_then(|n| rank_of(&n.to_string_lossy())).unwrap_or(0);
@@ -83,14 +83,14 @@ pub fn rank_files(dir: &Path) -> Result<Vec<RankFile>, LayoutError> {
         }
     }
     match jobs.len() {
-        0 => Err(layout_error(
+        0 => Err(output_dir_error(
             dir,
             "a directory without rank.N/stdout files in it or in its job directories (mpirun --output-filename's layout: DIR/1/rank.0/stdout); name a log file or such a directory",
         )),
         1 => Ok(jobs.remove(0).1),
         _ => {
             let names: Vec<String> = jobs.into_iter().map(|(n, _)| n).collect();
-            Err(layout_error(
+            Err(output_dir_error(
                 dir,
                 format!(
                     "the output of several jobs ({}); name one of their directories",

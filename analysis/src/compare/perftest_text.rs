@@ -26,6 +26,21 @@ enum Kind {
     Lat,
 }
 
+impl Kind {
+    /// What a `#bytes` header's table holds; None for a bandwidth in no unit known.
+    fn of_header(t: &str) -> Option<Kind> {
+        if t.contains("t_typical") {
+            Some(Kind::Lat)
+        } else if t.contains("[MB/sec]") {
+            Some(Kind::Bw(1048576.0 * 8.0 / 1e9))
+        } else if t.contains("[Gb/sec]") {
+            Some(Kind::Bw(1.0))
+        } else {
+            None
+        }
+    }
+}
+
 pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     let mut title: Option<String> = None;
     let mut kind: Option<Kind> = None;
@@ -38,13 +53,10 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     for (i, line) in text.lines().enumerate() {
         let t = line.trim();
         if title.is_none() {
-            if let Some(p) = t.find(" Test") {
-                let head = &t[..p];
-                if head.ends_with(" BW") || head.ends_with(" Latency") || head.ends_with(" Lat") {
-                    pairwise = t.contains("(meshrun pairwise)");
-                    title = Some(head.replace(" Latency", " Lat"));
-                    continue;
-                }
+            if let Some((head, by_meshrun)) = title_of(t) {
+                pairwise = by_meshrun;
+                title = Some(head);
+                continue;
             }
         }
         if let Some(p) = t.find("Ranks ") {
@@ -53,19 +65,13 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             ranks = rest.split_whitespace().next().and_then(|n| n.parse().ok()).or(ranks);
         }
         if t.starts_with("#bytes") {
-            kind = Some(if t.contains("t_typical") {
-                Kind::Lat
-            } else if t.contains("[MB/sec]") {
-                Kind::Bw(1048576.0 * 8.0 / 1e9)
-            } else if t.contains("[Gb/sec]") {
-                Kind::Bw(1.0)
-            } else {
-                return Err(error(
+            kind = Some(Kind::of_header(t).ok_or_else(|| {
+                error(
                     path,
                     i + 1,
                     "a #bytes header with neither t_typical nor a BW unit ([Gb/sec] or [MB/sec])",
-                ));
-            });
+                )
+            })?);
             last_kind = kind;
             continue;
         }
@@ -104,6 +110,28 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     if by_size.is_empty() {
         return Err(error(path, 1, "a #bytes header but no result rows"));
     }
+    Ok(parsed(k, pairwise, title, ranks, by_size, open_table))
+}
+
+/// The title line's test (`RDMA_Write BW`, `RDMA_Write Lat`), and whether meshrun pairwise
+/// printed it; None for another line.
+fn title_of(t: &str) -> Option<(String, bool)> {
+    let head = &t[..t.find(" Test")?];
+    (head.ends_with(" BW") || head.ends_with(" Latency") || head.ends_with(" Lat"))
+        .then(|| (head.replace(" Latency", " Lat"), t.contains("(meshrun pairwise)")))
+}
+
+/// The one series read: its figure per size (`by_size`, the median over pairs of a pairwise
+/// run), named by the title, with a warning where the table was left open (`open_table`: its
+/// last row's line).
+fn parsed(
+    k: Kind,
+    pairwise: bool,
+    title: Option<String>,
+    ranks: Option<usize>,
+    by_size: BTreeMap<u64, Vec<f64>>,
+    open_table: Option<usize>,
+) -> Parsed {
     let (figure, better) = match (k, pairwise) {
         (Kind::Bw(_), false) => ("BW average (Gb/s)", Better::Higher),
         (Kind::Bw(_), true) => ("BW average (Gb/s), median over pairs", Better::Higher),
@@ -119,7 +147,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
         })
         .into_iter()
         .collect();
-    Ok(Parsed {
+    Parsed {
         format: if pairwise {
             "meshrun pairwise text"
         } else {
@@ -133,5 +161,5 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             points: medians(by_size),
         }],
         warnings,
-    })
+    }
 }

@@ -1,12 +1,14 @@
 //! The comparison: per collective (or test) and size, each file's figure and its ratio to the
 //! first file's, oriented so that below 1 is always worse than the first (bandwidth: this /
 //! first; latency: first / this); a geometric-mean summary over the sizes from `--from`; and
-//! `--min-ratio`: the sizes below it.
+//! `--min-ratio`: the sizes below it. Its two reports are [`Exporter`]s of the
+//! [`FileComparison`]: [`CompareText`] and `--json` ([`CompareJson`]).
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::{Better, Parsed, Series};
+use crate::export::{ExportError, Exporter};
 
 /// One file, read.
 pub struct Input {
@@ -17,7 +19,7 @@ pub struct Input {
 
 /// What the comparison found, besides its text.
 #[derive(Debug, Default, PartialEq)]
-pub struct Outcome {
+pub struct FileComparison {
     pub text: String,
     /// (file index, series name, size, ratio) below `--min-ratio`.
     pub below: Vec<(usize, String, u64, f64)>,
@@ -74,12 +76,34 @@ fn fmt_val(v: Option<f64>) -> String {
     }
 }
 
+/// The side-by-side tables, as printed ([`FileComparison::text`]).
+pub struct CompareText;
+
+impl Exporter<FileComparison> for CompareText {
+    fn render(&self, c: &FileComparison) -> Result<Vec<u8>, ExportError> {
+        Ok(c.text.clone().into_bytes())
+    }
+}
+
+/// `--json` ([`json`]) of the files compared, with the flags they were compared under.
+pub struct CompareJson<'a> {
+    pub inputs: &'a [Input],
+    pub from: u64,
+    pub min_ratio: Option<f64>,
+}
+
+impl Exporter<FileComparison> for CompareJson<'_> {
+    fn render(&self, c: &FileComparison) -> Result<Vec<u8>, ExportError> {
+        Ok(serde_json::to_vec_pretty(&json(self.inputs, c, self.from, self.min_ratio)).unwrap_or_default())
+    }
+}
+
 /// The version of [`json`]'s layout: raised when a key changes meaning or goes away.
 pub const JSON_SCHEMA_VERSION: u32 = 1;
 
 /// `meshrun compare --json`: every file as read (format, ranks, warnings, each series' figure per
 /// size), each later file's geometric-mean ratio per series, and the sizes below `--min-ratio`.
-pub fn json(inputs: &[Input], out: &Outcome, from: u64, min_ratio: Option<f64>) -> serde_json::Value {
+pub fn json(inputs: &[Input], out: &FileComparison, from: u64, min_ratio: Option<f64>) -> serde_json::Value {
     use serde_json::json;
     let files: Vec<serde_json::Value> = inputs
         .iter()
@@ -107,9 +131,39 @@ pub fn json(inputs: &[Input], out: &Outcome, from: u64, min_ratio: Option<f64>) 
 }
 
 /// Compare `inputs[1..]` with `inputs[0]`.
-pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
-    let mut out = Outcome::default();
-    let s = &mut out.text;
+pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> FileComparison {
+    let mut out = FileComparison::default();
+    file_lines(&mut out.text, inputs);
+    let Some(first) = inputs.first() else {
+        return out;
+    };
+    rank_warnings(&mut out.text, inputs, first);
+    // Per later file, the positions of its series set beside one of the first file's.
+    let mut matched_other: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); inputs.len()];
+    for (k, base) in first.parsed.series.iter().enumerate() {
+        let others: Vec<Option<&Series>> = inputs
+            .iter()
+            .skip(1)
+            .map(|inp| matching(base, k, &first.parsed, &inp.parsed))
+            .collect();
+        for (j, o) in others.iter().enumerate() {
+            if let Some(o) = o {
+                if let Some(pos) = inputs[j + 1].parsed.series.iter().position(|x| std::ptr::eq(x, *o)) {
+                    matched_other[j + 1].insert(pos);
+                }
+            }
+        }
+        let name = label(base, k);
+        let ratios = size_rows(&mut out, base, &name, &others, from, min_ratio);
+        file_notes(&mut out, base, &name, &others, &ratios, from);
+    }
+    unmatched(&mut out.text, inputs, &matched_other);
+    min_ratio_line(&mut out, min_ratio);
+    out
+}
+
+/// One line per file (its format, ranks and series) and the warnings its reader gave.
+fn file_lines(s: &mut String, inputs: &[Input]) {
     let _ = writeln!(
         s,
         "# meshrun compare: each file's figure beside the first's; ratio = this / first for bandwidth, first / this for latency (below 1: worse than [1])"
@@ -139,9 +193,10 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
             let _ = writeln!(s, "# [{}] warning: {w}", i + 1);
         }
     }
-    let Some(first) = inputs.first() else {
-        return out;
-    };
+}
+
+/// A warning for each collective run on another rank count than the first.
+fn rank_warnings(s: &mut String, inputs: &[Input], first: &Input) {
     for (i, inp) in inputs.iter().enumerate().skip(1) {
         // Pairwise and perftest figures are per pair, whatever the job's size.
         let collective = first.parsed.series.iter().any(|se| se.figure.contains("busbw"));
@@ -155,96 +210,108 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
             }
         }
     }
-    let mut matched_other: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); inputs.len()];
-    for (k, base) in first.parsed.series.iter().enumerate() {
-        let others: Vec<Option<&Series>> = inputs
-            .iter()
-            .skip(1)
-            .map(|inp| matching(base, k, &first.parsed, &inp.parsed))
-            .collect();
-        for (j, o) in others.iter().enumerate() {
-            if let Some(o) = o {
-                if let Some(pos) = inputs[j + 1].parsed.series.iter().position(|x| std::ptr::eq(x, *o)) {
-                    matched_other[j + 1].insert(pos);
-                }
-            }
-        }
-        let name = label(base, k);
-        let _ = writeln!(s, "#\n## {name}: {}", base.figure);
-        let mut head = format!("{:>12}  {:>10}", "size", "[1]");
-        for j in 0..others.len() {
-            let _ = write!(
-                head,
-                "  {:>10}  {:>8}",
-                format!("[{}]", j + 2),
-                format!("[{}]/[1]", j + 2)
-            );
-        }
-        let _ = writeln!(s, "#{}", &head[1..]);
-        let sizes: BTreeSet<u64> = base.points.keys().copied().collect();
-        let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); others.len()];
-        for &size in &sizes {
-            let b = base.points.get(&size).copied();
-            let mut line = format!("{:>12}  {:>10}", fmt_size(size), fmt_val(b));
-            for (j, o) in others.iter().enumerate() {
-                let v = o.and_then(|o| o.points.get(&size).copied());
-                let r = match (b, v) {
-                    (Some(b), Some(v)) => ratio(base.better, b, v),
-                    _ => None,
-                };
-                let _ = write!(
-                    line,
-                    "  {:>10}  {:>8}",
-                    fmt_val(v),
-                    r.map_or("-".into(), |r| format!("{r:.3}"))
-                );
-                if let Some(r) = r {
-                    if size >= from {
-                        ratios[j].push(r);
-                    }
-                    if min_ratio.is_some_and(|m| r < m) {
-                        out.below.push((j + 1, name.clone(), size, r));
-                    }
-                }
-            }
-            let _ = writeln!(s, "{line}");
-        }
-        for (j, o) in others.iter().enumerate() {
-            let Some(o) = o else {
-                let _ = writeln!(s, "# [{}] has no {name}", j + 2);
-                continue;
-            };
-            let only: Vec<String> = o
-                .points
-                .keys()
-                .filter(|z| !sizes.contains(z))
-                .map(|z| z.to_string())
-                .collect();
-            if !only.is_empty() {
-                let _ = writeln!(s, "# only in [{}]: {}", j + 2, only.join(" "));
-            }
-            let missing: Vec<String> = sizes
-                .iter()
-                .filter(|z| !o.points.contains_key(z))
-                .map(|z| z.to_string())
-                .collect();
-            if !missing.is_empty() {
-                let _ = writeln!(s, "# only in [1], not in [{}]: {}", j + 2, missing.join(" "));
-            }
-            if o.name != base.name {
-                let _ = writeln!(s, "# [{}]'s {} set beside [1]'s {name}", j + 2, label(o, 0));
-            }
-            let g = geomean(&ratios[j]);
-            let _ = writeln!(
-                s,
-                "# summary [{}]/[1] over sizes >= {from}: geometric mean {} ({} sizes)",
-                j + 2,
-                g.map_or("-".into(), |g| format!("{g:.3}")),
-                ratios[j].len()
-            );
-            out.summary.push((j + 1, name.clone(), g));
-        }
+}
+
+/// The table of series `name` of the first file (`base`) beside each later file's counterpart
+/// (`others`): one row per size of `base`, each later file's figure and ratio. Records the
+/// ratios below `min_ratio`; returns each later file's ratios from the size `from` on.
+fn size_rows(
+    out: &mut FileComparison,
+    base: &Series,
+    name: &str,
+    others: &[Option<&Series>],
+    from: u64,
+    min_ratio: Option<f64>,
+) -> Vec<Vec<f64>> {
+    let s = &mut out.text;
+    let _ = writeln!(s, "#\n## {name}: {}", base.figure);
+    let mut head = format!("{:>12}  {:>10}", "size", "[1]");
+    for j in 0..others.len() {
+        let _ = write!(
+            head,
+            "  {:>10}  {:>8}",
+            format!("[{}]", j + 2),
+            format!("[{}]/[1]", j + 2)
+        );
     }
+    let _ = writeln!(s, "#{}", &head[1..]);
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); others.len()];
+    for (&size, &b) in &base.points {
+        let mut line = format!("{:>12}  {:>10}", fmt_size(size), fmt_val(Some(b)));
+        for (j, o) in others.iter().enumerate() {
+            let v = o.and_then(|o| o.points.get(&size).copied());
+            let r = v.and_then(|v| ratio(base.better, b, v));
+            let _ = write!(
+                line,
+                "  {:>10}  {:>8}",
+                fmt_val(v),
+                r.map_or("-".into(), |r| format!("{r:.3}"))
+            );
+            if let Some(r) = r {
+                if size >= from {
+                    ratios[j].push(r);
+                }
+                if min_ratio.is_some_and(|m| r < m) {
+                    out.below.push((j + 1, name.to_string(), size, r));
+                }
+            }
+        }
+        let _ = writeln!(s, "{line}");
+    }
+    ratios
+}
+
+/// Under a series' table, for each later file: the sizes only one side has, a counterpart of
+/// another name, and the geometric mean of its `ratios` (recorded in the summary).
+fn file_notes(
+    out: &mut FileComparison,
+    base: &Series,
+    name: &str,
+    others: &[Option<&Series>],
+    ratios: &[Vec<f64>],
+    from: u64,
+) {
+    let s = &mut out.text;
+    for (j, o) in others.iter().enumerate() {
+        let Some(o) = o else {
+            let _ = writeln!(s, "# [{}] has no {name}", j + 2);
+            continue;
+        };
+        let only: Vec<String> = o
+            .points
+            .keys()
+            .filter(|z| !base.points.contains_key(z))
+            .map(|z| z.to_string())
+            .collect();
+        if !only.is_empty() {
+            let _ = writeln!(s, "# only in [{}]: {}", j + 2, only.join(" "));
+        }
+        let missing: Vec<String> = base
+            .points
+            .keys()
+            .filter(|z| !o.points.contains_key(z))
+            .map(|z| z.to_string())
+            .collect();
+        if !missing.is_empty() {
+            let _ = writeln!(s, "# only in [1], not in [{}]: {}", j + 2, missing.join(" "));
+        }
+        if o.name != base.name {
+            let _ = writeln!(s, "# [{}]'s {} set beside [1]'s {name}", j + 2, label(o, 0));
+        }
+        let g = geomean(&ratios[j]);
+        let _ = writeln!(
+            s,
+            "# summary [{}]/[1] over sizes >= {from}: geometric mean {} ({} sizes)",
+            j + 2,
+            g.map_or("-".into(), |g| format!("{g:.3}")),
+            ratios[j].len()
+        );
+        out.summary.push((j + 1, name.to_string(), g));
+    }
+}
+
+/// A line for each series of a later file that no series of the first was set beside.
+fn unmatched(s: &mut String, inputs: &[Input], matched_other: &[BTreeSet<usize>]) {
     for (i, inp) in inputs.iter().enumerate().skip(1) {
         for (k, se) in inp.parsed.series.iter().enumerate() {
             if !matched_other[i].contains(&k) {
@@ -257,19 +324,23 @@ pub fn compare(inputs: &[Input], from: u64, min_ratio: Option<f64>) -> Outcome {
             }
         }
     }
-    if let Some(m) = min_ratio {
-        if out.below.is_empty() {
-            let _ = writeln!(s, "# OK: no ratio below {m}");
-        } else {
-            let list: Vec<String> = out
-                .below
-                .iter()
-                .map(|(j, n, z, r)| format!("[{}] {n} {z} B ({r:.3})", j + 1))
-                .collect();
-            let _ = writeln!(s, "# FAILED: below --min-ratio {m}: {}", list.join(", "));
-        }
+}
+
+/// `--min-ratio`: OK, or FAILED with every ratio below it.
+fn min_ratio_line(out: &mut FileComparison, min_ratio: Option<f64>) {
+    let Some(m) = min_ratio else {
+        return;
+    };
+    if out.below.is_empty() {
+        let _ = writeln!(out.text, "# OK: no ratio below {m}");
+    } else {
+        let list: Vec<String> = out
+            .below
+            .iter()
+            .map(|(j, n, z, r)| format!("[{}] {n} {z} B ({r:.3})", j + 1))
+            .collect();
+        let _ = writeln!(out.text, "# FAILED: below --min-ratio {m}: {}", list.join(", "));
     }
-    out
 }
 
 #[cfg(test)]

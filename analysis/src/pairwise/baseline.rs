@@ -11,9 +11,6 @@
 //! passes today's verdict against its peers, as a link that lost 15% last week and everything
 //! else did not.
 
-use std::fmt::Write as _;
-
-use super::blame::{Counts, Part};
 use super::bulk::{Bulk, DEVIATIONS, MIN_DROP};
 use super::saved::best_scores;
 use super::topology::Topology;
@@ -84,7 +81,7 @@ fn distinct(hosts: &[String]) -> String {
 }
 
 /// Compare `now` with `then` ([`comparable`] first).
-pub fn compare(now: &PairwiseOutcome, then: &PairwiseOutcome, topology: Option<&Topology>) -> Comparison {
+pub fn comparison(now: &PairwiseOutcome, then: &PairwiseOutcome, topology: Option<&Topology>) -> Comparison {
     let (a, b) = (best_scores(now), best_scores(then));
     let size = now.config.matrix_size() as u64;
     let mut cells: Vec<Measurement> = a
@@ -125,113 +122,10 @@ fn ratio_config(size: usize) -> PairwiseConfig {
     }
 }
 
-fn counts(k: &Counts) -> String {
-    format!("worst {:.0}% of the baseline", k.worst)
-}
-
-/// The comparison's lines: what was compared, what it could detect, each slower part, and a
-/// closing `# BASELINE PASS` or `# BASELINE FAIL`.
-pub fn render(c: &Comparison, baseline: &str) -> String {
-    let mut s = String::new();
-    let v = &c.verdict;
-    let _ = writeln!(
-        s,
-        "# Baseline: {baseline}: {} directions measured in both runs",
-        c.cells
-    );
-    for j in &v.judged {
-        let pop = match (v.judged.len(), j.population) {
-            (1, _) => "",
-            (_, verdict::Population::BetweenHosts) => " between hosts",
-            (_, verdict::Population::WithinHost) => " within a host",
-        };
-        let _ = writeln!(
-            s,
-            "# Baseline{pop}: now / then median {:.0}%, spread +-{:.0}%; a pair {:.0}% or more slower than in the baseline would have been named",
-            j.bulk.median,
-            (j.bulk.spread.exp() - 1.0) * 100.0,
-            j.sensitivity * 100.0
-        );
-    }
-    if let Some((median, bar)) = c.fabric {
-        let _ = writeln!(
-            s,
-            "# SLOWER THAN BASELINE: the fabric as a whole: its directions run at a median {median:.0}% of the baseline, \
-             below the {bar:.0}% its spread allows"
-        );
-    }
-    for part in &v.blamed {
-        let line = match part {
-            Part::Uplink {
-                switch_a,
-                switch_b,
-                counts: k,
-            } => format!(
-                "UPLINK {switch_a} <-> {switch_b}: {} of {} host links across it; {}",
-                k.slow,
-                k.of,
-                counts(k)
-            ),
-            Part::Node { host, counts: k } => {
-                format!("NODE {host}: {} of its {} host links; {}", k.slow, k.of, counts(k))
-            }
-            Part::HostLink {
-                host_a,
-                host_b,
-                counts: k,
-            } => format!(
-                "HOST LINK {host_a} <-> {host_b}: {} of its {} rank pairs; {}",
-                k.slow,
-                k.of,
-                counts(k)
-            ),
-            Part::Nic { rank, host, counts: k } => {
-                format!(
-                    "NIC rank {rank} ({host}): {} of its {} pairs to other hosts; {}",
-                    k.slow,
-                    k.of,
-                    counts(k)
-                )
-            }
-            Part::RailNic {
-                rail,
-                rank,
-                host,
-                counts: k,
-                ..
-            } => format!(
-                "NIC {host} on rail {rail} (rank {rank}): {} of its {} pairs; {}",
-                k.slow,
-                k.of,
-                counts(k)
-            ),
-            Part::RankPair { pair: p } => format!(
-                "RANK PAIR rank {} ({}) <-> rank {} ({}): {:.0}% of the baseline",
-                p.a, p.host_a, p.b, p.host_b, p.first
-            ),
-        };
-        let _ = writeln!(s, "# SLOWER THAN BASELINE: {line}");
-    }
-    if c.pass() {
-        let _ = writeln!(s, "# BASELINE PASS: nothing slower than in {baseline}");
-    } else {
-        let whole = if c.fabric.is_some() {
-            "the fabric as a whole and "
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            "# BASELINE FAIL: {whole}{} rank pair(s) slower than in {baseline}",
-            v.confirmed.len()
-        );
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pairwise::report::baseline::render as render_text;
     use crate::pairwise::saved;
 
     fn run(hosts: usize, rate: impl Fn(usize, usize) -> f64) -> PairwiseOutcome {
@@ -283,9 +177,9 @@ mod tests {
             quiet(s, d) * if hit { 0.68 } else { 0.8 }
         });
         comparable(&now, &then).expect("same hosts and size");
-        let c = compare(&now, &then, None);
+        let c = comparison(&now, &then, None);
         assert_eq!(c.cells, 30);
-        let text = render(&c, "good.json");
+        let text = render_text(&c, "good.json");
         assert!(
             text.contains(
                 "# SLOWER THAN BASELINE: HOST LINK h1 <-> h4: 1 of its 1 rank pairs; worst 68% of the baseline"
@@ -302,8 +196,8 @@ mod tests {
             "{text}"
         );
         // Nothing slower: a pass, and the sensitivity is the 7% floor on a quiet fabric.
-        let same = compare(&run(6, quiet), &then, None);
-        let text = render(&same, "good.json");
+        let same = comparison(&run(6, quiet), &then, None);
+        let text = render_text(&same, "good.json");
         assert!(
             text.contains("# BASELINE PASS: nothing slower than in good.json"),
             "{text}"
@@ -318,13 +212,13 @@ mod tests {
     fn a_fabric_slower_everywhere_is_named_everywhere() {
         let then = run(4, quiet);
         let now = run(4, |s, d| quiet(s, d) * 0.5);
-        let c = compare(&now, &then, None);
+        let c = comparison(&now, &then, None);
         assert!(
             !c.pass() && c.verdict.pass,
             "no part slower than the rest: {:?}",
             c.verdict
         );
-        let text = render(&c, "good.json");
+        let text = render_text(&c, "good.json");
         assert!(text.contains("now / then median 50%"), "{text}");
         assert!(
             text.contains(
@@ -344,7 +238,7 @@ mod tests {
     fn a_node_slower_than_before_is_a_node() {
         let then = run(6, quiet);
         let now = run(6, |s, d| quiet(s, d) * if s == 2 || d == 2 { 0.85 } else { 1.0 });
-        let text = render(&compare(&now, &then, None), "good.json");
+        let text = render_text(&comparison(&now, &then, None), "good.json");
         assert!(
             text.contains("# SLOWER THAN BASELINE: NODE h2: 5 of its 5 host links; worst 8"),
             "{text}"

@@ -24,7 +24,7 @@ use super::{Fact, Finding, Severity};
 
 /// One `[[part]]`: a scope pattern and what every matching scope must have.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Part {
+pub struct ExpectedPart {
     pub scope: String,
     pub count: Option<usize>,
     pub severity: Severity,
@@ -38,7 +38,7 @@ pub struct Expectations {
     /// `[type] name`, said in the report.
     pub name: Option<String>,
     pub source: Option<String>,
-    pub parts: Vec<Part>,
+    pub parts: Vec<ExpectedPart>,
 }
 
 /// What was wrong with an expectation file, and where.
@@ -98,7 +98,7 @@ impl Expectations {
                         let scope = t.get("scope").and_then(|v| v.as_str()).ok_or_else(|| {
                             at("has no `scope` (the scope preflight prints, e.g. \"mlx5_* port 1\")".into())
                         })?;
-                        let mut part = Part {
+                        let mut part = ExpectedPart {
                             scope: scope.to_string(),
                             count: None,
                             severity: Severity::Error,

@@ -1,11 +1,15 @@
-//! What preflight prints: one line per finding, errors first, and a closing line; `--json`,
-//! every fact of every node and rank (the fleet's inventory) with the findings.
+//! What preflight prints, each report an [`Exporter`] of a [`PreflightRun`]: one line per finding,
+//! errors first, and a closing line ([`PreflightText`]); `--show`, every fact of the first rank
+//! ([`PreflightFacts`]); `--json`, every fact of every node and rank (the fleet's inventory) with
+//! the findings ([`PreflightJson`]).
 
 use serde_json::json;
 
 use super::{Finding, Inventory, Severity};
+use crate::export::{ExportError, Exporter};
 
 /// What the run covered, for the header.
+#[derive(Debug, Clone, Copy)]
 pub struct Scope<'a> {
     pub hosts: usize,
     pub ranks: usize,
@@ -15,13 +19,62 @@ pub struct Scope<'a> {
     pub local: bool,
 }
 
+/// A judged preflight, as its reports render it.
+#[derive(Debug, Clone, Copy)]
+pub struct PreflightRun<'a> {
+    pub scope: Scope<'a>,
+    /// Every rank's facts, in rank order.
+    pub inventory: &'a [Inventory],
+    pub findings: &'a [Finding],
+}
+
+impl PreflightRun<'_> {
+    /// No error among the findings (warnings pass).
+    pub fn pass(&self) -> bool {
+        errors(self.findings) == 0
+    }
+}
+
+/// The text report ([`text`]).
+pub struct PreflightText;
+
+impl Exporter<PreflightRun<'_>> for PreflightText {
+    fn render(&self, run: &PreflightRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(text(run).into_bytes())
+    }
+}
+
+/// `--show` ([`facts`]).
+pub struct PreflightFacts;
+
+impl Exporter<PreflightRun<'_>> for PreflightFacts {
+    fn render(&self, run: &PreflightRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(facts(run).into_bytes())
+    }
+}
+
+/// `--json` ([`json()`]).
+pub struct PreflightJson;
+
+impl Exporter<PreflightRun<'_>> for PreflightJson {
+    fn render(&self, run: &PreflightRun<'_>) -> Result<Vec<u8>, ExportError> {
+        Ok(serde_json::to_vec_pretty(&json(run)).unwrap_or_default())
+    }
+}
+
+/// How many findings are errors.
+fn errors(findings: &[Finding]) -> usize {
+    findings.iter().filter(|f| f.severity == Severity::Error).count()
+}
+
 /// `mr-h1, mr-h2` or `mr-h1 rank 2`: the subjects of one finding.
 fn subjects(f: &Finding) -> String {
     f.subjects.join(", ")
 }
 
-/// The report's text and whether it passed (no error).
-pub fn text(scope: &Scope, findings: &[Finding]) -> (String, bool) {
+/// The report's text: what was compared, each finding, and PASS or FAIL.
+pub fn text(run: &PreflightRun<'_>) -> String {
+    let (scope, findings) = (&run.scope, run.findings);
     let mut out = String::new();
     let against = match (scope.local, scope.expect) {
         (true, Some((path, name))) => format!(
@@ -54,7 +107,7 @@ pub fn text(scope: &Scope, findings: &[Finding]) -> (String, bool) {
         };
         out.push_str(&format!("{tag} {}: {}\n", subjects(f), f.text));
     }
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+    let errors = errors(findings);
     let warnings = findings.len() - errors;
     let plural = |n: usize, w: &str| format!("{n} {w}{}", if n == 1 { "" } else { "s" });
     if errors > 0 {
@@ -68,12 +121,12 @@ pub fn text(scope: &Scope, findings: &[Finding]) -> (String, bool) {
     } else {
         out.push_str("# PASS: no finding\n");
     }
-    (out, errors == 0)
+    out
 }
 
 /// Every fact of every rank and the findings, as `--json` writes them.
-pub fn json(scope: &Scope, all: &[Inventory], findings: &[Finding]) -> serde_json::Value {
-    let errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
+pub fn json(run: &PreflightRun<'_>) -> serde_json::Value {
+    let scope = &run.scope;
     json!({
         "tool": "meshrun",
         "test": "preflight",
@@ -82,25 +135,39 @@ pub fn json(scope: &Scope, all: &[Inventory], findings: &[Finding]) -> serde_jso
         "ranks": scope.ranks,
         "local": scope.local,
         "expect": scope.expect.map(|(p, n)| json!({"file": p, "name": n})),
-        "pass": errors == 0,
-        "findings": findings,
-        "inventory": all,
+        "pass": run.pass(),
+        "findings": run.findings,
+        "inventory": run.inventory,
     })
 }
 
-/// Every fact of one node and one of its ranks, one per line as the expectation file names them
-/// (`--show`): `mlx5_0 port 1: rate 400 Gb/sec (4X NDR)`.
-pub fn facts(inv: &Inventory) -> String {
-    inv.node
-        .iter()
-        .chain(&inv.process)
-        .map(|f| format!("{}: {} {}\n", f.scope, f.name, f.value))
-        .collect()
+/// `--show`: every fact of the first rank's node and of that rank under a `# Facts of HOST:`
+/// line, one per line as the expectation file names them (`mlx5_0 port 1: rate 400 Gb/sec (4X
+/// NDR)`); nothing without a rank.
+pub fn facts(run: &PreflightRun<'_>) -> String {
+    let Some(inv) = run.inventory.first() else {
+        return String::new();
+    };
+    let mut s = format!("# Facts of {}:\n", inv.host);
+    for f in inv.node.iter().chain(&inv.process) {
+        s.push_str(&format!("{}: {} {}\n", f.scope, f.name, f.value));
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The text report of `findings` (no inventory), and whether it passed.
+    fn text_of(scope: &Scope, findings: &[Finding]) -> (String, bool) {
+        let run = PreflightRun {
+            scope: *scope,
+            inventory: &[],
+            findings,
+        };
+        (text(&run), run.pass())
+    }
 
     #[test]
     fn pass_warn_and_fail_lines() {
@@ -110,7 +177,7 @@ mod tests {
             expect: None,
             local: false,
         };
-        let (t, ok) = text(&s, &[]);
+        let (t, ok) = text_of(&s, &[]);
         assert!(ok);
         assert_eq!(
             t,
@@ -128,7 +195,7 @@ mod tests {
             text: "process: memlock_kib 64, below the 131072 KiB this run registers".into(),
             about: "memlock".into(),
         };
-        let (t, ok) = text(&s, &[e, w]);
+        let (t, ok) = text_of(&s, &[e, w]);
         assert!(!ok);
         assert_eq!(
             t,
@@ -143,7 +210,7 @@ mod tests {
             expect: Some(("dgx.toml", Some("DGX H100"))),
             local: true,
         };
-        assert!(text(&local, &[])
+        assert!(text_of(&local, &[])
             .0
             .starts_with("# Preflight: this node against DGX H100 (dgx.toml)\n"));
     }

@@ -154,9 +154,9 @@ pub fn json_report(
 }
 
 /// `-J FILE`.
-pub struct Json;
+pub struct CollJson;
 
-impl Exporter<CollRun<'_>> for Json {
+impl Exporter<CollRun<'_>> for CollJson {
     fn render(&self, run: &CollRun<'_>) -> Result<Vec<u8>, ExportError> {
         Ok(json_report(
             run.cfg,

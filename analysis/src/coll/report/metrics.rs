@@ -9,7 +9,7 @@ use crate::export::{ExportError, Exporter};
 use crate::metrics::{render as text, Family};
 
 /// `--metrics FILE`; `now` is the run's end (Unix seconds).
-pub struct Metrics {
+pub struct CollMetrics {
     pub now: f64,
 }
 
@@ -74,7 +74,7 @@ pub fn render(run: &CollRun<'_>, now: f64) -> String {
     text(&[time, algbw, busbw, wrong, average, pass, bar, when])
 }
 
-impl Exporter<CollRun<'_>> for Metrics {
+impl Exporter<CollRun<'_>> for CollMetrics {
     fn render(&self, run: &CollRun<'_>) -> Result<Vec<u8>, ExportError> {
         Ok(render(run, self.now).into_bytes())
     }

@@ -13,9 +13,9 @@ use std::fmt::Write as _;
 
 use super::{avg_busbw, total_wrong, BusbwBar, CollConfig, Placement, Row, Step};
 
-pub use json::{env_block, json_report, now_string, DeviceInfo, Json};
-pub use metrics::Metrics;
-pub use text::{baseline_section, preamble, Stream, Text};
+pub use json::{env_block, json_report, now_string, CollJson, DeviceInfo};
+pub use metrics::CollMetrics;
+pub use text::{baseline_section, preamble, CollText, Stream};
 
 /// Everything one collective run's reports show, once the run is over.
 pub struct CollRun<'a> {

@@ -1,5 +1,5 @@
 //! The text report on stdout, as nccl-tests prints it: streamed row by row while the run goes
-//! ([`Stream`]), or rendered whole ([`Text`]) from the same pieces.
+//! ([`Stream`]), or rendered whole ([`CollText`]) from the same pieces.
 
 use std::io::Write;
 
@@ -38,9 +38,9 @@ pub fn baseline_section(name: &str, b: &BaselineRun<'_>) -> String {
 }
 
 /// The whole text report.
-pub struct Text;
+pub struct CollText;
 
-impl Exporter<CollRun<'_>> for Text {
+impl Exporter<CollRun<'_>> for CollText {
     fn render(&self, run: &CollRun<'_>) -> Result<Vec<u8>, ExportError> {
         let mut s = preamble(run.cfg, run.devices);
         for r in run.rows {

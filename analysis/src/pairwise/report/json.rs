@@ -108,9 +108,9 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
 }
 
 /// `--json FILE`.
-pub struct Json;
+pub struct PairwiseJson;
 
-impl Exporter<PairwiseOutcome> for Json {
+impl Exporter<PairwiseOutcome> for PairwiseJson {
     fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         Ok(render(o))
     }

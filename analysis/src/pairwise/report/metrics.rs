@@ -8,7 +8,7 @@ use crate::metrics::{render as text, Family};
 use crate::pairwise::{PairwiseOutcome, TestKind};
 
 /// `--metrics FILE`; `now` is the run's end (Unix seconds), for `meshrun_pairwise_timestamp_seconds`.
-pub struct Metrics {
+pub struct PairwiseMetrics {
     pub now: f64,
 }
 
@@ -29,6 +29,25 @@ fn device(o: &PairwiseOutcome, rank: usize) -> String {
 }
 
 pub fn render(o: &PairwiseOutcome, now: f64) -> String {
+    let [bw, lat] = rate_families(o);
+    let [pass, slow, sens, bulk] = verdict_families(o);
+    let mut when = Family::gauge("meshrun_pairwise_timestamp_seconds", "When the run ended (Unix time).");
+    when.sample(vec![], now);
+    text(&[
+        bw,
+        lat,
+        pass,
+        slow,
+        sens,
+        bulk,
+        stat_family(o),
+        duration_family(o),
+        when,
+    ])
+}
+
+/// Each direction's bandwidth or latency at the matrix size in the first pass.
+fn rate_families(o: &PairwiseOutcome) -> [Family; 2] {
     let op = o.config.op.as_str().to_string();
     let size = o.config.matrix_size() as u64;
     let mut bw = Family::gauge(
@@ -56,6 +75,12 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
             (None, None) => {}
         }
     }
+    [bw, lat]
+}
+
+/// The verdict: pass, each slow part, and per population the sensitivity and the healthy
+/// bulk's median.
+fn verdict_families(o: &PairwiseOutcome) -> [Family; 4] {
     let mut pass = Family::gauge(
         "meshrun_pairwise_pass",
         "1 when the verdict named no slow part, else 0.",
@@ -93,6 +118,11 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
             bulk.sample(population, j.bulk.median * 1e9 / 8.0);
         }
     }
+    [pass, slow, sens, bulk]
+}
+
+/// How much each NIC or TCP statistic rose during the run.
+fn stat_family(o: &PairwiseOutcome) -> Family {
     let mut counters = Family::gauge(
         // (promtool refuses "counter" in a metric's name.)
         "meshrun_pairwise_stat_increase",
@@ -110,6 +140,11 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
             );
         }
     }
+    counters
+}
+
+/// Where rank 0's time went.
+fn duration_family(o: &PairwiseOutcome) -> Family {
     let mut duration = Family::gauge(
         "meshrun_pairwise_duration_seconds",
         "Wall time of the run's parts at rank 0: setup, rounds, retests.",
@@ -119,12 +154,10 @@ pub fn render(o: &PairwiseOutcome, now: f64) -> String {
         duration.sample(vec![("phase", "rounds".into())], t.sweep_s);
         duration.sample(vec![("phase", "retests".into())], t.retest_s);
     }
-    let mut when = Family::gauge("meshrun_pairwise_timestamp_seconds", "When the run ended (Unix time).");
-    when.sample(vec![], now);
-    text(&[bw, lat, pass, slow, sens, bulk, counters, duration, when])
+    duration
 }
 
-impl Exporter<PairwiseOutcome> for Metrics {
+impl Exporter<PairwiseOutcome> for PairwiseMetrics {
     fn render(&self, o: &PairwiseOutcome) -> Result<Vec<u8>, ExportError> {
         Ok(render(o, self.now).into_bytes())
     }

@@ -1,10 +1,14 @@
-//! Pairwise reports, one [`Exporter`](crate::export::Exporter) per format: perftest-style text, JSON, CSV matrix, heatmap.
+//! Pairwise reports, one [`Exporter`](crate::export::Exporter) per format: perftest-style text
+//! ([`text`]), JSON, CSV matrix, heatmap, Prometheus metrics, and the `--baseline` comparison's
+//! text ([`baseline`]); [`part`] names a blamed part for the text and the baseline alike.
 
+pub mod baseline;
 pub mod csv;
 mod font;
 pub mod heatmap;
 pub mod json;
 pub mod metrics;
+pub mod part;
 pub mod text;
 
 use super::{Measurement, PairwiseOutcome, TestKind};

@@ -1,0 +1,158 @@
+//! The verdict's parts: the pairs cleared alone, each blamed part with its figures and its NICs'
+//! error counters, the counters no blamed part explains, and the closing PASS or FAIL line.
+
+use std::fmt::Write as _;
+
+use super::Scale;
+use crate::counters;
+use crate::pairwise::blame::{Counts, Part};
+use crate::pairwise::report::part::{Members, Voice};
+use crate::pairwise::verdict::{self, Population, Rule, Verdict};
+use crate::pairwise::PairwiseOutcome;
+
+/// `# cleared: ...`: each pair slow only with other pairs running, with what it ran at alone
+/// against the bar alone of its population, so a reader sees how near the bar it was (a wide bar
+/// on a noisy run clears a pair a quiet run would name).
+pub(super) fn cleared_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+    let sc = Scale::of(o);
+    for &(a, b) in &v.cleared {
+        let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
+        let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
+            (Some(alone), Some(j)) => format!(
+                " ({:.2} {u}; slow alone is {cmp} {:.2} {u})",
+                sc.val(alone),
+                sc.val(j.bar_alone),
+                u = sc.unit,
+                cmp = sc.cmp
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "# cleared: rank {a} ({}) <-> rank {b} ({}) was slow only with other pairs running; fine alone{figures}",
+            o.hosts[a], o.hosts[b]
+        );
+    }
+}
+
+/// `# SLOW ...`: each blamed part of `v`, named as [`Part::phrase`] says, with its figures and
+/// the error counters of the NICs it carried.
+pub(super) fn blamed_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+    let sc = Scale::of(o);
+    let u = sc.unit;
+    let bulk_of = |within: bool| {
+        let want = if within {
+            Population::WithinHost
+        } else {
+            Population::BetweenHosts
+        };
+        // Under --threshold one bar covers both populations.
+        let j = v
+            .judged
+            .iter()
+            .find(|j| j.population == want)
+            .or(v.judged.first().filter(|_| matches!(v.rule, Rule::Threshold(_))));
+        j.map_or(String::new(), |j| {
+            format!("; healthy bulk {:.2} {u}", sc.val(j.bulk.median))
+        })
+    };
+    let worst = |k: &Counts| {
+        let alone = k
+            .worst_retest
+            .map_or(", not retested".to_string(), |r| format!(", alone {:.2}", sc.val(r)));
+        format!("worst {:.2} {u}{alone}{}", sc.val(k.worst), bulk_of(false))
+    };
+    let voice = Voice::Verdict {
+        rails: !o.rails.is_empty(),
+    };
+    for part in &v.blamed {
+        let head = part.phrase(voice);
+        let written = match part.members() {
+            Members::Counts(k) => writeln!(s, "# SLOW {head}; {}", worst(k)),
+            Members::Pair(p) => {
+                let dirs: Vec<String> = p.directions.iter().map(|(x, y)| format!("{x}->{y}")).collect();
+                let retest = p
+                    .retest
+                    .map_or("not retested".to_string(), |r| format!("alone {:.2}", sc.val(r)));
+                writeln!(
+                    s,
+                    "# SLOW {head}: {:.2} {u} ({retest}), direction {}{}",
+                    sc.val(p.first),
+                    dirs.join(", "),
+                    bulk_of(p.host_a == p.host_b)
+                )
+            }
+        };
+        if written.is_ok() {
+            for line in counters::evidence(&o.counters, &part_ranks(o, part)) {
+                let _ = writeln!(s, "#   counters: {line}");
+            }
+        }
+    }
+}
+
+/// The ranks whose traffic a blamed part carried, whose NICs' counters are its evidence (none
+/// for an uplink: the switches' counters are not the hosts').
+fn part_ranks(o: &PairwiseOutcome, part: &Part) -> Vec<usize> {
+    let on = |hosts: &[&str]| -> Vec<usize> {
+        (0..o.hosts.len())
+            .filter(|&r| hosts.contains(&o.hosts[r].as_str()))
+            .collect()
+    };
+    match part {
+        Part::Uplink { .. } => Vec::new(),
+        Part::Node { host, .. } => on(&[host]),
+        Part::HostLink { host_a, host_b, .. } => on(&[host_a, host_b]),
+        Part::Nic { rank, .. } | Part::RailNic { rank, .. } => vec![*rank],
+        Part::RankPair { pair } => vec![pair.a, pair.b],
+    }
+}
+
+/// Sources that counted errors though no blamed part involves them: a link that corrects its
+/// errors can be fast enough to pass.
+pub(super) fn unblamed_counters(s: &mut String, o: &PairwiseOutcome) {
+    let blamed: Vec<usize> = o
+        .verdict
+        .blamed
+        .iter()
+        .chain(o.rails.iter().flat_map(|r| &r.verdict.blamed))
+        .flat_map(|p| part_ranks(o, p))
+        .collect();
+    for line in counters::unblamed(&o.counters, &blamed) {
+        let _ = writeln!(
+            s,
+            "# Counters: {line}: errors counted during the run, though no slow pair involves it"
+        );
+    }
+}
+
+/// The run's PASS or FAIL, with what was blamed at each level.
+pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+    let slow_paths = o.paths.as_ref().map_or(0, |p| p.confirmed.len());
+    if v.pass && slow_paths > 0 {
+        let _ = writeln!(
+            s,
+            "# FAIL: {slow_paths} slow path(s) (one queue pair of a pair slower than its others), no slow pair"
+        );
+    } else if v.pass {
+        let _ = writeln!(s, "# PASS: no slow pairs");
+    } else {
+        let count = |level: &str| v.blamed.iter().filter(|p| p.level() == level).count();
+        let _ = writeln!(
+            s,
+            "# FAIL: {} slow rank pair(s): {} uplink(s), {} node(s), {} host link(s), {} NIC(s), {} other rank pair(s)",
+            v.confirmed.len(),
+            count("uplink"),
+            count("node"),
+            count("host link"),
+            count("NIC"),
+            count("rank pair")
+        );
+        if slow_paths > 0 {
+            let _ = writeln!(
+                s,
+                "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
+            );
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! perftest's header block (test, transport, ranks, pairs, depth, direction, run, transport
+//! facts) and one row per measured direction in perftest's columns, with ranks and hosts.
+
+use std::fmt::Write as _;
+
+use super::{nodes, RULE};
+use crate::pairwise::{Amount, OpName, PairwiseOutcome, Pattern, Selection, TestKind};
+
+/// perftest's header block: test, transport, ranks, pairs, depth, direction, run, transport facts.
+pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
+    let c = &o.config;
+    let n = o.hosts.len();
+    let nodes = nodes(o);
+    let kind = match c.test {
+        TestKind::Bw => "BW",
+        TestKind::Lat => "Latency",
+    };
+    let w = |s: &mut String, l: &str, lv: String, r: &str, rv: String| {
+        let _ = writeln!(s, " {l:<16}: {lv:<16}{r:<15}: {rv}");
+    };
+    let _ = writeln!(s, "{RULE}");
+    let _ = writeln!(
+        s,
+        "                    {} {} Test (meshrun pairwise)",
+        c.op.title(),
+        kind
+    );
+    w(
+        s,
+        "Transport",
+        o.transport.clone(),
+        "Ranks",
+        format!("{n} on {} host(s)", nodes.len()),
+    );
+    if let Some(nc) = &c.nic_choice {
+        let _ = writeln!(s, " {:<16}: {nc}", "NIC choice");
+    }
+    let mut sel = match c.selection {
+        Selection::All => "all pairs".to_string(),
+        Selection::Pair(a, b) => format!("pair {a},{b}"),
+        Selection::InterNode => "inter-node".into(),
+        Selection::IntraNode => "intra-node".into(),
+        Selection::Rails { intra: false } => "rails".into(),
+        Selection::Rails { intra: true } => "rails and intra-node".into(),
+    };
+    let pattern = match c.pattern {
+        Pattern::All => None,
+        Pattern::Ring => Some("ring".to_string()),
+        Pattern::Shift(k) => Some(format!("shift:{k}")),
+        Pattern::Random(k) => Some(format!("random:{k}")),
+    };
+    if let Some(p) = pattern {
+        sel = match c.selection {
+            Selection::All => p,
+            _ => format!("{p}, {sel}"),
+        };
+    }
+    w(s, "Pairs", sel, "Rounds", o.rounds.to_string());
+    if !o.follow_up.is_empty() {
+        let ranks: Vec<String> = o.follow_up.iter().map(usize::to_string).collect();
+        let _ = writeln!(
+            s,
+            " {:<16}: all pairs of ranks {} (the slow pairs' ranks and healthy references)",
+            "Follow-up",
+            ranks.join(",")
+        );
+    }
+    let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
+        "one read in flight"
+    } else if c.test == TestKind::Lat {
+        "ping-pong"
+    } else if c.bidirectional {
+        "bidirectional"
+    } else {
+        "unidirectional"
+    };
+    w(s, "TX depth", c.window.to_string(), "Direction", dir.into());
+    let amount = match c.amount {
+        Amount::Iterations(i) => format!("{i} iterations"),
+        Amount::Duration(d) => format!("{d} s"),
+    };
+    w(s, "Run", amount, "Warm-up", c.warmup.to_string());
+    for (k, v) in &o.transport_details {
+        let _ = writeln!(s, " {k:<16}: {v}");
+    }
+    let _ = writeln!(s, "{RULE}");
+}
+
+/// One row per measured direction (or pair), in perftest's columns plus ranks and hosts.
+pub(super) fn rows(s: &mut String, o: &PairwiseOutcome) {
+    let c = &o.config;
+    match c.test {
+        TestKind::Bw => {
+            let _ = writeln!(
+                s,
+                " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]    src   dst  src_host  dst_host"
+            );
+            for m in &o.measurements {
+                if let Some(b) = m.bw {
+                    let _ = writeln!(
+                        s,
+                        " {:<7}    {:<7}          {:<7.2}            {:<7.2}              {:<9.6}   {:>4}  {:>4}  {}  {}",
+                        b.bytes, b.iterations, b.peak_gbps, b.avg_gbps, b.msg_rate_mpps, m.src, m.dst, o.hosts[m.src], o.hosts[m.dst]
+                    );
+                }
+            }
+        }
+        TestKind::Lat => {
+            let _ = writeln!(
+                s,
+                " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]    src   dst  src_host  dst_host"
+            );
+            for m in &o.measurements {
+                if let Some(l) = m.lat {
+                    let _ = writeln!(
+                        s,
+                        " {:<7} {:<7}       {:<7.2}        {:<7.2}      {:<7.2}           {:<7.2}          {:<7.2}         {:<7.2}                {:<7.2}               {:>4}  {:>4}  {}  {}",
+                        m.bytes, m.iterations, l.t_min, l.t_max, l.t_typical, l.t_avg, l.t_stdev, l.p99, l.p99_9, m.src, m.dst, o.hosts[m.src], o.hosts[m.dst]
+                    );
+                }
+            }
+        }
+    }
+    let _ = writeln!(s, "{RULE}");
+}
