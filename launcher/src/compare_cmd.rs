@@ -28,8 +28,12 @@ pub fn run(a: &CompareArgs) -> i32 {
     let out = table::compare(&inputs, a.from, a.min_ratio);
     print!("{}", out.text);
     if let Some(p) = &a.json {
-        let doc = table::json(&inputs, &out, a.from, a.min_ratio);
-        if let Err(s) = crate::exit::write_json_doc(p, &doc, a.force, "meshrun compare") {
+        let exporter = table::CompareJson {
+            inputs: &inputs,
+            from: a.from,
+            min_ratio: a.min_ratio,
+        };
+        if let Err(s) = crate::report_files::write_or_status(p, &exporter, &out, a.force, "meshrun compare") {
             return s.code();
         }
     }

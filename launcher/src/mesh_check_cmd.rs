@@ -98,8 +98,8 @@ impl RankCommand for MeshCheck {
         };
         print!("{}", analysis::mesh_check::text(&run));
         if let Some(p) = &self.args.json {
-            let doc = analysis::mesh_check::json(&run);
-            if let Err(s) = crate::exit::write_json_doc(p, &doc, self.args.force, "meshrun") {
+            let json = &analysis::mesh_check::MeshCheckJson;
+            if let Err(s) = crate::report_files::write_or_status(p, json, &run, self.args.force, "meshrun") {
                 return s;
             }
         }

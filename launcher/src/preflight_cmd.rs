@@ -54,7 +54,7 @@ fn render(a: &PreflightArgs, all: &[Inventory], expect: Option<&Expectations>, l
     }
     print!("{}", report::text(&run));
     if let Some(p) = &a.json {
-        if let Err(s) = crate::exit::write_json_doc(p, &report::json(&run), a.force, "meshrun") {
+        if let Err(s) = crate::report_files::write_or_status(p, &report::PreflightJson, &run, a.force, "meshrun") {
             return s;
         }
     }

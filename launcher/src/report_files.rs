@@ -6,6 +6,8 @@ use std::path::Path;
 use analysis::export::Exporter;
 use collectives::output;
 
+use crate::exit::Status;
+
 /// Whether every path of `paths` may be written (`force`: over an existing file); the first
 /// problem, as one line.
 pub fn check_writable<'a>(paths: impl IntoIterator<Item = &'a Path>, force: bool) -> Result<(), String> {
@@ -26,4 +28,23 @@ pub fn write<R: ?Sized>(path: &Path, exporter: &dyn Exporter<R>, run: &R, force:
         ranks::eline!("meshrun: {e}");
     }
     written.is_ok()
+}
+
+/// Write `run` in `exporter`'s format to `path`, as [`write`] does, for a command whose only
+/// output file is this one: a failure is said as `{who}: ...` and is a usage error (2).
+pub fn write_or_status<R: ?Sized>(
+    path: &Path,
+    exporter: &dyn Exporter<R>,
+    run: &R,
+    force: bool,
+    who: &str,
+) -> Result<(), Status> {
+    exporter
+        .render(run)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| output::write_json(path, &bytes, force).map_err(|e| e.to_string()))
+        .map_err(|e| {
+            ranks::eline!("{who}: {e}");
+            Status::Usage
+        })
 }
