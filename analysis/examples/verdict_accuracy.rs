@@ -38,9 +38,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use analysis::pairwise::blame::Part;
+use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
-use analysis::pairwise::verdict::{self, RETEST_PASSES};
+use analysis::pairwise::verdict;
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
 
 /// splitmix64: small, seedable, good enough for noise.
@@ -81,7 +82,8 @@ struct Noise {
 
 /// The model reported in the full table but not held to the target in the small run: a quiet
 /// fabric with a stall tail meets it in the full table (seed 1) and misses it by a few trials in
-/// one cell or another with other seeds (a link at 10%: 98.7% of 450 with seed 3, 2026-12-05);
+/// one cell or another with other seeds (a link at 10%: 98.7% of 450 with seed 3,
+/// `docs/evidence/settled-in-two-2026-12-05/`);
 /// CI's 10 trials per cell would fail on one miss.
 const UNGATED: &str = "quiet-tail";
 
@@ -307,7 +309,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
     let still = verdict::to_confirm(&rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0);
     let settled = verdict::settled_in_two(&plan, &retests, &still);
     let plan = verdict::RetestPlan { settled, ..plan };
-    for _ in 0..if settled { 0 } else { verdict::CONFIRM_PASSES } {
+    for _ in 0..if settled { 0 } else { CONFIRM_PASSES } {
         for &(a, b) in &still {
             retests.push(cell(a, b, rate(a, b, true, rng), true));
             retests.push(cell(b, a, rate(b, a, true, rng), true));

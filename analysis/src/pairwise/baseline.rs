@@ -14,7 +14,8 @@
 use std::fmt::Write as _;
 
 use super::blame::{Counts, Part};
-use super::bulk::{Bulk, DEVIATIONS, MIN_DROP};
+use super::bulk::Bulk;
+use super::defaults::{DEVIATIONS, MIN_DROP};
 use super::saved::best_scores;
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};

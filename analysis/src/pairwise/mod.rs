@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod blame;
 pub mod bulk;
+pub mod defaults;
 pub mod follow_up;
 pub mod formulas;
 pub mod paths;

@@ -5,7 +5,7 @@
 //! pairs between hosts and pairs within a host being judged apart (they use different paths).
 //! Suspect pairs are retested alone, with a few reference pairs from the middle of the bulk
 //! retested alone the same way, [`RETEST_PASSES`] times over (and the pairs still slow then
-//! [`CONFIRM_PASSES`] more), each direction counting at its best pass: a suspect is confirmed
+//! [`CONFIRM_PASSES`](super::defaults::CONFIRM_PASSES) more), each direction counting at its best pass: a suspect is confirmed
 //! when, alone, it is still below a bar set under where the references ran alone, by four
 //! deviations of the retests' own noise ([`alone_spread`], never less than the 7% floor) or,
 //! with too few retests to measure it, by the first pass's relative drop; so a pair is never
@@ -20,29 +20,15 @@ use serde::{Deserialize, Serialize};
 
 use super::blame::{blame, host_indices};
 pub use super::blame::{Part, SlowPair};
-use super::bulk::{Bulk, DEVIATIONS, MAD_TO_SD, MIN_DROP};
+use super::bulk::Bulk;
+use super::defaults::{
+    ALONE_DIFFS, DEVIATIONS, FEW_SUSPECTS, MIN_DROP, MIN_RETEST_ITERATIONS, MIN_RETEST_WARMUP, OWN_NOISE_CELLS,
+    QUIET_SPREAD, REFERENCES, RETEST_PASSES, RETEST_SECONDS,
+};
 use super::topology::Topology;
 use super::{Amount, Measurement, PairwiseConfig, TestKind};
 use crate::schedule::{host_disjoint_groups, Pair};
-use crate::stats::{median, sd_from_abs_lower_median};
-
-/// Reference pairs retested alone per population that has suspects.
-pub const REFERENCES: usize = 2;
-/// How many times each suspect and reference is retested alone (the whole list, then again). A
-/// direction counts at its best retest: a slow link is slow every time, while a healthy one that
-/// a moment's load (another process, an interrupt storm) slowed in one retest is rarely slowed
-/// the same way in the next, so a single hiccup no longer confirms a healthy pair.
-pub const RETEST_PASSES: usize = 2;
-
-/// Further passes alone for the pairs still slow after [`RETEST_PASSES`]: a healthy direction
-/// that a busy machine slowed in both passes is rarely slowed in two more, and with a hundred
-/// suspects (a noisy first pass) some direction is slowed twice by chance; a slow link is slow
-/// every time. Two, not one, since the bar alone comes from the retests' typical noise (the
-/// median difference) while a busy machine's noise has a tail (a pass slowed to a half or a
-/// quarter by contention) that the median does not see: with one more pass the synthetic
-/// campaign's clumped model found something on 1 of 450 clean fabrics, with two on none. Only
-/// confirmed pairs run them, so a clean run pays nothing.
-pub const CONFIRM_PASSES: usize = 2;
+use crate::stats::{median, sd_from_abs_lower_median, MAD_TO_SD};
 
 /// The pairs to retest once more before the verdict is final: those confirmed slow by their
 /// retests (never those confirmed without one).
@@ -58,20 +44,15 @@ pub fn to_confirm(v: &Verdict) -> Vec<Pair> {
     p
 }
 
-/// The most suspect pairs whose confirmed ones may skip the [`CONFIRM_PASSES`]
-/// ([`settled_in_two`]).
-pub const FEW_SUSPECTS: usize = 2;
-
 /// Whether the pairs still slow after [`RETEST_PASSES`] (`still`, from [`to_confirm`]) are
-/// settled without the [`CONFIRM_PASSES`]: the retests ran at once on a quiet first pass and
-/// stayed steady ([`RetestPlan::at_once`], no [`RetestPlan::at_once_noise`]), at most
-/// [`FEW_SUSPECTS`] pairs were suspect, and every retested direction of `still` read alike
-/// within [`QUIET_SPREAD`] in each of its passes. The confirmation passes guard against chance:
-/// with hundreds of suspects some healthy direction is slowed in both passes (a synthetic quiet
-/// fabric whose retests are slowed 1.5-4x one time in twenty found something on 31 of 450 clean
-/// fabrics without them, 2 with them). With two suspect pairs there are four directions for
-/// chance to hit twice, alike within 2.5%, while a slow link reads alike every pass; on the
-/// shaped six-host cluster the two passes of every retested direction agreed within 0.3-2%.
+/// settled without the [`CONFIRM_PASSES`](super::defaults::CONFIRM_PASSES): the retests ran at
+/// once on a quiet first pass and stayed steady ([`RetestPlan::at_once`], no
+/// [`RetestPlan::at_once_noise`]), at most [`FEW_SUSPECTS`] pairs were suspect, and every
+/// retested direction of `still` read alike within [`QUIET_SPREAD`] in each of its passes. The
+/// confirmation passes guard against chance: with hundreds of suspects some healthy direction is
+/// slowed in both passes, while with two suspect pairs there are four directions for chance to
+/// hit twice, alike within 2.5%, and a slow link reads alike every pass. Evidence:
+/// `docs/evidence/settled-in-two-2026-12-05/` and `docs/evidence/confirm-skip-tail-model-2026-12-05/`.
 pub fn settled_in_two(plan: &RetestPlan, retests: &[Measurement], still: &[Pair]) -> bool {
     let few = plan.suspects.len() <= FEW_SUSPECTS && plan.paths.is_empty();
     if still.is_empty() || !plan.at_once || plan.at_once_noise.is_some() || !few {
@@ -182,7 +163,7 @@ pub struct RetestPlan {
     /// first pass's count and warm-up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub amount: Option<RetestAmount>,
-    /// The pairs still slow after [`RETEST_PASSES`] were not retested [`CONFIRM_PASSES`] more:
+    /// The pairs still slow after [`RETEST_PASSES`] were not retested [`CONFIRM_PASSES`](super::defaults::CONFIRM_PASSES) more:
     /// few suspects, retested at once and steady, their passes alike ([`settled_in_two`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub settled: bool,
@@ -206,30 +187,6 @@ impl RetestAmount {
         }
     }
 }
-
-/// Seconds one retest direction is given at the slowest population's median rate of the first
-/// pass, where the first pass's count takes longer. The first pass's count sets how precisely a
-/// cell shows against 30 others measured at once; a retest only has to place one direction
-/// against its references, and the bar alone is set from the retests' own pass-to-pass noise
-/// ([`alone_spread`]): a shorter retest that is noisier widens that bar instead of naming a
-/// healthy pair. On the shaped namespace cluster (0.38 Gb/s, 1 MiB messages) the first pass's
-/// 60 messages take 1.3 s a direction, and the retests of one slow link and its references
-/// (two passes, then two confirming the link) took 15 s of a 34 s run. The largest difference
-/// between a direction's two passes was 0.3-0.8% in a run of quarter-second retests (12
-/// messages), and 0.9-2.1% in a run of tenth-of-a-second ones (5; once 5.5%, in 10 runs;
-/// docs/verdict.md): the bar alone, four deviations of the typical (median) difference, stayed
-/// at the 7% floor in every one. On RDMA at line rate perftest's default 5,000
-/// messages of 64 KiB take 26 ms at 100 Gb/s, so real fabrics keep the count they were given.
-pub const RETEST_SECONDS: f64 = 0.1;
-
-/// The fewest messages a shortened retest sends.
-pub const MIN_RETEST_ITERATIONS: u64 = 4;
-
-/// The fewest warm-up messages a shortened retest sends, where the first pass sent as many:
-/// a retest's clock starts on an empty pipe after the warm-up's acknowledgement, and on the
-/// shaped cluster one message of warm-up left some directions' two passes 2.4-4.9% apart (2 runs
-/// of 8) where two kept every direction within 0.6% (0 of 10).
-pub const MIN_RETEST_WARMUP: u64 = 2;
 
 /// The retests' count and warm-up, where the first pass's count (`-n`) of bandwidth messages
 /// takes longer than [`RETEST_SECONDS`] a direction at the slowest population's median rate in
@@ -385,24 +342,6 @@ fn bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(P
     }
 }
 
-/// The largest healthy spread (robust deviation of the log scores) at which the retests of pairs
-/// that share no host run at once. The first pass ran such pairs at once, three at a time on six
-/// hosts, so a bulk this tight says concurrency did not disturb them: on a quiet fabric (the
-/// shaped namespace cluster, +-1%; InfiniBand and RoCE pairs, +-0.5%) each retest pass then
-/// takes one pair's time instead of one per pair, and the suspect and its references are
-/// measured side by side at the same moment. A busy machine's first pass (TCP ranks outnumbering
-/// cores: +-10-30%) shows that pairs at once contend for the CPU, and there each pair is
-/// retested alone, as before. Quiet means most of the pass agreed: the healthy bulk (grown from
-/// the fastest quarter) must also hold more than half the cells, since under a load that starves
-/// the ranks the fastest few cells can agree within 1% while the rest spread 30% below them (8
-/// of 30 cells, seen with every core busy). And the retests at once are held to the same bar
-/// afterwards ([`unsteady_at_once`]), since a machine's load can change after the first pass.
-pub const QUIET_SPREAD: f64 = 0.025;
-
-/// Cells a population needs to be judged by its own spread alone (fewer: at least the spread of
-/// the run's other, larger population).
-pub const OWN_NOISE_CELLS: usize = 16;
-
 /// The bar that applies to `m`.
 fn bar_for(bars: &[(Population, Bulk)], rule: Rule, hosts: &[String], m: &Measurement) -> f64 {
     match rule {
@@ -532,21 +471,21 @@ fn side_by_side(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec
 /// lower median (scaled, a difference being two draws: [`sd_from_abs_lower_median`]) is the
 /// robust standard deviation of one retest (log units). The lower median, since with the fewest
 /// differences (six: one suspect and two references) a stall that slowed one pass of three
-/// directions took the plain median with it, and the bar alone widened past a link at 40%
-/// (a synthetic quiet fabric whose retests stall one time in twenty: about 1% of its trials on
-/// eight hosts); the best-of-passes scores and the confirmation passes, not this bar, are what
-/// stand against such a tail. A slow link is slow in every pass, so a fault does not add to it: it is the
-/// measurement's own noise alone, which the first pass under load cannot show. On a quiet
-/// fabric it is about 1% and changes nothing; on a busy machine (TCP ranks outnumbering cores)
-/// a pair alone can vary by a quarter between passes, and a bar 7% below the references would
-/// confirm healthy pairs; and where the first pass's contention spread the cells over a factor
-/// of several while a pair alone varies by a few percent, the first pass's bar (98% below its
-/// bulk in one such run) would clear a pair alone at a fiftieth of the references. None for
-/// fewer than [`ALONE_DIFFS`] differences.
+/// directions takes the plain median with it and widens the bar alone past a slow link; the
+/// best-of-passes scores and the confirmation passes, not this bar, are what stand against such
+/// a tail (evidence: `docs/evidence/settled-in-two-2026-12-05/`, the lower-median runs). A slow
+/// link is slow in every pass, so a fault does not add to it: it is the measurement's own noise
+/// alone, which the first pass under load cannot show. On a quiet fabric it is about 1% and
+/// changes nothing; on a busy machine (TCP ranks outnumbering cores) a pair alone can vary by a
+/// quarter between passes, and a bar 7% below the references would confirm healthy pairs; and
+/// where the first pass's contention spread the cells over a factor of several while a pair
+/// alone varies by a few percent, the first pass's bar would clear a pair alone at a fiftieth of
+/// the references. None for fewer than [`ALONE_DIFFS`] differences.
 ///
 /// The differences follow the order of `retests`, which is pass order: each rank appends its
 /// passes as it runs them, the gather keeps each rank's order, and a confirmation pass
-/// ([`CONFIRM_PASSES`]) come after both others, adding one difference per direction and pass.
+/// ([`CONFIRM_PASSES`](super::defaults::CONFIRM_PASSES)) comes after both others, adding one
+/// difference per direction and pass.
 pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
     let mut diffs = pass_diffs(retests, hosts, p);
     (diffs.len() >= ALONE_DIFFS).then(|| sd_from_abs_lower_median(&mut diffs) / std::f64::consts::SQRT_2)
@@ -557,10 +496,10 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
 /// [`alone_spread`]) of a population in `retests` when it is above [`QUIET_SPREAD`], else None.
 /// The first pass being quiet says pairs at once did not disturb each other then; a machine
 /// whose load changes after it (another job) can still make the retests at once vary by a tenth
-/// from pass to pass (as the namespace cluster's did, alone too, while the ranks sitting a
-/// retest out spun in MPI), and the bar alone, four such deviations wide, would then clear a
-/// node at 85%. Retests that fail this are run again one pair at a time. Any difference counts
-/// here (a gate, not a bar): a population with a single pair retested twice is judged on it.
+/// from pass to pass, and the bar alone, four such deviations wide, would then clear a node at
+/// 85% (evidence: `docs/evidence/retest-idle-barrier-2026-12-05/`). Retests that fail this are
+/// run again one pair at a time. Any difference counts here (a gate, not a bar): a population
+/// with a single pair retested twice is judged on it.
 pub fn unsteady_at_once(retests: &[Measurement], hosts: &[String]) -> Option<f64> {
     [Population::BetweenHosts, Population::WithinHost]
         .into_iter()
@@ -594,10 +533,6 @@ fn pass_diffs(retests: &[Measurement], hosts: &[String], p: Population) -> Vec<f
 /// Bars alone closer than this (as a fraction of the references alone) are the same bar: the
 /// retests' noise is reported only where it moved the bar.
 const KEEP_EPSILON: f64 = 1e-9;
-
-/// Pass-to-pass differences needed to estimate the retests' noise: the six directions of the
-/// fewest pairs a population retests (one suspect and its two references).
-pub const ALONE_DIFFS: usize = 6;
 
 /// The population a pair was judged in: under a threshold the one judgement, else the pair's
 /// own population (within a host or between hosts).

@@ -13,8 +13,8 @@ use crate::progress::Progress;
 use analysis::pairwise::formulas::{BwResult, LatencyStats};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::{
-    follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern,
-    Selection, TestKind, Timings,
+    defaults, follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome,
+    Pattern, Selection, TestKind, Timings,
 };
 use analysis::schedule::{host_disjoint_groups, Pair, Schedule, Shifts};
 use measure::MeasureSpec;
@@ -397,7 +397,7 @@ pub fn run(
     // once, from the first pass, for every retest of the run).
     let recfg = plan.amount.map_or_else(|| cfg.clone(), |a| a.applied(cfg));
     let mut retests = Retests::default();
-    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
+    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), defaults::RETEST_PASSES, plan.at_once)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -424,7 +424,7 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        let held = retests.run(world, t, &recfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
+        let held = retests.run(world, t, &recfg, &new, defaults::RETEST_PASSES, whole.at_once)?;
         plan = verdict::RetestPlan {
             at_once: plan.at_once && held,
             amount: plan.amount,
@@ -449,7 +449,7 @@ pub fn run(
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            retests.run(world, t, &recfg, &still, verdict::CONFIRM_PASSES, plan.at_once)?;
+            retests.run(world, t, &recfg, &still, defaults::CONFIRM_PASSES, plan.at_once)?;
         }
     }
     let Retests {

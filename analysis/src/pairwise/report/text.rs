@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use super::{matrix, score_to_value, unit};
 use crate::counters;
 use crate::pairwise::blame::{Counts, Part};
-use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
+use crate::pairwise::defaults::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::rails::RailOutcome;
 use crate::pairwise::verdict::{self, Judged, Population, Rule, Verdict};
 use crate::pairwise::{OpName, PairwiseOutcome, Pattern, Selection, TestKind};
@@ -293,7 +293,7 @@ fn retest_count(o: &PairwiseOutcome) -> String {
     match o.retests.iter().filter(|m| m.bw.is_some()).map(|m| m.iterations).min() {
         Some(n) if n < first => format!(
             " of {n} messages each (the first pass's {first} cut to about {} s a direction)",
-            crate::pairwise::verdict::RETEST_SECONDS
+            crate::pairwise::defaults::RETEST_SECONDS
         ),
         _ => String::new(),
     }
@@ -411,8 +411,8 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     let settled = if j.settled_in_two_passes {
                         format!(
                             "; two passes settled it (at most {} suspect pairs; each direction of the slow ones alike within {:.1}% in both)",
-                            crate::pairwise::verdict::FEW_SUSPECTS,
-                            pct(crate::pairwise::verdict::QUIET_SPREAD)
+                            crate::pairwise::defaults::FEW_SUSPECTS,
+                            pct(crate::pairwise::defaults::QUIET_SPREAD)
                         )
                     } else {
                         String::new()

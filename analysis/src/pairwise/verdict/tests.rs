@@ -1,7 +1,7 @@
 //! The verdict's unit tests: bars, suspects, references and what a retest confirms.
 
 use super::*;
-use crate::pairwise::bulk::MIN_DROP;
+use crate::pairwise::defaults::MIN_DROP;
 use crate::pairwise::formulas::BwResult;
 use crate::pairwise::OpName;
 
