@@ -294,7 +294,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
     }
     let hosts = s.names();
     let cfg = config();
-    let plan = rails::retest_plan(&first, &cfg, &hosts);
+    let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
     let mut retests = Vec::new();
     for _ in 0..RETEST_PASSES {
         for (a, b) in plan.pairs() {
@@ -306,7 +306,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
         topology: topo,
         nics: &[],
     };
-    let still = verdict::to_confirm(&rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0);
+    let still = verdict::to_confirm(&rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0);
     let settled = verdict::settled_in_two(&plan, &retests, &still);
     let plan = verdict::RetestPlan { settled, ..plan };
     for _ in 0..if settled { 0 } else { CONFIRM_PASSES } {
@@ -315,7 +315,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
             retests.push(cell(b, a, rate(b, a, true, rng), true));
         }
     }
-    let v = rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0;
+    let v = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0;
     if std::env::var("VERDICT_ACCURACY_DEBUG").is_ok_and(|d| d == "2") {
         let slow: Vec<(usize, usize, f64)> = first
             .iter()

@@ -171,14 +171,14 @@ pub fn rail_members(node_of: &[usize]) -> Vec<Vec<usize>> {
 /// then every pair within each node, the nodes side by side.
 pub fn rail_rounds(node_of: &[usize], pattern: Pattern, intra: bool) -> Vec<Vec<Pair>> {
     let mut rounds: Vec<Vec<Pair>> = Vec::new();
-    side_by_side(&mut rounds, rail_members(node_of), pattern);
+    rounds_side_by_side(&mut rounds, rail_members(node_of), pattern);
     if intra {
         let nodes = node_of.iter().copied().max().map_or(0, |m| m + 1);
         let mut on_node: Vec<Vec<usize>> = vec![Vec::new(); nodes];
         for (r, &n) in node_of.iter().enumerate() {
             on_node[n].push(r);
         }
-        side_by_side(&mut rounds, on_node, Pattern::All);
+        rounds_side_by_side(&mut rounds, on_node, Pattern::All);
     }
     for r in &mut rounds {
         r.sort_unstable();
@@ -188,7 +188,7 @@ pub fn rail_rounds(node_of: &[usize], pattern: Pattern, intra: bool) -> Vec<Vec<
 }
 
 /// Append the pattern's rounds of each group of ranks, round k of every group in one round.
-fn side_by_side(rounds: &mut Vec<Vec<Pair>>, groups: Vec<Vec<usize>>, pattern: Pattern) {
+fn rounds_side_by_side(rounds: &mut Vec<Vec<Pair>>, groups: Vec<Vec<usize>>, pattern: Pattern) {
     let from = rounds.len();
     for members in groups {
         for (k, round) in pattern.rounds(members.len()).into_iter().enumerate() {

@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use super::blame::{Counts, Part};
+use super::blame::{Part, SlowCounts};
 use super::bulk::Bulk;
 use super::defaults::{DEVIATIONS, MIN_DROP};
 use super::saved::best_scores;
@@ -98,7 +98,7 @@ pub fn compare(now: &PairwiseOutcome, then: &PairwiseOutcome, topology: Option<&
         .collect();
     cells.sort_by_key(|m| (m.src, m.dst));
     let cfg = ratio_config(now.config.matrix_size());
-    let v = verdict::decide(&cells, &[], &cfg, &now.hosts, &RetestPlan::default(), topology);
+    let v = verdict::judge_pairs(&cells, &[], &cfg, &now.hosts, &RetestPlan::default(), topology);
     // The fabric as a whole, from 100% (unchanged): a fabric that lost speed everywhere has no
     // part slower than the rest, and is named as one. The margin is the ratios' own noise: four
     // of their spreads, at least the 7% floor.
@@ -126,7 +126,7 @@ fn ratio_config(size: usize) -> PairwiseConfig {
     }
 }
 
-fn counts(k: &Counts) -> String {
+fn counts(k: &SlowCounts) -> String {
     format!("worst {:.0}% of the baseline", k.worst)
 }
 
@@ -249,7 +249,7 @@ mod tests {
             }
         }
         let names: Vec<String> = (0..hosts).map(|h| format!("h{h}")).collect();
-        let v = verdict::decide(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
+        let v = verdict::judge_pairs(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
         PairwiseOutcome {
             config: cfg,
             transport: "tcp".into(),

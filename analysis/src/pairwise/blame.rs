@@ -39,7 +39,7 @@ pub struct SlowPair {
 /// Figures behind one blamed part: how many of its members are slow, and the worst scores.
 /// For a node of a `--rails` run the members are its rails (a rail is slow when its NIC is).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Counts {
+pub struct SlowCounts {
     /// Slow members (host links for uplinks and nodes, rank pairs otherwise) of `of`.
     pub slow: usize,
     pub of: usize,
@@ -57,21 +57,21 @@ pub enum Part {
     Uplink {
         switch_a: String,
         switch_b: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     Node {
         host: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     HostLink {
         host_a: String,
         host_b: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     Nic {
         rank: usize,
         host: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     /// `--rails`: the NIC of `host` on one rail (its rank of that local index), slow to most of
     /// the rail's other hosts; `nic` is the device or interface that rank used.
@@ -80,7 +80,7 @@ pub enum Part {
         rank: usize,
         host: String,
         nic: Option<String>,
-        counts: Counts,
+        counts: SlowCounts,
     },
     RankPair {
         pair: SlowPair,
@@ -211,7 +211,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
                 parts.push(Part::Uplink {
                     switch_a: x.to_string(),
                     switch_b: y.to_string(),
-                    counts: counts(
+                    counts: slow_counts(
                         slow.len(),
                         ls.len(),
                         slow.iter().flat_map(|l| links[l].slow.iter().copied()),
@@ -243,7 +243,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
         let Some((_, h, slow, of)) = best else { break };
         parts.push(Part::Node {
             host: names[h].to_string(),
-            counts: counts(slow.len(), of, slow.iter().flat_map(|l| links[l].slow.iter().copied())),
+            counts: slow_counts(slow.len(), of, slow.iter().flat_map(|l| links[l].slow.iter().copied())),
         });
         node_hosts.push(h);
         explained.extend(links_of[h].iter().copied());
@@ -255,7 +255,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             parts.push(Part::HostLink {
                 host_a: names[l.0].to_string(),
                 host_b: names[l.1].to_string(),
-                counts: counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
+                counts: slow_counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
             });
             explained.insert(*l);
         }
@@ -293,7 +293,7 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             parts.push(Part::Nic {
                 rank: r,
                 host: hosts[r].clone(),
-                counts: counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
+                counts: slow_counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
             });
             nic_ranks.insert(r);
         }
@@ -308,9 +308,11 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
     parts
 }
 
-pub(crate) fn counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> Counts {
+/// The figures of a blamed part: `slow` of its `of` members slow, and the slow rank pairs behind
+/// them.
+pub(crate) fn slow_counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> SlowCounts {
     let pairs: Vec<&SlowPair> = pairs.collect();
-    Counts {
+    SlowCounts {
         slow,
         of,
         slow_pairs: pairs.len(),

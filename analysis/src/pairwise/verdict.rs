@@ -375,7 +375,7 @@ fn suspect_pairs(
 
 /// What to retest alone: the suspects, and (robust rule) up to [`REFERENCES`] pairs per
 /// population with suspects whose worst direction is nearest the bulk's median.
-pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
+pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
     let bars = bars(first, cfg, hosts);
     let suspects = suspect_pairs(first, cfg, hosts, &bars);
     let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();
@@ -415,7 +415,7 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
             let candidates: Vec<Pair> = candidates.into_iter().map(|c| c.1).collect();
             if at_once {
                 let planned: Vec<Pair> = suspects.iter().chain(&references).copied().collect();
-                references.extend(side_by_side(&candidates, &planned, hosts));
+                references.extend(references_beside(&candidates, &planned, hosts));
             } else {
                 references.extend(candidates.into_iter().take(REFERENCES));
             }
@@ -438,7 +438,7 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
 /// quiet fabric every candidate is within a percent or two of the median, so the choice costs
 /// nothing in what the references show, and a pass over one suspect and its references takes
 /// one pair's time.
-fn side_by_side(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec<Pair> {
+fn references_beside(candidates: &[Pair], suspects: &[Pair], hosts: &[String]) -> Vec<Pair> {
     let (node_of, _) = host_indices(hosts);
     let host = |r: usize| node_of.get(r).copied().unwrap_or(usize::MAX - r);
     let mut used: Vec<HashSet<usize>> = host_disjoint_groups(suspects, &node_of)
@@ -567,7 +567,7 @@ fn worst_of_best(re: &[&Measurement]) -> f64 {
 }
 
 /// Decide, from the first pass and the retests (of suspects and references).
-pub fn decide(
+pub fn judge_pairs(
     first: &[Measurement],
     retests: &[Measurement],
     cfg: &PairwiseConfig,

@@ -386,9 +386,9 @@ pub fn run(
     let rounds_run = shifts.map(|sh| sh.len());
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
         Some(all) if cfg.retest => verdict::RetestPlan {
-            paths: paths::suspect_pairs(all, cfg),
+            paths: paths::pairs_with_suspect_paths(all, cfg),
             amount: verdict::retest_amount(all, cfg, hosts),
-            ..rails::retest_plan(all, cfg, hosts)
+            ..rails::plan_rail_retests(all, cfg, hosts)
         },
         _ => verdict::RetestPlan::default(),
     };
@@ -403,7 +403,7 @@ pub fn run(
     let mut follow = Vec::new();
     if cfg.pattern != Pattern::All && cfg.retest {
         if let (Some(ms), Some(re)) = (&measurements, &retests.measured) {
-            let (v, _) = rails::decide(ms, re, cfg, hosts, &plan, fabric);
+            let (v, _) = rails::judge_rails(ms, re, cfg, hosts, &plan, fabric);
             follow = follow_up::ranks(&v, &plan, cfg.selection, world.node_of());
         }
         follow = share(world, &follow, "sharing the follow-up ranks")?;
@@ -435,7 +435,7 @@ pub fn run(
     if cfg.retest {
         let still = match (&measurements, &retests.measured) {
             (Some(ms), Some(re)) => {
-                let still = verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0);
+                let still = verdict::to_confirm(&rails::judge_rails(ms, re, cfg, hosts, &plan, fabric).0);
                 // What the passes so far showed (the confirmation passes may add to it below).
                 plan.at_once_noise = retests.at_once_noise;
                 plan.settled = verdict::settled_in_two(&plan, re, &still);
@@ -460,8 +460,8 @@ pub fn run(
     } = retests;
     plan.at_once_noise = at_once_noise;
     Ok(measurements.zip(measured).map(|(measurements, retests)| {
-        let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
-        let paths = paths::decide(&measurements, &retests, cfg);
+        let (v, rails) = rails::judge_rails(&measurements, &retests, cfg, hosts, &plan, fabric);
+        let paths = paths::judge_paths(&measurements, &retests, cfg);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),

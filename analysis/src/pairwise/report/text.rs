@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::{matrix, score_to_value, unit};
 use crate::counters;
-use crate::pairwise::blame::{Counts, Part};
+use crate::pairwise::blame::{Part, SlowCounts};
 use crate::pairwise::defaults::{DEVIATIONS, MIN_CELLS, MIN_DROP};
 use crate::pairwise::rails::RailOutcome;
 use crate::pairwise::verdict::{self, Judged, Population, Rule, Verdict};
@@ -463,7 +463,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             format!("; healthy bulk {:.2} {u}", val(j.bulk.median))
         })
     };
-    let figures = |k: &Counts| {
+    let figures = |k: &SlowCounts| {
         let alone = k
             .worst_retest
             .map_or(", not retested".to_string(), |r| format!(", alone {:.2}", val(r)));

@@ -60,8 +60,8 @@ fn hosts(n: usize) -> Vec<String> {
 }
 
 fn decide_with(first: &[Measurement], retests: &[Measurement], c: &PairwiseConfig, h: &[String]) -> Verdict {
-    let plan = retest_plan(first, c, h);
-    decide(first, retests, c, h, &plan, None)
+    let plan = plan_retests(first, c, h);
+    judge_pairs(first, retests, c, h, &plan, None)
 }
 
 fn levels(v: &Verdict) -> Vec<String> {
@@ -71,7 +71,7 @@ fn levels(v: &Verdict) -> Vec<String> {
 #[test]
 fn one_slow_link_is_blamed_on_the_link() {
     let first = matrix(4, 10.0, &[(0, 1, 0.1)]);
-    assert_eq!(retest_plan(&first, &cfg(), &hosts(4)).suspects, vec![(0, 1)]);
+    assert_eq!(plan_retests(&first, &cfg(), &hosts(4)).suspects, vec![(0, 1)]);
     let retests = vec![m(0, 1, 0.1), m(1, 0, 10.0)];
     let v = decide_with(&first, &retests, &cfg(), &hosts(4));
     assert!(!v.pass);
@@ -207,14 +207,14 @@ impl Fabric {
         }
         let mut c = cfg();
         c.threshold = None;
-        let plan = retest_plan(&first, &c, &self.hosts);
+        let plan = plan_retests(&first, &c, &self.hosts);
         let retests: Vec<Measurement> = plan
             .pairs()
             .iter()
             .flat_map(|&(a, b)| [(a, b), (b, a)])
             .map(|(a, b)| m(a, b, self.speed(a, b, spread, &mut noise, true)))
             .collect();
-        decide(&first, &retests, &c, &self.hosts, &plan, None)
+        judge_pairs(&first, &retests, &c, &self.hosts, &plan, None)
     }
     fn expected(&self) -> Vec<String> {
         let mut v: Vec<String> = self
@@ -406,11 +406,11 @@ fn the_retests_own_noise_sets_the_least_drop_alone() {
     let c = robust_cfg();
     let h = hosts(4);
     let first = matrix(4, 10.0, &[(0, 1, 8.0)]);
-    let plan = retest_plan(&first, &c, &h);
+    let plan = plan_retests(&first, &c, &h);
     assert_eq!(plan.suspects, vec![(0, 1)]);
     assert_eq!(plan.references.len(), REFERENCES);
 
-    let noisy = decide(&first, &retests_with_jitter(&plan, 8.0, 1.3), &c, &h, &plan, None);
+    let noisy = judge_pairs(&first, &retests_with_jitter(&plan, 8.0, 1.3), &c, &h, &plan, None);
     let j = &noisy.judged[0];
     let sd = j.alone_spread.expect("the retests' noise widened the bar");
     // Every difference (six: three pairs, two directions) is ln 1.3: one retest's deviation is
@@ -424,7 +424,7 @@ fn the_retests_own_noise_sets_the_least_drop_alone() {
     assert_eq!(noisy.cleared, vec![(0, 1)]);
     assert!(to_confirm(&noisy).is_empty());
 
-    let quiet = decide(&first, &retests_with_jitter(&plan, 8.0, 1.01), &c, &h, &plan, None);
+    let quiet = judge_pairs(&first, &retests_with_jitter(&plan, 8.0, 1.01), &c, &h, &plan, None);
     let j = &quiet.judged[0];
     assert_eq!(j.alone_spread, None, "{j:?}");
     assert!((j.sensitivity - (1.0 - (-MIN_DROP).exp())).abs() < 1e-9, "{j:?}");
@@ -456,11 +456,11 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
             first.push(m(s, d, g));
         }
     }
-    let plan = retest_plan(&first, &c, &h);
+    let plan = plan_retests(&first, &c, &h);
     assert_eq!(plan.suspects, vec![(0, 1), (2, 3)]);
     assert_eq!(plan.references.len(), REFERENCES);
 
-    let v = decide(&first, &retests_with_jitter(&plan, 0.5, 1.02), &c, &h, &plan, None);
+    let v = judge_pairs(&first, &retests_with_jitter(&plan, 0.5, 1.02), &c, &h, &plan, None);
     let j = &v.judged[0];
     let first_keep = j.bulk.bar / j.bulk.median;
     assert!(first_keep < 0.05, "the first pass's bar is far below its bulk: {j:?}");
@@ -483,7 +483,7 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
         .into_iter()
         .take(plan.pairs().len() * 2)
         .collect();
-    let v = decide(&first, &one_pass, &c, &h, &plan, None);
+    let v = judge_pairs(&first, &one_pass, &c, &h, &plan, None);
     let j = &v.judged[0];
     assert_eq!(j.alone_spread, None, "{j:?}");
     let alone = j.reference_alone.expect("references ran alone");
@@ -514,7 +514,7 @@ fn a_quiet_first_pass_retests_side_by_side() {
     };
     // Within +-1%, the link at 8.
     let quiet = fabric(0.01, 8.0);
-    let plan = retest_plan(&quiet, &robust, &h);
+    let plan = plan_retests(&quiet, &robust, &h);
     assert_eq!(plan.suspects, vec![(1, 4)]);
     assert!(plan.at_once, "{plan:?}");
     assert_eq!(plan.references.len(), REFERENCES);
@@ -525,17 +525,17 @@ fn a_quiet_first_pass_retests_side_by_side() {
         1,
         "{plan:?}"
     );
-    let v = decide(&quiet, &retests_of(&plan, (1, 4), 8.0, 1.0), &robust, &h, &plan, None);
+    let v = judge_pairs(&quiet, &retests_of(&plan, (1, 4), 8.0, 1.0), &robust, &h, &plan, None);
     assert!(v.judged[0].retested_at_once);
     assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
 
     // The same fabric with the healthy cells spread over +-20%, the link at a third: one at a time.
     let noisy = fabric(0.2, 3.0);
-    let plan = retest_plan(&noisy, &robust, &h);
+    let plan = plan_retests(&noisy, &robust, &h);
     assert!(!plan.suspects.is_empty());
     assert!(!plan.at_once, "{plan:?}");
     // A fixed threshold never measures the spread: one at a time.
-    assert!(!retest_plan(&quiet, &cfg(), &h).at_once);
+    assert!(!plan_retests(&quiet, &cfg(), &h).at_once);
 
     // The fastest 8 of 30 cells within 1%, the other 22 spread from 0.7 to 0.85 of them (every
     // core busy, the ranks starved): the bulk is tight but a minority, so one at a time.
@@ -548,7 +548,7 @@ fn a_quiet_first_pass_retests_side_by_side() {
             ..b
         });
     }
-    let plan = retest_plan(&starved, &robust, &h);
+    let plan = plan_retests(&starved, &robust, &h);
     let bulk = bars(&starved, &robust, &h)[0].1;
     assert!(
         bulk.spread <= QUIET_SPREAD && 2 * bulk.healthy <= bulk.cells,
@@ -567,7 +567,7 @@ fn retests_at_once_that_vary_are_run_again_alone() {
     let robust = robust_cfg();
     let h = hosts(6);
     let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
-    let plan = retest_plan(&first, &robust, &h);
+    let plan = plan_retests(&first, &robust, &h);
     assert!(plan.at_once, "{plan:?}");
     assert_eq!(unsteady_at_once(&retests_of(&plan, (1, 4), 8.0, 1.01), &h), None);
     let sd = unsteady_at_once(&retests_of(&plan, (1, 4), 8.0, 1.10), &h).expect("10% is unsteady");
@@ -591,7 +591,7 @@ fn retests_at_once_that_vary_are_run_again_alone() {
     let mut plan = plan;
     plan.at_once = false;
     plan.at_once_noise = Some(sd);
-    let v = decide(&first, &retests_of(&plan, (1, 4), 8.0, 1.0), &robust, &h, &plan, None);
+    let v = judge_pairs(&first, &retests_of(&plan, (1, 4), 8.0, 1.0), &robust, &h, &plan, None);
     assert!(!v.judged[0].retested_at_once);
     assert_eq!(v.judged[0].at_once_noise, Some(sd));
     assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
@@ -708,11 +708,11 @@ fn two_passes_settle_few_suspects_retested_at_once_and_alike() {
     let robust = robust_cfg();
     let h = hosts(6);
     let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
-    let plan = retest_plan(&first, &robust, &h);
+    let plan = plan_retests(&first, &robust, &h);
     assert!(plan.at_once, "{plan:?}");
     assert_eq!(plan.suspects, vec![(1, 4)]);
     let alike = retests_of(&plan, (1, 4), 8.0, 1.02);
-    let still = to_confirm(&decide(&first, &alike, &robust, &h, &plan, None));
+    let still = to_confirm(&judge_pairs(&first, &alike, &robust, &h, &plan, None));
     assert_eq!(still, vec![(1, 4)]);
     assert!(settled_in_two(&plan, &alike, &still));
     // The report carries it.
@@ -720,7 +720,7 @@ fn two_passes_settle_few_suspects_retested_at_once_and_alike() {
         settled: true,
         ..plan.clone()
     };
-    let v = decide(&first, &alike, &robust, &h, &settled, None);
+    let v = judge_pairs(&first, &alike, &robust, &h, &settled, None);
     assert!(v.judged[0].settled_in_two_passes);
     assert_eq!(levels(&v), vec!["link h1-h4".to_string()]);
 
@@ -771,7 +771,7 @@ fn three_stalled_retests_of_six_directions_do_not_widen_the_bar_alone() {
     let c = robust_cfg();
     let h = hosts(6);
     let first = matrix(6, 10.0, &[(1, 4, 6.0), (4, 1, 6.0)]);
-    let plan = retest_plan(&first, &c, &h);
+    let plan = plan_retests(&first, &c, &h);
     assert_eq!(plan.suspects, vec![(1, 4)]);
     assert_eq!(plan.pairs().len(), 3);
     let (r1, r2) = (plan.references[0], plan.references[1]);
@@ -807,7 +807,7 @@ fn three_stalled_retests_of_six_directions_do_not_widen_the_bar_alone() {
         })
         .collect();
     assert!(median(&mut diffs) > 0.5, "the plain median is the stalls': {diffs:?}");
-    let v = decide(&first, &retests, &c, &h, &plan, None);
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
     let j = &v.judged[0];
     assert_eq!(j.alone_spread, None, "the bar alone stays at the floor: {j:?}");
     assert!(
