@@ -11,8 +11,8 @@ use crate::stats::{median, sd_from_abs_lower_median, MAD_TO_SD};
 
 /// How much one retest alone varies, from the retests themselves: each direction retested in
 /// [`RETEST_PASSES`](crate::pairwise::defaults::RETEST_PASSES) passes gives the differences of
-/// its log scores from pass to pass, and their lower median (scaled, a difference being two draws: [`sd_from_abs_lower_median`]) is the
-/// robust standard deviation of one retest (log units). The lower median, since with the fewest
+/// its log scores from pass to pass, and their lower median (scaled, a difference being two
+/// draws: [`sd_from_abs_lower_median`]) is the robust standard deviation of one retest (log units). The lower median, since with the fewest
 /// differences (six: one suspect and two references) a stall that slowed one pass of three
 /// directions takes the plain median with it and widens the bar alone past a slow link; the
 /// best-of-passes scores and the confirmation passes, not this bar, are what stand against such
@@ -34,8 +34,8 @@ pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) ->
     (diffs.len() >= ALONE_DIFFS).then(|| sd_from_abs_lower_median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
-/// Whether retests run at once ([`RetestPlan::at_once`](super::RetestPlan::at_once)) kept the first pass's promise: the
-/// largest pass-to-pass spread (robust standard deviation of one retest, log units, as
+/// Whether retests run at once ([`RetestPlan::at_once`](super::RetestPlan::at_once)) kept the
+/// first pass's promise: the largest pass-to-pass spread (robust standard deviation of one retest, log units, as
 /// [`alone_spread`]) of a population in `retests` when it is above [`QUIET_SPREAD`], else None.
 /// The first pass being quiet says pairs at once did not disturb each other then; a machine
 /// whose load changes after it (another job) can still make the retests at once vary by a tenth
