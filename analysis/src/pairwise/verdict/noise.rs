@@ -12,8 +12,8 @@ use crate::stats::{median, sd_from_abs_lower_median, MAD_TO_SD};
 /// How much one retest alone varies, from the retests themselves: each direction retested in
 /// [`RETEST_PASSES`](crate::pairwise::defaults::RETEST_PASSES) passes gives the differences of
 /// its log scores from pass to pass, and their lower median (scaled, a difference being two
-/// draws: [`sd_from_abs_lower_median`]) is the robust standard deviation of one retest (log units). The lower median, since with the fewest
-/// differences (six: one suspect and two references) a stall that slowed one pass of three
+/// draws: [`sd_from_abs_lower_median`]) is the robust standard deviation of one retest (log
+/// units). The lower median, since with the fewest differences (six: one suspect and two references) a stall that slowed one pass of three
 /// directions takes the plain median with it and widens the bar alone past a slow link; the
 /// best-of-passes scores and the confirmation passes, not this bar, are what stand against such
 /// a tail (evidence: `docs/evidence/settled-in-two-2026-12-05/`, the lower-median runs). A slow

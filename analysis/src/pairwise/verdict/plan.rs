@@ -29,7 +29,8 @@ pub struct RetestPlan {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub at_once: bool,
     /// Retests at once that varied this much from pass to pass
-    /// ([`unsteady_at_once`](super::unsteady_at_once)) and were therefore run again one pair at a time (the largest such spread, log units).
+    /// ([`unsteady_at_once`](super::unsteady_at_once)) and were therefore run again one pair at a
+    /// time (the largest such spread, log units).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_once_noise: Option<f64>,
     /// Fewer messages per retest than the first pass sent ([`retest_amount`]); None: the
