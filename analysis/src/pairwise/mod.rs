@@ -221,6 +221,11 @@ impl Measurement {
         }
     }
 
+    /// Its pair, lower rank first (both directions of a pair have the same).
+    pub fn pair(&self) -> Pair {
+        (self.src.min(self.dst), self.src.max(self.dst))
+    }
+
     /// Higher is better: Gb/s, or 1/latency. With several queue pairs per test, the queue pair
     /// count times the median one's rate: the average (the count times the slowest's) would make
     /// one slow path a slow pair, and so a slow NIC or node; [`paths`] names the path instead.

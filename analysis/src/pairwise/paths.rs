@@ -90,7 +90,7 @@ pub fn pairs_with_suspect_paths(first: &[Measurement], cfg: &PairwiseConfig) -> 
     };
     let set: BTreeSet<Pair> = with_paths(first, cfg)
         .filter(|m| ratios(m).iter().any(|&r| r < b.bar))
-        .map(|m| (m.src.min(m.dst), m.src.max(m.dst)))
+        .map(Measurement::pair)
         .collect();
     set.into_iter().collect()
 }

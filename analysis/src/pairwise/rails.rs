@@ -336,7 +336,7 @@ mod tests {
         let plan = plan_rail_retests(first, c, hosts);
         let retests: Vec<Measurement> = first
             .iter()
-            .filter(|x| plan.pairs().contains(&(x.src.min(x.dst), x.src.max(x.dst))))
+            .filter(|x| plan.pairs().contains(&x.pair()))
             .cloned()
             .collect();
         judge_rails(first, &retests, c, hosts, &plan, Fabric { topology: None, nics })
@@ -431,13 +431,7 @@ mod tests {
             first.push(m(a, b, g));
             first.push(m(b, a, 200.0));
         }
-        let plan = plan_rail_retests(&first, &c, &hosts);
-        let retests: Vec<Measurement> = first
-            .iter()
-            .filter(|x| plan.pairs().contains(&(x.src.min(x.dst), x.src.max(x.dst))))
-            .cloned()
-            .collect();
-        let (v, per_rail) = judge_rails(&first, &retests, &c, &hosts, &plan, Fabric::default());
+        let (v, per_rail) = judge_with(&c, &hosts, &first, &[]);
         assert!(per_rail.iter().all(|r| r.verdict.pass));
         assert_eq!(labels(&v.blamed), vec!["pair 2-3"]);
         assert_eq!(v.judged.len(), 1);

@@ -17,14 +17,9 @@ pub(super) fn at_matrix_size<'a>(ms: &'a [Measurement], cfg: &PairwiseConfig) ->
 pub(super) fn by_pair<'a>(ms: impl Iterator<Item = &'a Measurement>) -> HashMap<Pair, Vec<&'a Measurement>> {
     let mut index: HashMap<Pair, Vec<&Measurement>> = HashMap::new();
     for m in ms {
-        index.entry(unordered(m)).or_default().push(m);
+        index.entry(m.pair()).or_default().push(m);
     }
     index
-}
-
-/// A measurement's pair, lower rank first.
-pub(super) fn unordered(m: &Measurement) -> Pair {
-    (m.src.min(m.dst), m.src.max(m.dst))
 }
 
 /// Whether a measurement ran within one host or between two.
@@ -51,7 +46,7 @@ pub(super) fn scores_in(
 
 /// The distinct pairs of `ms`, sorted.
 pub(super) fn distinct_pairs<'a>(ms: impl Iterator<Item = &'a Measurement>) -> Vec<Pair> {
-    let mut v: Vec<Pair> = ms.map(unordered).collect();
+    let mut v: Vec<Pair> = ms.map(Measurement::pair).collect();
     v.sort_unstable();
     v.dedup();
     v

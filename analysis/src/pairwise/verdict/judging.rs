@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use super::bars::{bar_for, bars, rule, suspect_pairs};
-use super::cells::{at_matrix_size, by_pair, distinct_pairs, unordered};
+use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use super::noise::alone_spread;
 use super::plan::RetestPlan;
 use super::{Judged, Population, Rule, Verdict};
@@ -38,7 +38,7 @@ pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: 
 /// best retest pass (score units). None when the pair was not retested.
 pub fn alone_score(retests: &[Measurement], pair: Pair) -> Option<f64> {
     let key = (pair.0.min(pair.1), pair.0.max(pair.1));
-    let re: Vec<&Measurement> = retests.iter().filter(|m| unordered(m) == key).collect();
+    let re: Vec<&Measurement> = retests.iter().filter(|m| m.pair() == key).collect();
     (!re.is_empty()).then(|| worst_of_best(&re))
 }
 
@@ -97,7 +97,7 @@ fn judge_population(
         .collect();
     let mut alone: Vec<f64> = retests
         .iter()
-        .filter(|m| refs.contains(&unordered(m)))
+        .filter(|m| refs.contains(&m.pair()))
         .map(Measurement::score)
         .collect();
     let reference_alone = (!alone.is_empty()).then(|| median(&mut alone));

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use serde::{Deserialize, Serialize};
 
 use super::bars::{bars, suspect_pairs};
-use super::cells::{at_matrix_size, population, scores_in, unordered};
+use super::cells::{at_matrix_size, population, scores_in};
 use super::Population;
 use crate::pairwise::blame::host_indices;
 use crate::pairwise::defaults::{MIN_RETEST_ITERATIONS, MIN_RETEST_WARMUP, QUIET_SPREAD, REFERENCES, RETEST_SECONDS};
@@ -125,7 +125,7 @@ pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String
     let has_suspects = |p: Population| {
         at_matrix_size(first, cfg)
             .filter(|m| population(hosts, m) == p)
-            .any(|m| suspect_set.contains(&unordered(m)))
+            .any(|m| suspect_set.contains(&m.pair()))
     };
     // Retests at once: bandwidth under the robust rule (latency figures are a CPU's response
     // time, which a neighbour's interrupts change), every population with suspects quiet.
@@ -145,7 +145,7 @@ pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String
             // Each pair's worst distance from the bulk's median, in log units.
             let mut distance: HashMap<Pair, f64> = HashMap::new();
             for m in at_matrix_size(first, cfg).filter(in_pop) {
-                let pair = unordered(m);
+                let pair = m.pair();
                 if suspect_set.contains(&pair) {
                     continue;
                 }

@@ -77,6 +77,16 @@ fn judge_with(first: &[Measurement], retests: &[Measurement], c: &PairwiseConfig
     judge_pairs(first, retests, c, h, &plan, None)
 }
 
+/// Six hosts of one rank, every direction at 10 Gb/s but both of pair (1, 4) at `slow`, under the
+/// default rule: the configuration, the hosts, the first pass and its retest plan.
+fn one_slow_pair(slow: f64) -> (PairwiseConfig, Vec<String>, Vec<Measurement>, RetestPlan) {
+    let c = robust_cfg();
+    let h = hosts(6);
+    let first = matrix(6, 10.0, &[(1, 4, slow), (4, 1, slow)]);
+    let plan = plan_retests(&first, &c, &h);
+    (c, h, first, plan)
+}
+
 fn levels(v: &Verdict) -> Vec<String> {
     v.blamed.iter().map(Part::label).collect()
 }

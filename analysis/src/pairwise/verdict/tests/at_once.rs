@@ -13,7 +13,7 @@ fn a_quiet_first_pass_retests_side_by_side() {
     // Six hosts at 10 Gb/s, the healthy cells spread over +-`amp`, the link 1 <-> 4 at `slow`.
     let fabric = |amp: f64, slow: f64| {
         let mut v = matrix(6, 10.0, &[(1, 4, slow), (4, 1, slow)]);
-        for x in v.iter_mut().filter(|x| (x.src.min(x.dst), x.src.max(x.dst)) != (1, 4)) {
+        for x in v.iter_mut().filter(|x| x.pair() != (1, 4)) {
             let g = 10.0 * (1.0 + amp * (((x.src * 7 + x.dst * 3) % 5) as f64 - 2.0) / 2.0);
             x.bw = x.bw.map(|b| BwResult {
                 avg_gbps: g,
@@ -75,10 +75,7 @@ fn a_quiet_first_pass_retests_side_by_side() {
 /// any difference it has, so a single pair retested twice is judged too.
 #[test]
 fn retests_at_once_that_vary_are_run_again_alone() {
-    let robust = robust_cfg();
-    let h = hosts(6);
-    let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
-    let plan = plan_retests(&first, &robust, &h);
+    let (robust, h, first, plan) = one_slow_pair(8.0);
     assert!(plan.at_once, "{plan:?}");
     assert_eq!(unsteady_at_once(&retests_of(&plan, (1, 4), 8.0, 1.01), &h), None);
     let sd = unsteady_at_once(&retests_of(&plan, (1, 4), 8.0, 1.10), &h).expect("10% is unsteady");

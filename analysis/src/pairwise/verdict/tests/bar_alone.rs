@@ -105,10 +105,7 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
 /// synthetic quiet fabric with stalls missed a link this way in about 1% of its 8-host trials.)
 #[test]
 fn three_stalled_retests_of_six_directions_do_not_widen_the_bar_alone() {
-    let c = robust_cfg();
-    let h = hosts(6);
-    let first = matrix(6, 10.0, &[(1, 4, 6.0), (4, 1, 6.0)]);
-    let plan = plan_retests(&first, &c, &h);
+    let (c, h, first, plan) = one_slow_pair(6.0);
     assert_eq!(plan.suspects, vec![(1, 4)]);
     assert_eq!(plan.pairs().len(), 3);
     let (r1, r2) = (plan.references[0], plan.references[1]);

@@ -9,10 +9,7 @@ use super::*;
 /// that varied, a queue-pair path to retest) still runs the confirmation passes.
 #[test]
 fn two_passes_settle_few_suspects_retested_at_once_and_alike() {
-    let robust = robust_cfg();
-    let h = hosts(6);
-    let first = matrix(6, 10.0, &[(1, 4, 8.0), (4, 1, 8.0)]);
-    let plan = plan_retests(&first, &robust, &h);
+    let (robust, h, first, plan) = one_slow_pair(8.0);
     assert!(plan.at_once, "{plan:?}");
     assert_eq!(plan.suspects, vec![(1, 4)]);
     let alike = retests_of(&plan, (1, 4), 8.0, 1.02);
