@@ -9,6 +9,7 @@ use super::bars::{bars, suspect_pairs};
 use super::cells::{at_matrix_size, population, scores_in};
 use super::Population;
 use crate::pairwise::blame::host_indices;
+use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::{MIN_RETEST_ITERATIONS, MIN_RETEST_WARMUP, QUIET_SPREAD, REFERENCES, RETEST_SECONDS};
 use crate::pairwise::{Amount, Measurement, PairwiseConfig, TestKind};
 use crate::schedule::{host_disjoint_groups, Pair};
@@ -141,21 +142,7 @@ pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String
             if !has_suspects(*p) {
                 continue;
             }
-            let in_pop = |m: &&Measurement| population(hosts, m) == *p;
-            // Each pair's worst distance from the bulk's median, in log units.
-            let mut distance: HashMap<Pair, f64> = HashMap::new();
-            for m in at_matrix_size(first, cfg).filter(in_pop) {
-                let pair = m.pair();
-                if suspect_set.contains(&pair) {
-                    continue;
-                }
-                let d = (m.score().max(f64::MIN_POSITIVE) / bulk.median).ln().abs();
-                let e = distance.entry(pair).or_insert(d);
-                *e = e.max(d);
-            }
-            let mut candidates: Vec<(f64, Pair)> = distance.into_iter().map(|(p, d)| (d, p)).collect();
-            candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let candidates: Vec<Pair> = candidates.into_iter().map(|c| c.1).collect();
+            let candidates = reference_candidates(first, cfg, hosts, (*p, bulk), &suspect_set);
             if at_once {
                 let planned: Vec<Pair> = suspects.iter().chain(&references).copied().collect();
                 references.extend(references_beside(&candidates, &planned, hosts));
@@ -173,6 +160,30 @@ pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String
         amount: None,
         settled: false,
     }
+}
+
+/// The pairs of population `p` that could be references, nearest the bulk's median first: each
+/// pair at its worst distance from the median (log units), suspects left out.
+fn reference_candidates(
+    first: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    (p, bulk): (Population, &Bulk),
+    suspects: &HashSet<Pair>,
+) -> Vec<Pair> {
+    let mut distance: HashMap<Pair, f64> = HashMap::new();
+    for m in at_matrix_size(first, cfg).filter(|m| population(hosts, m) == p) {
+        let pair = m.pair();
+        if suspects.contains(&pair) {
+            continue;
+        }
+        let d = (m.score().max(f64::MIN_POSITIVE) / bulk.median).ln().abs();
+        let e = distance.entry(pair).or_insert(d);
+        *e = e.max(d);
+    }
+    let mut candidates: Vec<(f64, Pair)> = distance.into_iter().map(|(p, d)| (d, p)).collect();
+    candidates.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    candidates.into_iter().map(|c| c.1).collect()
 }
 
 /// [`REFERENCES`] of `candidates` (nearest the bulk's median first) for retests at once: those
