@@ -153,8 +153,10 @@ impl Noise {
     }
 }
 
+/// What a trial's slowdown slows: one host link, one rank's NIC, one node, or the uplink between
+/// the two leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+enum SlowdownKind {
     Link,
     Nic,
     Node,
@@ -193,56 +195,56 @@ impl Shape {
 
 /// The fault placed in a trial: which cells it slows.
 #[derive(Clone, Copy)]
-struct Fault {
-    kind: Kind,
+struct Slowdown {
+    kind: SlowdownKind,
     a: usize,
     b: usize,
     keep: f64,
 }
 
-impl Fault {
+impl Slowdown {
     fn hits(&self, s: &Shape, src: usize, dst: usize) -> bool {
         let (hs, hd) = (s.host(src), s.host(dst));
         if hs == hd {
             return false;
         }
         match self.kind {
-            Kind::Link => (hs.min(hd), hs.max(hd)) == (self.a, self.b),
-            Kind::Nic => src == self.a || dst == self.a,
-            Kind::Node => hs == self.a || hd == self.a,
-            Kind::Uplink => s.leaf(hs) != s.leaf(hd),
+            SlowdownKind::Link => (hs.min(hd), hs.max(hd)) == (self.a, self.b),
+            SlowdownKind::Nic => src == self.a || dst == self.a,
+            SlowdownKind::Node => hs == self.a || hd == self.a,
+            SlowdownKind::Uplink => s.leaf(hs) != s.leaf(hd),
         }
     }
 
-    fn place(kind: Kind, s: &Shape, drop: f64, rng: &mut Rng) -> Fault {
+    fn place(kind: SlowdownKind, s: &Shape, drop: f64, rng: &mut Rng) -> Slowdown {
         let keep = 1.0 - drop;
         match kind {
-            Kind::Link => {
+            SlowdownKind::Link => {
                 let a = rng.below(s.hosts);
                 let mut b = rng.below(s.hosts - 1);
                 if b >= a {
                     b += 1;
                 }
-                Fault {
+                Slowdown {
                     kind,
                     a: a.min(b),
                     b: a.max(b),
                     keep,
                 }
             }
-            Kind::Nic => Fault {
+            SlowdownKind::Nic => Slowdown {
                 kind,
                 a: rng.below(s.ranks()),
                 b: 0,
                 keep,
             },
-            Kind::Node => Fault {
+            SlowdownKind::Node => Slowdown {
                 kind,
                 a: rng.below(s.hosts),
                 b: 0,
                 keep,
             },
-            Kind::Uplink => Fault { kind, a: 0, b: 1, keep },
+            SlowdownKind::Uplink => Slowdown { kind, a: 0, b: 1, keep },
         }
     }
 
@@ -250,14 +252,14 @@ impl Fault {
     fn is(&self, s: &Shape, part: &Part) -> bool {
         let name = |h: usize| format!("n{h:04}");
         match (self.kind, part) {
-            (Kind::Link, Part::HostLink { host_a, host_b, .. }) => {
+            (SlowdownKind::Link, Part::HostLink { host_a, host_b, .. }) => {
                 (host_a, host_b) == (&name(self.a), &name(self.b)) || (host_b, host_a) == (&name(self.a), &name(self.b))
             }
-            (Kind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
-            (Kind::Node, Part::Node { host, .. }) => *host == name(self.a),
-            (Kind::Uplink, Part::Uplink { .. }) => true,
+            (SlowdownKind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
+            (SlowdownKind::Node, Part::Node { host, .. }) => *host == name(self.a),
+            (SlowdownKind::Uplink, Part::Uplink { .. }) => true,
             // One rank per host: a NIC is its node, a link between two hosts its one rank pair.
-            (Kind::Nic, Part::Node { host, .. }) => s.ppn == 1 && *host == name(s.host(self.a)),
+            (SlowdownKind::Nic, Part::Node { host, .. }) => s.ppn == 1 && *host == name(s.host(self.a)),
             _ => false,
         }
     }
@@ -277,7 +279,7 @@ fn config() -> PairwiseConfig {
 }
 
 /// One trial: the parts the verdict named.
-fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
+fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
     let rate = |src: usize, dst: usize, alone: bool, rng: &mut Rng| {
         let base = if s.host(src) == s.host(dst) { 200.0 } else { 100.0 };
         let f = fault.filter(|f| f.hits(s, src, dst)).map_or(1.0, |f| f.keep);
@@ -408,7 +410,7 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
         }
     };
     for noise in NOISES.into_iter().filter(chosen) {
-        let mut by: BTreeMap<(Kind, u32), Tally> = BTreeMap::new();
+        let mut by: BTreeMap<(SlowdownKind, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
         for &(h, p) in &shapes {
             let s = Shape { hosts: h, ppn: p };
@@ -421,15 +423,20 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
                     clean.extra += 1;
                 }
             }
-            for kind in [Kind::Link, Kind::Nic, Kind::Node, Kind::Uplink] {
-                if kind == Kind::Nic && p == 1 {
+            for kind in [
+                SlowdownKind::Link,
+                SlowdownKind::Nic,
+                SlowdownKind::Node,
+                SlowdownKind::Uplink,
+            ] {
+                if kind == SlowdownKind::Nic && p == 1 {
                     continue;
                 }
                 for &d in &drops {
                     let tally = by.entry((kind, (d * 100.0).round() as u32)).or_default();
                     for _ in 0..t {
-                        let f = Fault::place(kind, &s, d, &mut rng);
-                        let topo = (kind == Kind::Uplink).then_some(&topo);
+                        let f = Slowdown::place(kind, &s, d, &mut rng);
+                        let topo = (kind == SlowdownKind::Uplink).then_some(&topo);
                         let parts = trial(&s, noise, Some(f), topo, &mut rng);
                         let alone = parts.len() == 1 && f.is(&s, &parts[0]);
                         if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() && !alone {
@@ -477,7 +484,12 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
             print!("  drop {:>2.0}%", d * 100.0);
         }
         println!("   (named alone %, trials)");
-        for kind in [Kind::Link, Kind::Nic, Kind::Node, Kind::Uplink] {
+        for kind in [
+            SlowdownKind::Link,
+            SlowdownKind::Nic,
+            SlowdownKind::Node,
+            SlowdownKind::Uplink,
+        ] {
             print!("  {:<7}", format!("{kind:?}").to_lowercase());
             let mut n = 0;
             // No NIC faults on fabrics of one rank per host (a NIC is its node there).
