@@ -1,6 +1,7 @@
-//! What a pairwise run is and what it found: the configuration, the measurements, the verdict
-//! and blame ([`verdict`], [`blame`], [`rails`]), the follow-up planning, and the reports. The
-//! measuring itself (over a transport) is `collectives::pairwise`.
+//! What a pairwise run is and what it found: the configuration and its defaults ([`defaults`]),
+//! the measurements, the verdict and blame ([`verdict`], [`blame`], [`rails`], [`paths`]), the
+//! follow-up planning, and the reports. The measuring itself (over a transport) is
+//! `collectives::pairwise`.
 
 pub mod baseline;
 pub mod blame;
