@@ -16,7 +16,7 @@ mod shifts;
 
 pub use circle::{circle_peer, circle_rounds};
 pub use patterns::Pattern;
-pub use rails::{local_ranks, rail_members, rail_rounds};
+pub use rails::{local_rank_of, rail_members, rail_rounds};
 pub use retest_groups::host_disjoint_groups;
 pub use rounds::{filter_rounds, peer_in, Keep, Schedule};
 pub use shifts::Shifts;

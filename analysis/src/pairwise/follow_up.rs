@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashSet};
 use super::defaults::{FOLLOW_UP_REFERENCE_RANKS, MAX_FOLLOW_UP_SUSPECTS};
 use super::verdict::{RetestPlan, Verdict};
 use super::Selection;
-use crate::schedule::{circle_rounds, local_ranks, Pair};
+use crate::schedule::{circle_rounds, local_rank_of, Pair};
 
 /// The ranks to test all-pairs: those of the confirmed pairs (at most [`MAX_FOLLOW_UP_SUSPECTS`]) and, for
 /// each rail they are on (one rail without `--rails`), up to [`FOLLOW_UP_REFERENCE_RANKS`] others of that
@@ -26,7 +26,7 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
         return Vec::new();
     }
     let rails = matches!(selection, Selection::Rails { .. });
-    let local = local_ranks(node_of);
+    let local = local_rank_of(node_of);
     let group = |r: usize| if rails { local[r] } else { 0 };
     let suspect_nodes: HashSet<usize> = suspects.iter().map(|&r| node_of[r]).collect();
     let from_plan = plan.references.iter().flat_map(|&(a, b)| [a, b]);
@@ -50,7 +50,7 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
 
 /// Rounds of every pair among `set` that the selection allows and the quick pass did not measure.
 pub fn rounds(set: &[usize], selection: Selection, node_of: &[usize], measured: &HashSet<Pair>) -> Vec<Vec<Pair>> {
-    let local = local_ranks(node_of);
+    let local = local_rank_of(node_of);
     circle_rounds(set.len())
         .into_iter()
         .map(|round| {

@@ -4,7 +4,7 @@
 use super::{Pair, Pattern};
 
 /// Each rank's index among the ranks of its node, in rank order (its rail).
-pub fn local_ranks(node_of: &[usize]) -> Vec<usize> {
+pub fn local_rank_of(node_of: &[usize]) -> Vec<usize> {
     let mut seen = std::collections::HashMap::new();
     node_of
         .iter()
@@ -19,7 +19,7 @@ pub fn local_ranks(node_of: &[usize]) -> Vec<usize> {
 /// The ranks of each rail (local rank i on every node that has one), rail by rail.
 pub fn rail_members(node_of: &[usize]) -> Vec<Vec<usize>> {
     let mut rails: Vec<Vec<usize>> = Vec::new();
-    for (r, l) in local_ranks(node_of).into_iter().enumerate() {
+    for (r, l) in local_rank_of(node_of).into_iter().enumerate() {
         if rails.len() <= l {
             rails.resize(l + 1, Vec::new());
         }

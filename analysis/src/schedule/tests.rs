@@ -156,7 +156,7 @@ fn every_pair_once_and_no_rank_twice_per_round() {
 fn rails_pair_the_same_local_rank_across_nodes() {
     // 3 nodes x 2 ranks, rank order node by node; a fourth node with one rank.
     let node_of = [0, 0, 1, 1, 2, 2, 3];
-    assert_eq!(local_ranks(&node_of), vec![0, 1, 0, 1, 0, 1, 0]);
+    assert_eq!(local_rank_of(&node_of), vec![0, 1, 0, 1, 0, 1, 0]);
     assert_eq!(rail_members(&node_of), vec![vec![0, 2, 4, 6], vec![1, 3, 5]]);
     let rounds = rail_rounds(&node_of, Pattern::All, false);
     check_disjoint(&rounds);
