@@ -55,15 +55,16 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn uniform(&mut self) -> f64 {
+    /// A uniform draw in [0, 1).
+    fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
     fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform().max(1e-300), self.uniform());
+        let (u, v) = (self.unit().max(1e-300), self.unit());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.uniform() * n as f64) as usize % n.max(1)
+        (self.unit() * n as f64) as usize % n.max(1)
     }
 }
 
@@ -142,12 +143,12 @@ impl Noise {
         } else {
             (self.spread, self.contended)
         };
-        if !alone && self.clump > 0.0 && rng.uniform() < self.clump {
+        if !alone && self.clump > 0.0 && rng.unit() < self.clump {
             return (self.clump_at + 0.02 * rng.normal()).exp();
         }
         let mut f = (s * rng.normal()).exp();
-        if rng.uniform() < c {
-            f /= 1.5 + 2.5 * rng.uniform();
+        if rng.unit() < c {
+            f /= 1.5 + 2.5 * rng.unit();
         }
         f
     }
@@ -170,7 +171,7 @@ struct Shape {
 }
 
 impl Shape {
-    fn ranks(&self) -> usize {
+    fn rank_count(&self) -> usize {
         self.hosts * self.ppn
     }
     fn host(&self, r: usize) -> usize {
@@ -180,7 +181,9 @@ impl Shape {
         usize::from(h >= self.hosts / 2)
     }
     fn names(&self) -> Vec<String> {
-        (0..self.ranks()).map(|r| format!("n{:04}", self.host(r))).collect()
+        (0..self.rank_count())
+            .map(|r| format!("n{:04}", self.host(r)))
+            .collect()
     }
     fn topology(&self) -> Topology {
         let half = self.hosts / 2;
@@ -234,7 +237,7 @@ impl Slowdown {
             }
             SlowdownKind::Nic => Slowdown {
                 kind,
-                a: rng.below(s.ranks()),
+                a: rng.below(s.rank_count()),
                 b: 0,
                 keep,
             },
@@ -285,7 +288,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
         let f = fault.filter(|f| f.hits(s, src, dst)).map_or(1.0, |f| f.keep);
         base * f * noise.factor(rng, alone)
     };
-    let n = s.ranks();
+    let n = s.rank_count();
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {

@@ -69,7 +69,7 @@ impl Groups {
         }
     }
 
-    fn split(&self, ms: &[Measurement]) -> BTreeMap<Group, Vec<Measurement>> {
+    fn by_group(&self, ms: &[Measurement]) -> BTreeMap<Group, Vec<Measurement>> {
         let mut out: BTreeMap<Group, Vec<Measurement>> = BTreeMap::new();
         for m in ms {
             if let Some(g) = self.of((m.src, m.dst)) {
@@ -94,7 +94,7 @@ pub fn plan_rail_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[S
         at_once: true,
         ..RetestPlan::default()
     };
-    for ms in groups.split(first).values() {
+    for ms in groups.by_group(first).values() {
         let p = verdict::plan_retests(ms, cfg, hosts);
         plan.suspects.extend(p.suspects);
         plan.references.extend(p.references);
@@ -120,11 +120,11 @@ pub fn judge_rails(
         );
     }
     let groups = Groups::new(hosts);
-    let retests_of = groups.split(retests);
+    let retests_of = groups.by_group(retests);
     let nic_of = |r: usize| fabric.nics.get(r).cloned().flatten();
     let mut rails: Vec<RailOutcome> = Vec::new();
     let mut within: Option<Verdict> = None;
-    for (g, ms) in groups.split(first) {
+    for (g, ms) in groups.by_group(first) {
         let in_group = |p: &Pair| groups.of(*p) == Some(g);
         let sub_plan = RetestPlan {
             suspects: plan.suspects.iter().copied().filter(in_group).collect(),
