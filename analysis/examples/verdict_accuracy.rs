@@ -38,9 +38,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use analysis::pairwise::blame::Part;
+use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
-use analysis::pairwise::verdict::{self, RETEST_PASSES};
+use analysis::pairwise::verdict;
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
 
 /// splitmix64: small, seedable, good enough for noise.
@@ -54,15 +55,16 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn uniform(&mut self) -> f64 {
+    /// A uniform draw in [0, 1).
+    fn unit(&mut self) -> f64 {
         (self.next() >> 11) as f64 / (1u64 << 53) as f64
     }
     fn normal(&mut self) -> f64 {
-        let (u, v) = (self.uniform().max(1e-300), self.uniform());
+        let (u, v) = (self.unit().max(1e-300), self.unit());
         (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.uniform() * n as f64) as usize % n.max(1)
+        (self.unit() * n as f64) as usize % n.max(1)
     }
 }
 
@@ -81,7 +83,8 @@ struct Noise {
 
 /// The model reported in the full table but not held to the target in the small run: a quiet
 /// fabric with a stall tail meets it in the full table (seed 1) and misses it by a few trials in
-/// one cell or another with other seeds (a link at 10%: 98.7% of 450 with seed 3, 2026-12-05);
+/// one cell or another with other seeds (a link at 10%: 98.7% of 450 with seed 3,
+/// `docs/evidence/settled-in-two-2026-12-05/`);
 /// CI's 10 trials per cell would fail on one miss.
 const UNGATED: &str = "quiet-tail";
 
@@ -140,19 +143,21 @@ impl Noise {
         } else {
             (self.spread, self.contended)
         };
-        if !alone && self.clump > 0.0 && rng.uniform() < self.clump {
+        if !alone && self.clump > 0.0 && rng.unit() < self.clump {
             return (self.clump_at + 0.02 * rng.normal()).exp();
         }
         let mut f = (s * rng.normal()).exp();
-        if rng.uniform() < c {
-            f /= 1.5 + 2.5 * rng.uniform();
+        if rng.unit() < c {
+            f /= 1.5 + 2.5 * rng.unit();
         }
         f
     }
 }
 
+/// What a trial's slowdown slows: one host link, one rank's NIC, one node, or the uplink between
+/// the two leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Kind {
+enum SlowdownKind {
     Link,
     Nic,
     Node,
@@ -166,7 +171,7 @@ struct Shape {
 }
 
 impl Shape {
-    fn ranks(&self) -> usize {
+    fn rank_count(&self) -> usize {
         self.hosts * self.ppn
     }
     fn host(&self, r: usize) -> usize {
@@ -176,7 +181,9 @@ impl Shape {
         usize::from(h >= self.hosts / 2)
     }
     fn names(&self) -> Vec<String> {
-        (0..self.ranks()).map(|r| format!("n{:04}", self.host(r))).collect()
+        (0..self.rank_count())
+            .map(|r| format!("n{:04}", self.host(r)))
+            .collect()
     }
     fn topology(&self) -> Topology {
         let half = self.hosts / 2;
@@ -191,56 +198,56 @@ impl Shape {
 
 /// The fault placed in a trial: which cells it slows.
 #[derive(Clone, Copy)]
-struct Fault {
-    kind: Kind,
+struct Slowdown {
+    kind: SlowdownKind,
     a: usize,
     b: usize,
     keep: f64,
 }
 
-impl Fault {
+impl Slowdown {
     fn hits(&self, s: &Shape, src: usize, dst: usize) -> bool {
         let (hs, hd) = (s.host(src), s.host(dst));
         if hs == hd {
             return false;
         }
         match self.kind {
-            Kind::Link => (hs.min(hd), hs.max(hd)) == (self.a, self.b),
-            Kind::Nic => src == self.a || dst == self.a,
-            Kind::Node => hs == self.a || hd == self.a,
-            Kind::Uplink => s.leaf(hs) != s.leaf(hd),
+            SlowdownKind::Link => (hs.min(hd), hs.max(hd)) == (self.a, self.b),
+            SlowdownKind::Nic => src == self.a || dst == self.a,
+            SlowdownKind::Node => hs == self.a || hd == self.a,
+            SlowdownKind::Uplink => s.leaf(hs) != s.leaf(hd),
         }
     }
 
-    fn place(kind: Kind, s: &Shape, drop: f64, rng: &mut Rng) -> Fault {
+    fn place(kind: SlowdownKind, s: &Shape, drop: f64, rng: &mut Rng) -> Slowdown {
         let keep = 1.0 - drop;
         match kind {
-            Kind::Link => {
+            SlowdownKind::Link => {
                 let a = rng.below(s.hosts);
                 let mut b = rng.below(s.hosts - 1);
                 if b >= a {
                     b += 1;
                 }
-                Fault {
+                Slowdown {
                     kind,
                     a: a.min(b),
                     b: a.max(b),
                     keep,
                 }
             }
-            Kind::Nic => Fault {
+            SlowdownKind::Nic => Slowdown {
                 kind,
-                a: rng.below(s.ranks()),
+                a: rng.below(s.rank_count()),
                 b: 0,
                 keep,
             },
-            Kind::Node => Fault {
+            SlowdownKind::Node => Slowdown {
                 kind,
                 a: rng.below(s.hosts),
                 b: 0,
                 keep,
             },
-            Kind::Uplink => Fault { kind, a: 0, b: 1, keep },
+            SlowdownKind::Uplink => Slowdown { kind, a: 0, b: 1, keep },
         }
     }
 
@@ -248,14 +255,14 @@ impl Fault {
     fn is(&self, s: &Shape, part: &Part) -> bool {
         let name = |h: usize| format!("n{h:04}");
         match (self.kind, part) {
-            (Kind::Link, Part::HostLink { host_a, host_b, .. }) => {
+            (SlowdownKind::Link, Part::HostLink { host_a, host_b, .. }) => {
                 (host_a, host_b) == (&name(self.a), &name(self.b)) || (host_b, host_a) == (&name(self.a), &name(self.b))
             }
-            (Kind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
-            (Kind::Node, Part::Node { host, .. }) => *host == name(self.a),
-            (Kind::Uplink, Part::Uplink { .. }) => true,
+            (SlowdownKind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
+            (SlowdownKind::Node, Part::Node { host, .. }) => *host == name(self.a),
+            (SlowdownKind::Uplink, Part::Uplink { .. }) => true,
             // One rank per host: a NIC is its node, a link between two hosts its one rank pair.
-            (Kind::Nic, Part::Node { host, .. }) => s.ppn == 1 && *host == name(s.host(self.a)),
+            (SlowdownKind::Nic, Part::Node { host, .. }) => s.ppn == 1 && *host == name(s.host(self.a)),
             _ => false,
         }
     }
@@ -275,13 +282,13 @@ fn config() -> PairwiseConfig {
 }
 
 /// One trial: the parts the verdict named.
-fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
+fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
     let rate = |src: usize, dst: usize, alone: bool, rng: &mut Rng| {
         let base = if s.host(src) == s.host(dst) { 200.0 } else { 100.0 };
         let f = fault.filter(|f| f.hits(s, src, dst)).map_or(1.0, |f| f.keep);
         base * f * noise.factor(rng, alone)
     };
-    let n = s.ranks();
+    let n = s.rank_count();
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {
@@ -292,7 +299,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
     }
     let hosts = s.names();
     let cfg = config();
-    let plan = rails::retest_plan(&first, &cfg, &hosts);
+    let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
     let mut retests = Vec::new();
     for _ in 0..RETEST_PASSES {
         for (a, b) in plan.pairs() {
@@ -304,16 +311,16 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Fault>, topo: Option<&Topology>,
         topology: topo,
         nics: &[],
     };
-    let still = verdict::to_confirm(&rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0);
+    let still = verdict::to_confirm(&rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0);
     let settled = verdict::settled_in_two(&plan, &retests, &still);
     let plan = verdict::RetestPlan { settled, ..plan };
-    for _ in 0..if settled { 0 } else { verdict::CONFIRM_PASSES } {
+    for _ in 0..if settled { 0 } else { CONFIRM_PASSES } {
         for &(a, b) in &still {
             retests.push(cell(a, b, rate(a, b, true, rng), true));
             retests.push(cell(b, a, rate(b, a, true, rng), true));
         }
     }
-    let v = rails::decide(&first, &retests, &cfg, &hosts, &plan, fabric).0;
+    let v = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0;
     if std::env::var("VERDICT_ACCURACY_DEBUG").is_ok_and(|d| d == "2") {
         let slow: Vec<(usize, usize, f64)> = first
             .iter()
@@ -406,7 +413,7 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
         }
     };
     for noise in NOISES.into_iter().filter(chosen) {
-        let mut by: BTreeMap<(Kind, u32), Tally> = BTreeMap::new();
+        let mut by: BTreeMap<(SlowdownKind, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
         for &(h, p) in &shapes {
             let s = Shape { hosts: h, ppn: p };
@@ -419,15 +426,20 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
                     clean.extra += 1;
                 }
             }
-            for kind in [Kind::Link, Kind::Nic, Kind::Node, Kind::Uplink] {
-                if kind == Kind::Nic && p == 1 {
+            for kind in [
+                SlowdownKind::Link,
+                SlowdownKind::Nic,
+                SlowdownKind::Node,
+                SlowdownKind::Uplink,
+            ] {
+                if kind == SlowdownKind::Nic && p == 1 {
                     continue;
                 }
                 for &d in &drops {
                     let tally = by.entry((kind, (d * 100.0).round() as u32)).or_default();
                     for _ in 0..t {
-                        let f = Fault::place(kind, &s, d, &mut rng);
-                        let topo = (kind == Kind::Uplink).then_some(&topo);
+                        let f = Slowdown::place(kind, &s, d, &mut rng);
+                        let topo = (kind == SlowdownKind::Uplink).then_some(&topo);
                         let parts = trial(&s, noise, Some(f), topo, &mut rng);
                         let alone = parts.len() == 1 && f.is(&s, &parts[0]);
                         if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() && !alone {
@@ -475,7 +487,12 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
             print!("  drop {:>2.0}%", d * 100.0);
         }
         println!("   (named alone %, trials)");
-        for kind in [Kind::Link, Kind::Nic, Kind::Node, Kind::Uplink] {
+        for kind in [
+            SlowdownKind::Link,
+            SlowdownKind::Nic,
+            SlowdownKind::Node,
+            SlowdownKind::Uplink,
+        ] {
             print!("  {:<7}", format!("{kind:?}").to_lowercase());
             let mut n = 0;
             // No NIC faults on fabrics of one rank per host (a NIC is its node there).

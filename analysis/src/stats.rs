@@ -1,5 +1,8 @@
 //! Summary statistics used by reports.
 
+/// MAD to standard deviation, for normally distributed noise.
+pub const MAD_TO_SD: f64 = 1.4826;
+
 /// Median of `v` (mean of the two middle values for an even count); 0 for an empty slice.
 /// Sorts `v` in place.
 pub fn median(v: &mut [f64]) -> f64 {

@@ -57,8 +57,8 @@ struct Fixture {
 
 fn outcome(f: Fixture) -> PairwiseOutcome {
     let (m, r, c) = (f.measurements.clone(), f.retests.clone(), f.config.clone());
-    let plan = verdict::retest_plan(&f.measurements, &f.config, &f.hosts);
-    let verdict = verdict::decide(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
+    let plan = verdict::plan_retests(&f.measurements, &f.config, &f.hosts);
+    let verdict = verdict::judge_pairs(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
     PairwiseOutcome {
         config: f.config,
         transport: f.transport,
@@ -73,7 +73,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         follow_up: Vec::new(),
         counters: Vec::new(),
         timings: None,
-        paths: analysis::pairwise::paths::decide(&m, &r, &c),
+        paths: analysis::pairwise::paths::judge_paths(&m, &r, &c),
     }
 }
 
@@ -396,7 +396,7 @@ fn a_cleared_pair_shows_its_figure_alone_against_the_bar() {
         .and_then(|m| m.bw.as_mut())
         .expect("the 2 -> 3 cell");
     slow.avg_gbps /= 5.0;
-    let plan = verdict::retest_plan(&f.measurements, &f.config, &f.hosts);
+    let plan = verdict::plan_retests(&f.measurements, &f.config, &f.hosts);
     assert!(plan.suspects.contains(&(2, 3)), "{:?}", plan.suspects);
     f.retests = (0..2)
         .flat_map(|_| plan.pairs())

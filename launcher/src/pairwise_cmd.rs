@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use analysis::export::Exporter;
 use analysis::pairwise::baseline;
+use analysis::pairwise::defaults::{default_bw_warmup, sweep_sizes};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::PairwiseJson, metrics::PairwiseMetrics, text};
 use analysis::pairwise::topology::Topology;
@@ -20,34 +21,6 @@ use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
 use crate::rank::Mesh;
 use crate::settings::{self, Rank};
-
-/// perftest -a: 2 B .. 8 MiB by powers of two.
-pub fn sweep_sizes() -> Vec<usize> {
-    (1..=23).map(|p| 1usize << p).collect()
-}
-
-/// Bytes a bandwidth test moves before timing, by default: past TCP's slow start (about half a
-/// MiB on a 100 Gb/s, 20 us path) with room to spare, a small part of any timed run. Each shift
-/// slot and retest pays it again at the slowest pair's rate: 8 MiB was 0.2 s a slot at 400 Mbit/s
-/// (a tenth of the rounds), and 1 or 2 MiB read the same (healthy cells within 0.16% either way).
-/// Put back to 8 MiB once (2026-12-05) after loaded runs (both cores kept busy) missed the quiet
-/// cluster's link at 85% more often with 2 MiB (4 of 8 against 1 of 6); alternated again, 17
-/// loaded runs, the misses did not follow the warm-up (2 MiB 2 of 6, 4 MiB 1 of 6, 8 MiB 2 of 5):
-/// a loaded machine's shaper stalls every stream of a slot for about 100 ms at once (the
-/// receivers' arrival gaps), whatever the warm-up, and the first pass reads that as a noisy fabric.
-const WARMUP_BYTES: usize = 2 << 20;
-
-/// The fewest warm-up messages by default: in the shift rounds a receiver's clock starts when
-/// the last warm-up message arrives, so the stream has run for a message before it does.
-const MIN_WARMUP: u64 = 2;
-
-/// The default warm-up of a bandwidth test at `size` (the largest of the run): [`WARMUP_BYTES`]
-/// in messages, at least [`MIN_WARMUP`] and at most one window (`tx_depth`): 32 at 64 KiB, 2 at
-/// 1 MiB.
-fn default_bw_warmup(size: usize, tx_depth: u64) -> u64 {
-    let n = WARMUP_BYTES.div_ceil(size.max(1)) as u64;
-    n.clamp(MIN_WARMUP.min(tx_depth), tx_depth.max(1))
-}
 
 /// Pairwise's configuration over a mesh of `transport`, or what is wrong with the flags (the
 /// first problem, in the order below).
@@ -532,21 +505,4 @@ fn counter_deltas(
         .into_iter()
         .filter(|(_, d)| !d.is_empty())
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_default_warmup_moves_2_mib_within_one_window() {
-        assert_eq!(default_bw_warmup(65536, 128), 32, "the default size");
-        assert_eq!(default_bw_warmup(1 << 20, 128), 2);
-        assert_eq!(default_bw_warmup(256 << 10, 128), 8);
-        assert_eq!(default_bw_warmup(8 << 20, 128), 2, "never fewer than 2");
-        assert_eq!(default_bw_warmup(4096, 128), 128, "never more than the window");
-        assert_eq!(default_bw_warmup(4096, 4), 4);
-        assert_eq!(default_bw_warmup(3 << 20, 2), 2);
-        assert_eq!(default_bw_warmup(1 << 20, 1), 1);
-    }
 }

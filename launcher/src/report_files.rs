@@ -30,7 +30,7 @@ pub fn write<R: ?Sized>(path: &Path, exporter: &dyn Exporter<R>, run: &R, force:
     written.is_ok()
 }
 
-/// Write `run` in `exporter`'s format to `path`, as [`write`] does, for a command whose only
+/// Write `run` in `exporter`'s format to `path`, as [`write()`] does, for a command whose only
 /// output file is this one: a failure is said as `{who}: ...` and is a usage error (2).
 pub fn write_or_status<R: ?Sized>(
     path: &Path,

@@ -11,7 +11,8 @@
 //! passes today's verdict against its peers, as a link that lost 15% last week and everything
 //! else did not.
 
-use super::bulk::{Bulk, DEVIATIONS, MIN_DROP};
+use super::bulk::Bulk;
+use super::defaults::{DEVIATIONS, MIN_DROP};
 use super::saved::best_scores;
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
@@ -94,7 +95,7 @@ pub fn comparison(now: &PairwiseOutcome, then: &PairwiseOutcome, topology: Optio
         .collect();
     cells.sort_by_key(|m| (m.src, m.dst));
     let cfg = ratio_config(now.config.matrix_size());
-    let v = verdict::decide(&cells, &[], &cfg, &now.hosts, &RetestPlan::default(), topology);
+    let v = verdict::judge_pairs(&cells, &[], &cfg, &now.hosts, &RetestPlan::default(), topology);
     // The fabric as a whole, from 100% (unchanged): a fabric that lost speed everywhere has no
     // part slower than the rest, and is named as one. The margin is the ratios' own noise: four
     // of their spreads, at least the 7% floor.
@@ -142,7 +143,7 @@ mod tests {
             }
         }
         let names: Vec<String> = (0..hosts).map(|h| format!("h{h}")).collect();
-        let v = verdict::decide(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
+        let v = verdict::judge_pairs(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
         PairwiseOutcome {
             config: cfg,
             transport: "tcp".into(),

@@ -39,7 +39,7 @@ pub struct SlowPair {
 /// Figures behind one blamed part: how many of its members are slow, and the worst scores.
 /// For a node of a `--rails` run the members are its rails (a rail is slow when its NIC is).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Counts {
+pub struct SlowCounts {
     /// Slow members (host links for uplinks and nodes, rank pairs otherwise) of `of`.
     pub slow: usize,
     pub of: usize,
@@ -57,21 +57,21 @@ pub enum Part {
     Uplink {
         switch_a: String,
         switch_b: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     Node {
         host: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     HostLink {
         host_a: String,
         host_b: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     Nic {
         rank: usize,
         host: String,
-        counts: Counts,
+        counts: SlowCounts,
     },
     /// `--rails`: the NIC of `host` on one rail (its rank of that local index), slow to most of
     /// the rail's other hosts; `nic` is the device or interface that rank used.
@@ -80,7 +80,7 @@ pub enum Part {
         rank: usize,
         host: String,
         nic: Option<String>,
-        counts: Counts,
+        counts: SlowCounts,
     },
     RankPair {
         pair: SlowPair,
@@ -170,102 +170,158 @@ pub(crate) fn host_indices(hosts: &[String]) -> (Vec<usize>, Vec<&str>) {
 }
 
 /// Blame the confirmed slow pairs of a run in which `tested` rank pairs were measured; `hosts`
-/// is every rank's host.
+/// is every rank's host. The levels run in order, each on what the ones before left unexplained.
 pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology: Option<&Topology>) -> Vec<Part> {
     let (host_idx, names) = host_indices(hosts);
-    // Rank pairs per host link: tested, and the slow ones.
-    let mut links: BTreeMap<HostPair, LinkPairs> = BTreeMap::new();
-    for &p in tested {
-        if let Some(l) = link_of(&host_idx, p) {
-            links.entry(l).or_default().tested.push(p);
-        }
-    }
-    for s in confirmed {
-        if let Some(l) = link_of(&host_idx, (s.a, s.b)) {
-            links.entry(l).or_default().slow.push(s);
-        }
-    }
-    let mut explained: HashSet<HostPair> = HashSet::new();
+    let mut links = HostLinks::new(&host_idx, names, tested, confirmed);
     let mut parts = Vec::new();
-    // Each host's links.
-    let mut links_of: Vec<Vec<HostPair>> = vec![Vec::new(); names.len()];
-    for &l in links.keys() {
-        links_of[l.0].push(l);
-        links_of[l.1].push(l);
+    if let Some(t) = topology {
+        parts.extend(links.uplinks(t));
+    }
+    parts.extend(links.nodes());
+    parts.extend(links.host_links());
+    let unexplained: Vec<&SlowPair> = confirmed
+        .iter()
+        .filter(|s| link_of(&host_idx, (s.a, s.b)).is_none_or(|l| !links.explained.contains(&l)))
+        .collect();
+    let (nics, nic_ranks) = nics(hosts, &host_idx, tested, &unexplained);
+    parts.extend(nics);
+    // Level 5: what is left.
+    for s in unexplained {
+        if !nic_ranks.contains(&s.a) && !nic_ranks.contains(&s.b) {
+            parts.push(Part::RankPair { pair: s.clone() });
+        }
+    }
+    parts
+}
+
+/// The host links of a run, with what the levels so far have explained.
+struct HostLinks<'a> {
+    /// The hosts' names by index.
+    names: Vec<&'a str>,
+    /// Rank pairs per host link: tested, and the slow ones.
+    links: BTreeMap<HostPair, LinkPairs<'a>>,
+    /// Each host's links.
+    links_of: Vec<Vec<HostPair>>,
+    /// The host links a blamed part explains.
+    explained: HashSet<HostPair>,
+}
+
+impl<'a> HostLinks<'a> {
+    fn new(host_idx: &[usize], names: Vec<&'a str>, tested: &[Pair], confirmed: &'a [SlowPair]) -> HostLinks<'a> {
+        let mut links: BTreeMap<HostPair, LinkPairs> = BTreeMap::new();
+        for &p in tested {
+            if let Some(l) = link_of(host_idx, p) {
+                links.entry(l).or_default().tested.push(p);
+            }
+        }
+        for s in confirmed {
+            if let Some(l) = link_of(host_idx, (s.a, s.b)) {
+                links.entry(l).or_default().slow.push(s);
+            }
+        }
+        let mut links_of: Vec<Vec<HostPair>> = vec![Vec::new(); names.len()];
+        for &l in links.keys() {
+            links_of[l.0].push(l);
+            links_of[l.1].push(l);
+        }
+        HostLinks {
+            names,
+            links,
+            links_of,
+            explained: HashSet::new(),
+        }
     }
 
-    // 1. Uplinks between leaf switches.
-    if let Some(t) = topology {
-        let switch = |h: usize| t.switch_of(names[h]);
+    /// The slow rank pairs of host links `ls`.
+    fn slow_pairs<'b>(&'b self, ls: &'b [HostPair]) -> impl Iterator<Item = &'a SlowPair> + 'b {
+        ls.iter().flat_map(|l| self.links[l].slow.iter().copied())
+    }
+
+    /// Level 1, uplinks between leaf switches.
+    fn uplinks(&mut self, t: &Topology) -> Vec<Part> {
+        let switch = |h: usize| t.switch_of(self.names[h]);
         let mut across: BTreeMap<(&str, &str), Vec<HostPair>> = BTreeMap::new();
-        for &l in links.keys() {
+        for &l in self.links.keys() {
             if let (Some(x), Some(y)) = (switch(l.0), switch(l.1)) {
                 if x != y {
                     across.entry((x.min(y), x.max(y))).or_default().push(l);
                 }
             }
         }
+        let mut parts = Vec::new();
+        let mut explained = Vec::new();
         for ((x, y), ls) in across {
-            let slow: Vec<HostPair> = ls.iter().copied().filter(|l| links[l].is_slow()).collect();
+            let slow: Vec<HostPair> = ls.iter().copied().filter(|l| self.links[l].is_slow()).collect();
             if slow.len() >= 2 && slow.len() * 2 > ls.len() {
                 parts.push(Part::Uplink {
                     switch_a: x.to_string(),
                     switch_b: y.to_string(),
-                    counts: counts(
-                        slow.len(),
-                        ls.len(),
-                        slow.iter().flat_map(|l| links[l].slow.iter().copied()),
-                    ),
+                    counts: slow_counts(slow.len(), ls.len(), self.slow_pairs(&slow)),
                 });
                 explained.extend(slow);
             }
         }
+        self.explained.extend(explained);
+        parts
     }
 
-    // 2. Nodes, over host links not explained above; the worst host first, so the one slow
-    //    link a slow node gives each neighbour does not make that neighbour look bad too.
-    let mut node_hosts: Vec<usize> = Vec::new();
-    loop {
-        // (slow fraction, host, its slow links, its links)
-        let mut best: Option<(f64, usize, Vec<HostPair>, usize)> = None;
-        for h in (0..names.len()).filter(|h| !node_hosts.contains(h)) {
-            let mine = &links_of[h];
-            let slow: Vec<HostPair> = mine
-                .iter()
-                .copied()
-                .filter(|l| !explained.contains(l) && links[l].is_slow())
-                .collect();
-            let fraction = slow.len() as f64 / mine.len().max(1) as f64;
-            if mine.len() >= 2 && slow.len() * 2 > mine.len() && best.as_ref().is_none_or(|b| fraction > b.0) {
-                best = Some((fraction, h, slow, mine.len()));
+    /// Level 2, nodes, over host links not explained above; the worst host first, so the one
+    /// slow link a slow node gives each neighbour does not make that neighbour look bad too.
+    fn nodes(&mut self) -> Vec<Part> {
+        let mut parts = Vec::new();
+        let mut node_hosts: Vec<usize> = Vec::new();
+        loop {
+            // (slow fraction, host, its slow links, its links)
+            let mut best: Option<(f64, usize, Vec<HostPair>, usize)> = None;
+            for h in (0..self.names.len()).filter(|h| !node_hosts.contains(h)) {
+                let mine = &self.links_of[h];
+                let slow: Vec<HostPair> = mine
+                    .iter()
+                    .copied()
+                    .filter(|l| !self.explained.contains(l) && self.links[l].is_slow())
+                    .collect();
+                let fraction = slow.len() as f64 / mine.len().max(1) as f64;
+                if mine.len() >= 2 && slow.len() * 2 > mine.len() && best.as_ref().is_none_or(|b| fraction > b.0) {
+                    best = Some((fraction, h, slow, mine.len()));
+                }
+            }
+            let Some((_, h, slow, of)) = best else { break };
+            parts.push(Part::Node {
+                host: self.names[h].to_string(),
+                counts: slow_counts(slow.len(), of, self.slow_pairs(&slow)),
+            });
+            node_hosts.push(h);
+            self.explained.extend(self.links_of[h].iter().copied());
+        }
+        parts
+    }
+
+    /// Level 3, host links.
+    fn host_links(&mut self) -> Vec<Part> {
+        let mut parts = Vec::new();
+        for (l, v) in &self.links {
+            if !self.explained.contains(l) && v.is_slow() {
+                parts.push(Part::HostLink {
+                    host_a: self.names[l.0].to_string(),
+                    host_b: self.names[l.1].to_string(),
+                    counts: slow_counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
+                });
+                self.explained.insert(*l);
             }
         }
-        let Some((_, h, slow, of)) = best else { break };
-        parts.push(Part::Node {
-            host: names[h].to_string(),
-            counts: counts(slow.len(), of, slow.iter().flat_map(|l| links[l].slow.iter().copied())),
-        });
-        node_hosts.push(h);
-        explained.extend(links_of[h].iter().copied());
+        parts
     }
+}
 
-    // 3. Host links.
-    for (l, v) in &links {
-        if !explained.contains(l) && v.is_slow() {
-            parts.push(Part::HostLink {
-                host_a: names[l.0].to_string(),
-                host_b: names[l.1].to_string(),
-                counts: counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
-            });
-            explained.insert(*l);
-        }
-    }
-    let unexplained: Vec<&SlowPair> = confirmed
-        .iter()
-        .filter(|s| link_of(&host_idx, (s.a, s.b)).is_none_or(|l| !explained.contains(&l)))
-        .collect();
-
-    // 4. One rank's NIC: most of its pairs to other hosts slow, no other rank of its host so.
+/// Level 4, one rank's NIC: most of its pairs to other hosts slow, no other rank of its host so.
+/// The parts, and the ranks they name.
+fn nics(
+    hosts: &[String],
+    host_idx: &[usize],
+    tested: &[Pair],
+    unexplained: &[&SlowPair],
+) -> (Vec<Part>, HashSet<usize>) {
     let n = hosts.len();
     let mut inter = vec![0usize; n];
     for &(a, b) in tested {
@@ -275,17 +331,19 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
         }
     }
     let mut slow_of: Vec<Vec<&SlowPair>> = vec![Vec::new(); n];
-    for &s in &unexplained {
+    for &s in unexplained {
         if host_idx[s.a] != host_idx[s.b] {
             slow_of[s.a].push(s);
             slow_of[s.b].push(s);
         }
     }
     let mostly_slow = |r: usize| inter[r] >= 2 && slow_of[r].len() * 2 > inter[r];
-    let mut ranks_of: Vec<Vec<usize>> = vec![Vec::new(); names.len()];
+    let hosts_count = host_idx.iter().copied().max().map_or(0, |m| m + 1);
+    let mut ranks_of: Vec<Vec<usize>> = vec![Vec::new(); hosts_count];
     for (r, &h) in host_idx.iter().enumerate() {
         ranks_of[h].push(r);
     }
+    let mut parts = Vec::new();
     let mut nic_ranks: HashSet<usize> = HashSet::new();
     for r in 0..n {
         let on_host = &ranks_of[host_idx[r]];
@@ -293,24 +351,19 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
             parts.push(Part::Nic {
                 rank: r,
                 host: hosts[r].clone(),
-                counts: counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
+                counts: slow_counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
             });
             nic_ranks.insert(r);
         }
     }
-
-    // 5. What is left.
-    for s in unexplained {
-        if !nic_ranks.contains(&s.a) && !nic_ranks.contains(&s.b) {
-            parts.push(Part::RankPair { pair: s.clone() });
-        }
-    }
-    parts
+    (parts, nic_ranks)
 }
 
-pub(crate) fn counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> Counts {
+/// The figures of a blamed part: `slow` of its `of` members slow, and the slow rank pairs behind
+/// them.
+pub(crate) fn slow_counts<'a>(slow: usize, of: usize, pairs: impl Iterator<Item = &'a SlowPair>) -> SlowCounts {
     let pairs: Vec<&SlowPair> = pairs.collect();
-    Counts {
+    SlowCounts {
         slow,
         of,
         slow_pairs: pairs.len(),

@@ -13,32 +13,11 @@
 //! and a noisy one (other tenants' traffic: +-60% is common on shared Ethernet) does not flag
 //! its own noise.
 
-use crate::stats::median;
+use super::defaults::{DEVIATIONS, GAP, MIN_CELLS, MIN_DROP, PRIOR_SPREAD};
+use crate::stats::{median, MAD_TO_SD};
 
-/// How many robust standard deviations below the bulk's centre a score must be to be slow.
-pub const DEVIATIONS: f64 = 4.0;
-/// The least drop that counts: 7% below the bulk's centre (ln(1/0.93)), HPC-X ClusterKit's
-/// bar for a bad pair (below 93% of the best). On a quiet fabric (real InfiniBand and RoCE
-/// pairs agree within about 1%) four deviations are less than this, so a link that lost 10% is
-/// named; a noisy fabric's bar comes from its spread, and the retests alone against references
-/// alone confirm every suspect.
-pub const MIN_DROP: f64 = 0.072_570_692_834_835_4;
-/// The spread assumed when the bulk has fewer than [`MIN_CELLS`] cells to estimate it from
-/// (+-40%, what a short run on a busy machine shows): a pair of ranks alone cannot tell noise
-/// from a fault, so only a factor of about 4 counts there.
-pub const PRIOR_SPREAD: f64 = 0.35;
-/// The least gap (log units: a factor of 3) that separates a slow group from the healthy bulk
-/// whatever the bulk's own spread: on a busy machine a healthy bulk can spread over a factor of
-/// 10, yet nothing healthy sits in an empty factor-of-3 interval below a quarter of the cells.
-pub const GAP: f64 = 1.098_612_288_668_109_8;
-/// Cells needed to estimate the spread from the data (fewer: [`PRIOR_SPREAD`]). A handful of
-/// cells on a busy machine can look bimodal by chance: 8 is where the MAD stops being fooled
-/// by that on the namespace clusters.
-pub const MIN_CELLS: usize = 8;
 /// Spread floor (log units, about 1%): identical scores still get a finite bar.
 const MIN_SPREAD: f64 = 0.01;
-/// MAD to standard deviation, for normally distributed noise.
-pub const MAD_TO_SD: f64 = 1.4826;
 
 /// Where the healthy cells sit and where the bar is.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -189,7 +168,8 @@ fn centre_and_spread(bulk: &mut [f64]) -> (f64, f64) {
     // them is a slow cell the bar let in, and a tight group of cells near the centre (one busy
     // machine's ranks often run in clumps) cannot hide a wide spread above it. Seeded from the
     // fastest quarter of a +-30% run whose cells clumped at 7.6-8.2 Gb/s, the two-sided MAD
-    // alone said +-3% and settled on those 13 cells of 48 as the bulk (CI, 2026-12-02).
+    // alone said +-3% and settled on those 13 cells of 48 as the bulk (a CI run's cells: the
+    // test `a_clump_among_the_fastest_cells_is_not_the_bulk`).
     let mut above: Vec<f64> = finite.iter().filter(|&&x| x > m).map(|x| x - m).collect();
     let upper = if above.is_empty() { 0.0 } else { median(&mut above) };
     (m, (MAD_TO_SD * median(&mut dev).max(upper)).max(MIN_SPREAD))
@@ -284,7 +264,7 @@ mod tests {
     }
 
     /// The 48 between-host directions of an unshaped 4-host, 2-ranks-per-host namespace run in
-    /// CI (2 cores, 8 ranks over TCP, 2026-12-02): +-30% overall, but the fastest quarter clumped
+    /// CI (2 cores, 8 ranks over TCP): +-30% overall, but the fastest quarter clumped
     /// at 7.6-8.2 Gb/s, and the two-sided MAD of that clump (+-3%) made it a bulk of 13 cells
     /// whose 35 others were all suspects. Nothing here is slow.
     #[test]
@@ -305,7 +285,7 @@ mod tests {
     /// by a stall (25.0). The empty factor of 3.3 under the slow group is a clear gap, but the
     /// cells above it are not all healthy: seeded with all of them, the bulk took the uplink in
     /// (median 86, spread +-24%, 55 of 56 healthy) and the run passed (bench/verdict-accuracy's
-    /// `quiet-tail` model, 2026-12-05).
+    /// `quiet-tail` model; `docs/evidence/confirm-skip-tail-model-2026-12-05/`).
     #[test]
     fn a_stalled_cell_below_a_slow_majority_does_not_make_it_healthy() {
         let v = [

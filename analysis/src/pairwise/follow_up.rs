@@ -5,23 +5,19 @@
 
 use std::collections::{BTreeSet, HashSet};
 
+use super::defaults::{FOLLOW_UP_REFERENCE_RANKS, MAX_FOLLOW_UP_SUSPECTS};
 use super::verdict::{RetestPlan, Verdict};
 use super::Selection;
-use crate::schedule::{circle_rounds, local_ranks, Pair};
+use crate::schedule::{circle_rounds, local_rank_of, Pair};
 
-/// Suspect ranks taken into the follow-up at most (the rest are reported from the quick pass).
-pub const MAX_SUSPECTS: usize = 64;
-/// Healthy reference ranks per group of suspects (per rail under `--rails`).
-pub const REFERENCE_RANKS: usize = 4;
-
-/// The ranks to test all-pairs: those of the confirmed pairs (at most [`MAX_SUSPECTS`]) and, for
-/// each rail they are on (one rail without `--rails`), up to [`REFERENCE_RANKS`] others of that
+/// The ranks to test all-pairs: those of the confirmed pairs (at most [`MAX_FOLLOW_UP_SUSPECTS`]) and, for
+/// each rail they are on (one rail without `--rails`), up to [`FOLLOW_UP_REFERENCE_RANKS`] others of that
 /// rail: the ranks of the plan's reference pairs first, then ranks on hosts with no suspect.
 pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[usize]) -> Vec<usize> {
     let mut suspects: BTreeSet<usize> = BTreeSet::new();
     for p in &v.confirmed {
         for r in [p.a, p.b] {
-            if suspects.len() < MAX_SUSPECTS {
+            if suspects.len() < MAX_FOLLOW_UP_SUSPECTS {
                 suspects.insert(r);
             }
         }
@@ -30,7 +26,7 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
         return Vec::new();
     }
     let rails = matches!(selection, Selection::Rails { .. });
-    let local = local_ranks(node_of);
+    let local = local_rank_of(node_of);
     let group = |r: usize| if rails { local[r] } else { 0 };
     let suspect_nodes: HashSet<usize> = suspects.iter().map(|&r| node_of[r]).collect();
     let from_plan = plan.references.iter().flat_map(|&(a, b)| [a, b]);
@@ -41,7 +37,7 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
     for g in groups {
         let mut added = 0;
         for r in from_plan.clone().chain(elsewhere.clone()).chain(everyone.clone()) {
-            if added == REFERENCE_RANKS {
+            if added == FOLLOW_UP_REFERENCE_RANKS {
                 break;
             }
             if group(r) == g && !suspects.contains(&r) && set.insert(r) {
@@ -54,7 +50,7 @@ pub fn ranks(v: &Verdict, plan: &RetestPlan, selection: Selection, node_of: &[us
 
 /// Rounds of every pair among `set` that the selection allows and the quick pass did not measure.
 pub fn rounds(set: &[usize], selection: Selection, node_of: &[usize], measured: &HashSet<Pair>) -> Vec<Vec<Pair>> {
-    let local = local_ranks(node_of);
+    let local = local_rank_of(node_of);
     circle_rounds(set.len())
         .into_iter()
         .map(|round| {

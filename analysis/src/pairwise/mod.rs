@@ -1,10 +1,12 @@
-//! What a pairwise run is and what it found: the configuration, the measurements, the verdict
-//! and blame ([`verdict`], [`blame`], [`rails`]), the follow-up planning, and the reports. The
-//! measuring itself (over a transport) is `collectives::pairwise`.
+//! What a pairwise run is and what it found: the configuration and its defaults ([`defaults`]),
+//! the measurements, the verdict and blame ([`verdict`], [`blame`], [`rails`], [`paths`]), the
+//! follow-up planning, and the reports. The measuring itself (over a transport) is
+//! `collectives::pairwise`.
 
 pub mod baseline;
 pub mod blame;
 pub mod bulk;
+pub mod defaults;
 pub mod follow_up;
 pub mod formulas;
 pub mod paths;
@@ -218,6 +220,11 @@ impl Measurement {
             retest,
             paths: Vec::new(),
         }
+    }
+
+    /// Its pair, lower rank first (both directions of a pair have the same).
+    pub fn pair(&self) -> Pair {
+        (self.src.min(self.dst), self.src.max(self.dst))
     }
 
     /// Higher is better: Gb/s, or 1/latency. With several queue pairs per test, the queue pair

@@ -62,7 +62,7 @@ fn with_paths<'a>(ms: &'a [Measurement], cfg: &'a PairwiseConfig) -> impl Iterat
 /// The bar for a queue pair's ratio to its others, from the first pass (None without several
 /// queue pairs per test). Under `--threshold F` the bar is F itself: a queue pair is slow below F
 /// times its test's others, as a pair is below F times the median.
-pub fn bulk(first: &[Measurement], cfg: &PairwiseConfig) -> Option<Bulk> {
+pub fn ratio_bulk(first: &[Measurement], cfg: &PairwiseConfig) -> Option<Bulk> {
     let all: Vec<f64> = with_paths(first, cfg).flat_map(ratios).collect();
     let b = Bulk::of(&all)?;
     Some(match cfg.threshold {
@@ -76,7 +76,7 @@ pub fn bulk(first: &[Measurement], cfg: &PairwiseConfig) -> Option<Bulk> {
 }
 
 /// What a run could name: the least drop below its test's others (`1 - F` under `--threshold`).
-fn sensitivity(b: &Bulk, cfg: &PairwiseConfig) -> f64 {
+fn path_sensitivity(b: &Bulk, cfg: &PairwiseConfig) -> f64 {
     match cfg.threshold {
         Some(f) => 1.0 - f,
         None => b.drop_fraction(),
@@ -84,13 +84,13 @@ fn sensitivity(b: &Bulk, cfg: &PairwiseConfig) -> f64 {
 }
 
 /// The pairs to retest alone for a suspect path (as the pass measured them: unordered).
-pub fn suspect_pairs(first: &[Measurement], cfg: &PairwiseConfig) -> Vec<Pair> {
-    let Some(b) = bulk(first, cfg) else {
+pub fn pairs_with_suspect_paths(first: &[Measurement], cfg: &PairwiseConfig) -> Vec<Pair> {
+    let Some(b) = ratio_bulk(first, cfg) else {
         return Vec::new();
     };
     let set: BTreeSet<Pair> = with_paths(first, cfg)
         .filter(|m| ratios(m).iter().any(|&r| r < b.bar))
-        .map(|m| (m.src.min(m.dst), m.src.max(m.dst)))
+        .map(Measurement::pair)
         .collect();
     set.into_iter().collect()
 }
@@ -148,8 +148,8 @@ impl PathVerdict {
 }
 
 /// The paths verdict of a run with several queue pairs per test (None otherwise).
-pub fn decide(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConfig) -> Option<PathVerdict> {
-    let b = bulk(first, cfg)?;
+pub fn judge_paths(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConfig) -> Option<PathVerdict> {
+    let b = ratio_bulk(first, cfg)?;
     let qps = with_paths(first, cfg).map(|m| m.paths.len()).max().unwrap_or(0);
     let mut cleared = Vec::new();
     let mut confirmed = Vec::new();
@@ -188,7 +188,7 @@ pub fn decide(first: &[Measurement], retests: &[Measurement], cfg: &PairwiseConf
     }
     Some(PathVerdict {
         qps,
-        sensitivity: sensitivity(&b, cfg),
+        sensitivity: path_sensitivity(&b, cfg),
         bulk: b,
         cleared,
         confirmed,

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::blame::{counts, Part, SlowPair};
+use super::blame::{slow_counts, Part, SlowPair};
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
 use super::{Measurement, PairwiseConfig, Selection};
@@ -69,7 +69,7 @@ impl Groups {
         }
     }
 
-    fn split(&self, ms: &[Measurement]) -> BTreeMap<Group, Vec<Measurement>> {
+    fn by_group(&self, ms: &[Measurement]) -> BTreeMap<Group, Vec<Measurement>> {
         let mut out: BTreeMap<Group, Vec<Measurement>> = BTreeMap::new();
         for m in ms {
             if let Some(g) = self.of((m.src, m.dst)) {
@@ -85,17 +85,17 @@ fn is_rails(cfg: &PairwiseConfig) -> bool {
 }
 
 /// What to retest alone: per rail (and within hosts) under `--rails`, else over the whole run.
-pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
+pub fn plan_rail_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
     if !is_rails(cfg) {
-        return verdict::retest_plan(first, cfg, hosts);
+        return verdict::plan_retests(first, cfg, hosts);
     }
     let groups = Groups::new(hosts);
     let mut plan = RetestPlan {
         at_once: true,
         ..RetestPlan::default()
     };
-    for ms in groups.split(first).values() {
-        let p = verdict::retest_plan(ms, cfg, hosts);
+    for ms in groups.by_group(first).values() {
+        let p = verdict::plan_retests(ms, cfg, hosts);
         plan.suspects.extend(p.suspects);
         plan.references.extend(p.references);
         plan.at_once &= p.at_once;
@@ -105,7 +105,7 @@ pub fn retest_plan(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]
 
 /// The verdict of the run, and under `--rails` one per rail (the run's verdict then carries
 /// every confirmed pair and blamed part, and the bars of pairs within hosts).
-pub fn decide(
+pub fn judge_rails(
     first: &[Measurement],
     retests: &[Measurement],
     cfg: &PairwiseConfig,
@@ -115,16 +115,16 @@ pub fn decide(
 ) -> (Verdict, Vec<RailOutcome>) {
     if !is_rails(cfg) {
         return (
-            verdict::decide(first, retests, cfg, hosts, plan, fabric.topology),
+            verdict::judge_pairs(first, retests, cfg, hosts, plan, fabric.topology),
             Vec::new(),
         );
     }
     let groups = Groups::new(hosts);
-    let retests_of = groups.split(retests);
+    let retests_of = groups.by_group(retests);
     let nic_of = |r: usize| fabric.nics.get(r).cloned().flatten();
     let mut rails: Vec<RailOutcome> = Vec::new();
     let mut within: Option<Verdict> = None;
-    for (g, ms) in groups.split(first) {
+    for (g, ms) in groups.by_group(first) {
         let in_group = |p: &Pair| groups.of(*p) == Some(g);
         let sub_plan = RetestPlan {
             suspects: plan.suspects.iter().copied().filter(in_group).collect(),
@@ -136,7 +136,7 @@ pub fn decide(
             settled: plan.settled,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
-        let v = verdict::decide(&ms, re, cfg, hosts, &sub_plan, fabric.topology);
+        let v = verdict::judge_pairs(&ms, re, cfg, hosts, &sub_plan, fabric.topology);
         match g {
             Group::WithinHost => within = Some(v),
             Group::Rail(rail) => {
@@ -237,7 +237,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         .iter()
         .map(|&h| Part::Node {
             host: h.to_string(),
-            counts: counts(slow_count[h], rails_of(h), slow_rails[h].iter().copied()),
+            counts: slow_counts(slow_count[h], rails_of(h), slow_rails[h].iter().copied()),
         })
         .collect();
     let mut confirmed = Vec::new();
@@ -333,13 +333,13 @@ mod tests {
         first: &[Measurement],
         nics: &[Option<String>],
     ) -> (Verdict, Vec<RailOutcome>) {
-        let plan = retest_plan(first, c, hosts);
+        let plan = plan_rail_retests(first, c, hosts);
         let retests: Vec<Measurement> = first
             .iter()
-            .filter(|x| plan.pairs().contains(&(x.src.min(x.dst), x.src.max(x.dst))))
+            .filter(|x| plan.pairs().contains(&x.pair()))
             .cloned()
             .collect();
-        decide(first, &retests, c, hosts, &plan, Fabric { topology: None, nics })
+        judge_rails(first, &retests, c, hosts, &plan, Fabric { topology: None, nics })
     }
 
     fn labels(parts: &[Part]) -> Vec<String> {
@@ -431,13 +431,7 @@ mod tests {
             first.push(m(a, b, g));
             first.push(m(b, a, 200.0));
         }
-        let plan = retest_plan(&first, &c, &hosts);
-        let retests: Vec<Measurement> = first
-            .iter()
-            .filter(|x| plan.pairs().contains(&(x.src.min(x.dst), x.src.max(x.dst))))
-            .cloned()
-            .collect();
-        let (v, per_rail) = decide(&first, &retests, &c, &hosts, &plan, Fabric::default());
+        let (v, per_rail) = judge_with(&c, &hosts, &first, &[]);
         assert!(per_rail.iter().all(|r| r.verdict.pass));
         assert_eq!(labels(&v.blamed), vec!["pair 2-3"]);
         assert_eq!(v.judged.len(), 1);

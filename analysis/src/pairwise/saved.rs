@@ -152,7 +152,7 @@ fn nics_of(o: &PairwiseOutcome) -> Vec<Option<String>> {
 pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topology>) -> PairwiseOutcome {
     let nics = nics_of(o);
     let fabric = Fabric { topology, nics: &nics };
-    let (verdict, rails) = rails::decide(&o.measurements, &[], cfg, &o.hosts, &RetestPlan::default(), fabric);
+    let (verdict, rails) = rails::judge_rails(&o.measurements, &[], cfg, &o.hosts, &RetestPlan::default(), fabric);
     // Queue pairs slower than their others, from the first pass alone as the pairs are.
     let from_pass = PairwiseConfig {
         retest: false,
@@ -163,7 +163,7 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
         retests: Vec::new(),
         verdict,
         rails,
-        paths: super::paths::decide(&o.measurements, &[], &from_pass),
+        paths: super::paths::judge_paths(&o.measurements, &[], &from_pass),
         ..o.clone()
     }
 }

@@ -13,8 +13,8 @@ use crate::progress::Progress;
 use analysis::pairwise::formulas::{BwResult, LatencyStats};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::{
-    follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome, Pattern,
-    Selection, TestKind, Timings,
+    defaults, follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome,
+    Pattern, Selection, TestKind, Timings,
 };
 use analysis::schedule::{host_disjoint_groups, Pair, Schedule, Shifts};
 use measure::MeasureSpec;
@@ -386,9 +386,9 @@ pub fn run(
     let rounds_run = shifts.map(|sh| sh.len());
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
         Some(all) if cfg.retest => verdict::RetestPlan {
-            paths: paths::suspect_pairs(all, cfg),
+            paths: paths::pairs_with_suspect_paths(all, cfg),
             amount: verdict::retest_amount(all, cfg, hosts),
-            ..rails::retest_plan(all, cfg, hosts)
+            ..rails::plan_rail_retests(all, cfg, hosts)
         },
         _ => verdict::RetestPlan::default(),
     };
@@ -397,13 +397,13 @@ pub fn run(
     // once, from the first pass, for every retest of the run).
     let recfg = plan.amount.map_or_else(|| cfg.clone(), |a| a.applied(cfg));
     let mut retests = Retests::default();
-    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), verdict::RETEST_PASSES, plan.at_once)?;
+    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), defaults::RETEST_PASSES, plan.at_once)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
     if cfg.pattern != Pattern::All && cfg.retest {
         if let (Some(ms), Some(re)) = (&measurements, &retests.measured) {
-            let (v, _) = rails::decide(ms, re, cfg, hosts, &plan, fabric);
+            let (v, _) = rails::judge_rails(ms, re, cfg, hosts, &plan, fabric);
             follow = follow_up::ranks(&v, &plan, cfg.selection, world.node_of());
         }
         follow = share(world, &follow, "sharing the follow-up ranks")?;
@@ -424,7 +424,7 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        let held = retests.run(world, t, &recfg, &new, verdict::RETEST_PASSES, whole.at_once)?;
+        let held = retests.run(world, t, &recfg, &new, defaults::RETEST_PASSES, whole.at_once)?;
         plan = verdict::RetestPlan {
             at_once: plan.at_once && held,
             amount: plan.amount,
@@ -435,7 +435,7 @@ pub fn run(
     if cfg.retest {
         let still = match (&measurements, &retests.measured) {
             (Some(ms), Some(re)) => {
-                let still = verdict::to_confirm(&rails::decide(ms, re, cfg, hosts, &plan, fabric).0);
+                let still = verdict::to_confirm(&rails::judge_rails(ms, re, cfg, hosts, &plan, fabric).0);
                 // What the passes so far showed (the confirmation passes may add to it below).
                 plan.at_once_noise = retests.at_once_noise;
                 plan.settled = verdict::settled_in_two(&plan, re, &still);
@@ -449,7 +449,7 @@ pub fn run(
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            retests.run(world, t, &recfg, &still, verdict::CONFIRM_PASSES, plan.at_once)?;
+            retests.run(world, t, &recfg, &still, defaults::CONFIRM_PASSES, plan.at_once)?;
         }
     }
     let Retests {
@@ -460,8 +460,8 @@ pub fn run(
     } = retests;
     plan.at_once_noise = at_once_noise;
     Ok(measurements.zip(measured).map(|(measurements, retests)| {
-        let (v, rails) = rails::decide(&measurements, &retests, cfg, hosts, &plan, fabric);
-        let paths = paths::decide(&measurements, &retests, cfg);
+        let (v, rails) = rails::judge_rails(&measurements, &retests, cfg, hosts, &plan, fabric);
+        let paths = paths::judge_paths(&measurements, &retests, cfg);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),

@@ -65,8 +65,8 @@ fn one_slow_queue_pair_of_a_quiet_fabric_is_named_alone() {
     let first = run(4, 0.01, 7, slow, false);
     let again = run(4, 0.01, 8, slow, true);
     let c = cfg(true);
-    assert_eq!(suspect_pairs(&first, &c), vec![(1, 3)]);
-    let v = decide(&first, &again, &c).expect("several queue pairs");
+    assert_eq!(pairs_with_suspect_paths(&first, &c), vec![(1, 3)]);
+    let v = judge_paths(&first, &again, &c).expect("several queue pairs");
     assert_eq!(v.qps, 4);
     assert_eq!(v.confirmed.len(), 1, "{v:?}");
     let p = &v.confirmed[0];
@@ -84,11 +84,11 @@ fn a_suspect_path_fine_alone_is_cleared() {
     let c = cfg(true);
     let first = run(4, 0.01, 7, Some((0, 2, 1, 0.5)), false);
     let again = run(4, 0.01, 9, None, true);
-    let v = decide(&first, &again, &c).expect("several queue pairs");
+    let v = judge_paths(&first, &again, &c).expect("several queue pairs");
     assert!(v.confirmed.is_empty() && v.pass(), "{v:?}");
     assert_eq!(v.cleared, vec![(0, 2, 1)]);
     // Without retests the first pass decides.
-    let v = decide(&first, &[], &cfg(false)).expect("several queue pairs");
+    let v = judge_paths(&first, &[], &cfg(false)).expect("several queue pairs");
     assert_eq!(v.confirmed.len(), 1);
     assert_eq!(v.confirmed[0].ratio_alone, None);
 }
@@ -99,13 +99,13 @@ fn a_noisy_fabric_names_no_healthy_path_and_still_a_halved_one_when_quiet_enough
     for seed in 0..50 {
         let first = run(6, 0.3, seed, None, false);
         let c = cfg(true);
-        assert!(suspect_pairs(&first, &c).is_empty(), "seed {seed}");
-        let v = decide(&first, &[], &c).expect("several queue pairs");
+        assert!(pairs_with_suspect_paths(&first, &c).is_empty(), "seed {seed}");
+        let v = judge_paths(&first, &[], &c).expect("several queue pairs");
         assert!(v.pass() && v.sensitivity > 0.3, "seed {seed}: {v:?}");
     }
     // +-5%: a path at half speed stands out.
     let slow = Some((5, 0, 0, 0.5));
-    let v = decide(&run(6, 0.05, 3, slow, false), &run(6, 0.05, 4, slow, true), &cfg(true)).unwrap();
+    let v = judge_paths(&run(6, 0.05, 3, slow, false), &run(6, 0.05, 4, slow, true), &cfg(true)).unwrap();
     assert_eq!(
         v.confirmed.iter().map(|p| (p.src, p.dst, p.qp)).collect::<Vec<_>>(),
         vec![(5, 0, 0)]
@@ -119,17 +119,17 @@ fn under_a_threshold_the_bar_is_that_fraction_of_the_others() {
     let slow = Some((2, 1, 3, 0.6));
     let (first, again) = (run(6, 0.05, 11, slow, false), run(6, 0.05, 12, slow, true));
     let named = |v: &PathVerdict| v.confirmed.iter().map(|p| (p.src, p.dst, p.qp)).collect::<Vec<_>>();
-    let robust = decide(&first, &again, &cfg(true)).expect("several queue pairs");
+    let robust = judge_paths(&first, &again, &cfg(true)).expect("several queue pairs");
     assert_eq!(named(&robust), vec![(2, 1, 3)]);
     let at = |f: f64| PairwiseConfig {
         threshold: Some(f),
         ..cfg(true)
     };
-    let v = decide(&first, &again, &at(0.5)).expect("several queue pairs");
+    let v = judge_paths(&first, &again, &at(0.5)).expect("several queue pairs");
     assert!(v.pass() && v.cleared.is_empty(), "{v:?}");
     assert_eq!((v.bulk.bar, v.sensitivity), (0.5, 0.5));
-    assert_eq!(suspect_pairs(&first, &at(0.5)), vec![]);
-    let v = decide(&first, &again, &at(0.7)).expect("several queue pairs");
+    assert_eq!(pairs_with_suspect_paths(&first, &at(0.5)), vec![]);
+    let v = judge_paths(&first, &again, &at(0.7)).expect("several queue pairs");
     assert_eq!(named(&v), vec![(2, 1, 3)]);
     assert!((v.sensitivity - 0.3).abs() < 1e-12);
 }
@@ -140,8 +140,8 @@ fn one_queue_pair_per_test_has_no_paths_verdict() {
     for m in &mut first {
         m.paths.clear();
     }
-    assert!(decide(&first, &[], &cfg(true)).is_none());
-    assert!(suspect_pairs(&first, &cfg(true)).is_empty());
+    assert!(judge_paths(&first, &[], &cfg(true)).is_none());
+    assert!(pairs_with_suspect_paths(&first, &cfg(true)).is_empty());
 }
 
 #[test]
@@ -163,8 +163,8 @@ fn the_reports_name_the_path_and_the_run_fails() {
     let (first, again) = (run(4, 0.01, 7, slow, false), run(4, 0.01, 8, slow, true));
     let hosts: Vec<String> = (0..4).map(|i| format!("h{i}")).collect();
     let plan = verdict::RetestPlan {
-        paths: suspect_pairs(&first, &c),
-        ..verdict::retest_plan(&first, &c, &hosts)
+        paths: pairs_with_suspect_paths(&first, &c),
+        ..verdict::plan_retests(&first, &c, &hosts)
     };
     assert_eq!(
         plan.pairs(),
@@ -177,8 +177,8 @@ fn the_reports_name_the_path_and_the_run_fails() {
         transport_details: Vec::new(),
         hosts: hosts.clone(),
         rounds: 3,
-        verdict: verdict::decide(&first, &again, &c, &hosts, &plan, None),
-        paths: decide(&first, &again, &c),
+        verdict: verdict::judge_pairs(&first, &again, &c, &hosts, &plan, None),
+        paths: judge_paths(&first, &again, &c),
         measurements: first,
         retests: again,
         config_findings: Vec::new(),

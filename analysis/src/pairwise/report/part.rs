@@ -3,7 +3,7 @@
 //! `# SLOWER THAN BASELINE: ...` lines both phrase a part from here, each followed by its own
 //! figures.
 
-use crate::pairwise::blame::{Counts, Part, SlowPair};
+use crate::pairwise::blame::{Part, SlowCounts, SlowPair};
 
 /// Which report names the part.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,7 +18,7 @@ pub enum Voice {
 /// What a blamed part is made of, whose figures a report quotes after its name.
 pub enum Members<'a> {
     /// A part of several rank pairs: how many of its members are slow, the worst scores.
-    Counts(&'a Counts),
+    Counts(&'a SlowCounts),
     /// One rank pair.
     Pair(&'a SlowPair),
 }
@@ -39,7 +39,7 @@ impl Part {
         };
         // The verdict says what is slow and how many rank pairs are behind a node or an uplink.
         let are_slow = if verdict { " are slow" } else { "" };
-        let behind = |k: &Counts| {
+        let behind = |k: &SlowCounts| {
             if verdict {
                 format!(" ({} rank pairs)", k.slow_pairs)
             } else {
@@ -126,8 +126,8 @@ impl Part {
 mod tests {
     use super::*;
 
-    fn k() -> Counts {
-        Counts {
+    fn k() -> SlowCounts {
+        SlowCounts {
             slow: 3,
             of: 5,
             slow_pairs: 4,

@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 
 use super::Scale;
-use crate::pairwise::bulk::{DEVIATIONS, MIN_CELLS, MIN_DROP};
-use crate::pairwise::verdict::{Judged, Population, Rule, Verdict, FEW_SUSPECTS, QUIET_SPREAD};
+use crate::pairwise::defaults::{DEVIATIONS, MIN_CELLS, MIN_DROP};
+use crate::pairwise::defaults::{FEW_SUSPECTS, QUIET_SPREAD};
+use crate::pairwise::verdict::{Judged, Population, Rule, Verdict};
 use crate::pairwise::{PairwiseOutcome, TestKind};
 
 /// The bar, the sensitivity and the retests alone of each population `v` judged.

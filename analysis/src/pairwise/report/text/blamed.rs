@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use super::Scale;
 use crate::counters;
-use crate::pairwise::blame::{Counts, Part};
+use crate::pairwise::blame::{Part, SlowCounts};
 use crate::pairwise::report::part::{Members, Voice};
 use crate::pairwise::verdict::{self, Population, Rule, Verdict};
 use crate::pairwise::PairwiseOutcome;
@@ -56,7 +56,7 @@ pub(super) fn blamed_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             format!("; healthy bulk {:.2} {u}", sc.val(j.bulk.median))
         })
     };
-    let worst = |k: &Counts| {
+    let worst = |k: &SlowCounts| {
         let alone = k
             .worst_retest
             .map_or(", not retested".to_string(), |r| format!(", alone {:.2}", sc.val(r)));

@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 
 use super::{host_width, nodes};
+use crate::pairwise::defaults::RETEST_SECONDS;
 use crate::pairwise::report::unit;
-use crate::pairwise::verdict::RETEST_SECONDS;
 use crate::pairwise::{Amount, OpName, PairwiseOutcome, TestKind, Timings};
 use crate::stats::median;
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::pairwise::bulk::MIN_CELLS;
+use crate::pairwise::defaults::MIN_CELLS;
 use crate::pairwise::PairwiseOutcome;
 
 /// `-q`: the queue pairs of each test against each other: the bar, what the run could have

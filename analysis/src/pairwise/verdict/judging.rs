@@ -1,0 +1,183 @@
+//! The verdict itself: each population's bar alone from its references and the retests' noise,
+//! each suspect confirmed or cleared against it, and the confirmed pairs blamed.
+
+use std::collections::HashMap;
+
+use super::bars::{bar_for, bars, rule, suspect_pairs};
+use super::cells::{at_matrix_size, by_pair, distinct_pairs};
+use super::noise::alone_spread;
+use super::plan::RetestPlan;
+use super::{Judged, Population, Rule, Verdict};
+use crate::pairwise::blame::{blame, SlowPair};
+use crate::pairwise::bulk::Bulk;
+use crate::pairwise::defaults::{DEVIATIONS, MIN_DROP};
+use crate::pairwise::topology::Topology;
+use crate::pairwise::{Measurement, PairwiseConfig, TestKind};
+use crate::schedule::Pair;
+use crate::stats::median;
+
+/// Bars alone closer than this (as a fraction of the references alone) are the same bar: the
+/// retests' noise is reported only where it moved the bar.
+const KEEP_EPSILON: f64 = 1e-9;
+
+/// The population a pair was judged in: under a threshold the one judgement, else the pair's
+/// own population (within a host or between hosts).
+pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: Pair) -> Option<&'a Judged> {
+    let p = if hosts.get(pair.0) == hosts.get(pair.1) {
+        Population::WithinHost
+    } else {
+        Population::BetweenHosts
+    };
+    match rule {
+        Rule::Threshold(_) => judged.first(),
+        Rule::Robust => judged.iter().find(|j| j.population == p),
+    }
+}
+
+/// A pair's figure alone, as the verdict judges it: its worst direction, each direction at its
+/// best retest pass (score units). None when the pair was not retested.
+pub fn alone_score(retests: &[Measurement], pair: Pair) -> Option<f64> {
+    let key = (pair.0.min(pair.1), pair.0.max(pair.1));
+    let re: Vec<&Measurement> = retests.iter().filter(|m| m.pair() == key).collect();
+    (!re.is_empty()).then(|| worst_of_best(&re))
+}
+
+/// The worst direction of a pair's retests, each direction at its best pass.
+fn worst_of_best(re: &[&Measurement]) -> f64 {
+    let mut best: HashMap<(usize, usize), f64> = HashMap::new();
+    for m in re {
+        let b = best.entry((m.src, m.dst)).or_insert(f64::NEG_INFINITY);
+        *b = b.max(m.score());
+    }
+    best.into_values().fold(f64::INFINITY, f64::min)
+}
+
+/// Judge the pairs, from the first pass and the retests (of suspects and references): each
+/// population's bar alone, each suspect confirmed or cleared against it,
+/// and the confirmed pairs blamed.
+pub fn judge_pairs(
+    first: &[Measurement],
+    retests: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    plan: &RetestPlan,
+    topology: Option<&Topology>,
+) -> Verdict {
+    let bars = bars(first, cfg, hosts);
+    let judged: Vec<Judged> = bars
+        .iter()
+        .map(|(p, bulk)| judge_population(*p, bulk, retests, cfg, hosts, plan))
+        .collect();
+    let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged);
+    let tested = distinct_pairs(at_matrix_size(first, cfg));
+    Verdict {
+        rule: rule(cfg),
+        judged,
+        cleared,
+        blamed: blame(hosts, &tested, &confirmed, topology),
+        pass: confirmed.is_empty(),
+        confirmed,
+    }
+}
+
+/// One population's judgement: its references alone and the bar a retest is held to.
+fn judge_population(
+    p: Population,
+    bulk: &Bulk,
+    retests: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    plan: &RetestPlan,
+) -> Judged {
+    let refs: Vec<Pair> = plan
+        .references
+        .iter()
+        .copied()
+        .filter(|&(a, b)| (hosts[a] == hosts[b]) == (p == Population::WithinHost))
+        .collect();
+    let mut alone: Vec<f64> = retests
+        .iter()
+        .filter(|m| refs.contains(&m.pair()))
+        .map(Measurement::score)
+        .collect();
+    let reference_alone = (!alone.is_empty()).then(|| median(&mut alone));
+    // Below where the references ran alone: by four deviations of the retests' own
+    // noise where there are enough retests to measure it (never less than the floor),
+    // else by the first pass's relative drop. The retests run one pair at a time, so
+    // their noise is theirs, not the first pass's contention: it widens the bar where a
+    // pair alone varies more than the first pass showed, and narrows it where the first
+    // pass was far noisier than a pair alone (a busy machine's first pass can spread over
+    // a factor of 3, and a node at a fiftieth was cleared alone against a bar at 2%).
+    let mut keep = bulk.bar / bulk.median.max(f64::MIN_POSITIVE);
+    let mut from_noise = None;
+    if let (Rule::Robust, Some(_)) = (rule(cfg), reference_alone) {
+        if let Some(sd) = alone_spread(retests, hosts, p) {
+            let k = (-(DEVIATIONS * sd).max(MIN_DROP)).exp();
+            if (k - keep).abs() > KEEP_EPSILON {
+                keep = k;
+                from_noise = Some(sd);
+            }
+        }
+    }
+    let mut bar_alone = reference_alone.map_or(bulk.bar, |r| r * keep);
+    if let (TestKind::Bw, Some(f)) = (cfg.test, cfg.expect_gbps) {
+        bar_alone = bar_alone.max(f);
+    }
+    Judged {
+        population: p,
+        sensitivity: bulk.drop_fraction().max(1.0 - keep),
+        bulk: *bulk,
+        references: refs,
+        reference_alone,
+        bar_alone,
+        alone_spread: from_noise,
+        retested_at_once: plan.at_once && reference_alone.is_some(),
+        at_once_noise: plan.at_once_noise.filter(|_| reference_alone.is_some()),
+        settled_in_two_passes: plan.settled && reference_alone.is_some(),
+    }
+}
+
+/// The suspects of the first pass, confirmed (still below their population's bar alone, or not
+/// retested) or cleared.
+fn confirm_suspects(
+    first: &[Measurement],
+    retests: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    bars: &[(Population, Bulk)],
+    judged: &[Judged],
+) -> (Vec<SlowPair>, Vec<Pair>) {
+    let rule = rule(cfg);
+    let alone_bar = |pair: Pair| judged_for(judged, rule, hosts, pair).map_or(0.0, |j| j.bar_alone);
+    let mut confirmed = Vec::new();
+    let mut cleared = Vec::new();
+    let first_of = by_pair(at_matrix_size(first, cfg));
+    let retest_of = by_pair(retests.iter());
+    for (a, b) in suspect_pairs(first, cfg, hosts, bars) {
+        let slow_dirs: Vec<&Measurement> = first_of
+            .get(&(a, b))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
+            .collect();
+        let worst_first = slow_dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
+        let re: Vec<&Measurement> = retest_of.get(&(a, b)).cloned().unwrap_or_default();
+        let worst_re = worst_of_best(&re);
+        let retested = !re.is_empty();
+        if retested && worst_re >= alone_bar((a, b)) {
+            cleared.push((a, b));
+            continue;
+        }
+        confirmed.push(SlowPair {
+            a,
+            b,
+            host_a: hosts[a].clone(),
+            host_b: hosts[b].clone(),
+            first: worst_first,
+            retest: retested.then_some(worst_re),
+            directions: slow_dirs.iter().map(|m| (m.src, m.dst)).collect(),
+        });
+    }
+    (confirmed, cleared)
+}
