@@ -19,7 +19,7 @@ use crate::rank::Mesh;
 use crate::settings::{self, Rank};
 
 /// Build the configuration, or say what is wrong with the flags.
-pub fn config(s: &settings::Coll) -> Result<CollConfig, String> {
+pub fn config(s: &settings::CollSettings) -> Result<CollConfig, String> {
     let a = &s.args;
     let dtypes = if a.dtype == "all" {
         DataType::ALL.to_vec()
@@ -271,7 +271,7 @@ fn devices(world: &World, transport: &str, gpu: Option<(&dyn Gpu, DataPath)>) ->
 }
 
 /// A collective's subcommand on this rank; the process exit status.
-pub fn run(mut s: settings::Coll) -> i32 {
+pub fn run(mut s: settings::CollSettings) -> i32 {
     let name = s.name;
     let Some(coll) = coll::by_name(name) else {
         ranks::eline!("meshrun: unknown collective {name}");
@@ -314,7 +314,7 @@ pub fn run(mut s: settings::Coll) -> i32 {
 /// A collective sweep (`meshrun all_reduce ...`): the flags, checked before any rank starts.
 struct Coll {
     coll: &'static dyn coll::Collective,
-    s: settings::Coll,
+    s: settings::CollSettings,
     cfg: CollConfig,
     gpu_req: Option<GpuRequest>,
     /// The command line, for the JSON report.
@@ -377,7 +377,7 @@ impl RankCommand for Coll {
             return Err("--metrics -: only -J writes to stdout; give --metrics a file name".into());
         }
         let a = &self.s.args;
-        crate::report_files::check_writable(
+        crate::report_files::check_all_writable(
             [&a.json, &a.metrics].into_iter().flatten().map(|p| p.as_path()),
             a.force,
         )

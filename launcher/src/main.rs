@@ -31,12 +31,12 @@ mod workers;
 use std::process::ExitCode;
 
 use exit::Status;
-use settings::{Command, Here, Nics};
+use settings::{Here, Nics, Resolved};
 
 fn main() -> ExitCode {
     let (cli, matches) = command_line::parse();
     let env = |k: &str| std::env::var(k).ok();
-    let cmd = match settings::resolve(cli.command, &matches, Nics::Here(&Here::this_host()), &env) {
+    let cmd = match settings::resolve(cli.command, &matches, Nics::Here(&Here::detect()), &env) {
         Ok(c) => c,
         Err(e) => {
             ranks::eline!("meshrun: {e}");
@@ -44,16 +44,16 @@ fn main() -> ExitCode {
         }
     };
     let code = match cmd {
-        Command::Launch(a) => launch::run(a),
-        Command::MeshCheck(s) => driver::drive(mesh_check_cmd::MeshCheck::new(s)),
-        Command::Devices(a) => devices_cmd::run(a),
-        Command::Compare(a) => compare_cmd::run(&a),
-        Command::Verdict(a) => verdict_cmd::run(&a),
-        Command::Pairwise(s) => driver::drive(pairwise_cmd::Pairwise::new(s)),
-        Command::Preflight(s) => preflight_cmd::run(s),
-        Command::Coll(s) => coll_cmd::run(s),
-        Command::Completions(a) => manual::completions(a.shell),
-        Command::Manpage => manual::manpage(),
+        Resolved::Launch(a) => launch::run(a),
+        Resolved::MeshCheck(s) => driver::drive(mesh_check_cmd::MeshCheck::new(s)),
+        Resolved::Devices(a) => devices_cmd::run(a),
+        Resolved::Compare(a) => compare_cmd::run(&a),
+        Resolved::Verdict(a) => verdict_cmd::run(&a),
+        Resolved::Pairwise(s) => driver::drive(pairwise_cmd::Pairwise::new(s)),
+        Resolved::Preflight(s) => preflight_cmd::run(s),
+        Resolved::Coll(s) => coll_cmd::run(s),
+        Resolved::Completions(a) => manual::completions(a.shell),
+        Resolved::Manpage => manual::manpage(),
     };
     exit::self_report(code);
     ExitCode::from(code.clamp(0, 255) as u8)

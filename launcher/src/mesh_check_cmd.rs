@@ -38,7 +38,7 @@ pub struct Checked {
 }
 
 impl MeshCheck {
-    pub fn new(s: settings::MeshCheck) -> MeshCheck {
+    pub fn new(s: settings::MeshCheckSettings) -> MeshCheck {
         let cfg = MeshCheckConfig {
             bytes: s.args.bytes as usize,
             iters: s.args.iters as usize,
@@ -77,7 +77,7 @@ impl RankCommand for MeshCheck {
 
     /// The --json file.
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
-        crate::report_files::check_writable(self.args.json.as_deref(), self.args.force)
+        crate::report_files::check_all_writable(self.args.json.as_deref(), self.args.force)
     }
 
     fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Checked>, RankFailure> {

@@ -24,7 +24,7 @@ use crate::settings::{self, Rank};
 
 /// Pairwise's configuration over a mesh of `transport`, or what is wrong with the flags (the
 /// first problem, in the order below).
-pub fn config(s: &settings::Pairwise, transport: TransportKind) -> Result<PairwiseConfig, String> {
+pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Result<PairwiseConfig, String> {
     let a = &s.args;
     let test = match a.test {
         TestArg::Bw => TestKind::Bw,
@@ -77,7 +77,7 @@ pub fn config(s: &settings::Pairwise, transport: TransportKind) -> Result<Pairwi
 
 /// The operation `--op` asks for, or the default (perftest's ib_write_bw where one-sided writes
 /// exist), checked against the transport, `-D` and `--use-cuda`.
-fn operation(s: &settings::Pairwise, test: TestKind, transport: TransportKind) -> Result<OpName, String> {
+fn operation(s: &settings::PairwiseSettings, test: TestKind, transport: TransportKind) -> Result<OpName, String> {
     let a = &s.args;
     // One-sided write and read need the transport's RDMA extension.
     let (can_write, can_read) = (transport.has_rdma(), transport.has_rdma());
@@ -119,7 +119,7 @@ fn operation(s: &settings::Pairwise, test: TestKind, transport: TransportKind) -
 /// Queue pairs per test ([`settings::Qps::per_test`]), with where they came from appended to
 /// `nic_choice`; checked against their range, the transport, the test and `-D`.
 fn queue_pairs(
-    s: &settings::Pairwise,
+    s: &settings::PairwiseSettings,
     test: TestKind,
     transport: TransportKind,
     nic_choice: &mut Option<String>,
@@ -155,7 +155,7 @@ fn queue_pairs(
 
 /// Flags refused with what to do instead: `-R` without RDMA, perftest's `-p` and
 /// `--use_cuda_bus_id`, `-D` or `-b` with `--test lat`.
-fn refused(s: &settings::Pairwise, test: TestKind, transport: TransportKind) -> Result<(), String> {
+fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportKind) -> Result<(), String> {
     let a = &s.args;
     if s.rank.rdma_cm && !transport.has_rdma() {
         return Err(format!(
@@ -289,20 +289,20 @@ fn same_job(
 /// Problems only rank 0 can see: output files.
 fn check_outputs(a: &PairwiseArgs) -> Result<(), String> {
     let files = outputs(a)?;
-    crate::report_files::check_writable(files.iter().map(|(p, _)| p.as_path()), a.force)
+    crate::report_files::check_all_writable(files.iter().map(|(p, _)| p.as_path()), a.force)
 }
 
 /// `meshrun pairwise`: the flags, and what the checks before the run found (the configuration,
 /// and on rank 0 the topology and baseline files read).
 pub struct Pairwise {
-    s: settings::Pairwise,
+    s: settings::PairwiseSettings,
     cfg: Option<PairwiseConfig>,
     topology: Option<Topology>,
     then: Option<PairwiseOutcome>,
 }
 
 impl Pairwise {
-    pub fn new(s: settings::Pairwise) -> Pairwise {
+    pub fn new(s: settings::PairwiseSettings) -> Pairwise {
         Pairwise {
             s,
             cfg: None,

@@ -11,7 +11,7 @@
 use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, TransportChoice};
-use crate::settings::{self, Command, Nics};
+use crate::settings::{self, Nics, Resolved};
 
 /// The job as the launcher placed it: ranks per host, in rank order.
 pub struct Job<'a> {
@@ -52,11 +52,13 @@ fn checked(args: &[String], job: &Job<'_>) -> Result<(), String> {
 }
 
 /// The checks of each rank command that need only the job's shape.
-fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
+fn rank_checks(cmd: &Resolved, job: &Job<'_>) -> Result<(), String> {
     let size = job.size();
     match cmd {
-        Command::Launch(_) => Err("`launch` cannot be a rank command; give the test to run, e.g. `-- pairwise`".into()),
-        Command::MeshCheck(a) => {
+        Resolved::Launch(_) => {
+            Err("`launch` cannot be a rank command; give the test to run, e.g. `-- pairwise`".into())
+        }
+        Resolved::MeshCheck(a) => {
             crate::mesh_check_cmd::check_args(&a.args)?;
             if size < 2 {
                 return Err(format!(
@@ -65,7 +67,7 @@ fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Pairwise(a) => {
+        Resolved::Pairwise(a) => {
             // `auto` may end on either; RDMA is assumed, so only what no transport could do is
             // refused here (the ranks refuse --op write if auto ends on TCP).
             let kind = match a.rank.transport {
@@ -90,7 +92,7 @@ fn rank_checks(cmd: &Command, job: &Job<'_>) -> Result<(), String> {
             }
             Ok(())
         }
-        Command::Coll(c) => {
+        Resolved::Coll(c) => {
             let cfg = crate::coll_cmd::config(c)?;
             if cfg.root >= size {
                 return Err(format!(

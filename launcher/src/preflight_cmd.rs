@@ -11,7 +11,7 @@ use ranks::World;
 use crate::cli::PreflightArgs;
 use crate::driver::{NoMesh, RankCommand};
 use crate::exit::{RankFailure, Status};
-use crate::settings::{Preflight as Settings, Rank};
+use crate::settings::{PreflightSettings, Rank};
 
 /// The expectation file, read and parsed; the error is one line naming the file.
 fn expectations(a: &PreflightArgs) -> Result<Option<Expectations>, String> {
@@ -63,7 +63,7 @@ fn render(a: &PreflightArgs, all: &[Inventory], expect: Option<&Expectations>, l
 
 /// `meshrun preflight`; the process exit status. `--local` without MPI; else through the
 /// driver, with MPI alone (no mesh).
-pub fn run(s: Settings) -> i32 {
+pub fn run(s: PreflightSettings) -> i32 {
     if s.args.local {
         return run_local(&s);
     }
@@ -72,7 +72,7 @@ pub fn run(s: Settings) -> i32 {
 
 /// `meshrun preflight` over MPI: the flags, and the expectation file rank 0 read.
 struct Preflight {
-    s: Settings,
+    s: PreflightSettings,
     expect: Option<Expectations>,
 }
 
@@ -87,7 +87,7 @@ impl RankCommand<NoMesh> for Preflight {
     fn check_root(&mut self, _world: &World) -> Result<(), String> {
         let a = &self.s.args;
         self.expect = expectations(a)?;
-        crate::report_files::check_writable(a.json.as_deref(), a.force)
+        crate::report_files::check_all_writable(a.json.as_deref(), a.force)
     }
 
     fn run(&mut self, world: &World, _: &mut NoMesh) -> Result<Option<Vec<Inventory>>, RankFailure> {
@@ -119,7 +119,7 @@ impl RankCommand<NoMesh> for Preflight {
 }
 
 /// `--local`: this node alone, no MPI: its own problems and the expectation file.
-fn run_local(s: &Settings) -> i32 {
+fn run_local(s: &PreflightSettings) -> i32 {
     let a = &s.args;
     let expect = match expectations(a) {
         Ok(e) => e,
@@ -128,7 +128,7 @@ fn run_local(s: &Settings) -> i32 {
             return Status::Usage.code();
         }
     };
-    if let Err(e) = crate::report_files::check_writable(a.json.as_deref(), a.force) {
+    if let Err(e) = crate::report_files::check_all_writable(a.json.as_deref(), a.force) {
         ranks::eline!("meshrun: {e}");
         return Status::Usage.code();
     }

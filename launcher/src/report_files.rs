@@ -10,7 +10,7 @@ use crate::exit::Status;
 
 /// Whether every path of `paths` may be written (`force`: over an existing file); the first
 /// problem, as one line.
-pub fn check_writable<'a>(paths: impl IntoIterator<Item = &'a Path>, force: bool) -> Result<(), String> {
+pub fn check_all_writable<'a>(paths: impl IntoIterator<Item = &'a Path>, force: bool) -> Result<(), String> {
     for p in paths {
         output::check_writable(p, force).map_err(|e| e.to_string())?;
     }

@@ -11,7 +11,7 @@ use e2e::{limits, meshrun_command, mpirun_command, run_bounded_leftovers, Run};
 
 /// One kind of job: how to run it, the status it must end with, and the words its output must
 /// hold for that status.
-struct Kind {
+struct JobKind {
     name: &'static str,
     np: usize,
     args: &'static [&'static str],
@@ -20,8 +20,8 @@ struct Kind {
     says: &'static str,
 }
 
-const KINDS: &[Kind] = &[
-    Kind {
+const KINDS: &[JobKind] = &[
+    JobKind {
         name: "launch all_reduce",
         np: 0,
         args: &[
@@ -43,7 +43,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "# Out of bounds values : 0 OK",
     },
-    Kind {
+    JobKind {
         name: "mesh-check",
         np: 3,
         args: &["mesh-check", "--iters", "5", "--transport", "tcp"],
@@ -51,7 +51,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "# OK: all 3 pairs reachable",
     },
-    Kind {
+    JobKind {
         name: "pairwise",
         np: 3,
         args: &[
@@ -69,7 +69,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "# PASS: no slow pairs",
     },
-    Kind {
+    JobKind {
         name: "all_gather",
         np: 2,
         args: &["all_gather", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
@@ -77,7 +77,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "# Out of bounds values : 0 OK",
     },
-    Kind {
+    JobKind {
         name: "alltoall",
         np: 3,
         args: &["alltoall", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
@@ -85,7 +85,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "# Out of bounds values : 0 OK",
     },
-    Kind {
+    JobKind {
         name: "all_reduce below its bar",
         np: 2,
         args: &[
@@ -105,7 +105,7 @@ const KINDS: &[Kind] = &[
         status: 1,
         says: "FAILED",
     },
-    Kind {
+    JobKind {
         name: "mesh-check corrupted",
         np: 3,
         args: &["mesh-check", "--iters", "5", "--transport", "tcp"],
@@ -113,7 +113,7 @@ const KINDS: &[Kind] = &[
         status: 1,
         says: "bytes wrong from rank 1",
     },
-    Kind {
+    JobKind {
         name: "compare",
         np: 0,
         args: &[
@@ -125,7 +125,7 @@ const KINDS: &[Kind] = &[
         status: 0,
         says: "geometric mean",
     },
-    Kind {
+    JobKind {
         name: "bad root",
         np: 2,
         args: &["all_reduce", "-r", "5", "-b", "8", "-e", "8", "--transport", "tcp"],
@@ -133,7 +133,7 @@ const KINDS: &[Kind] = &[
         status: 2,
         says: "meshrun: -r 5: this job has ranks 0 to 1",
     },
-    Kind {
+    JobKind {
         name: "reduce_scatter",
         np: 2,
         args: &["reduce_scatter", "-b", "8", "-e", "8K", "-n", "5", "--transport", "tcp"],
@@ -174,7 +174,7 @@ fn self_reports(stderr: &str) -> Vec<SelfReport> {
 
 /// One job of `kind`, its processes tagged `tag` and its shared-memory segments in `shm`: what it
 /// left, and the processes still there 5 s after it ended.
-fn run(kind: &Kind, tag: &str, shm: &std::path::Path) -> (Run, Vec<String>) {
+fn run(kind: &JobKind, tag: &str, shm: &std::path::Path) -> (Run, Vec<String>) {
     let self_report = ("MESHRUN_SELF_REPORT", "1");
     let mut cmd = if kind.np == 0 {
         meshrun_command(kind.args)

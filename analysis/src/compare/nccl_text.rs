@@ -38,7 +38,7 @@ fn header_columns(line: &str) -> Option<(usize, usize)> {
 }
 
 /// A result row as found: its line number (1-based) and its words.
-struct Row<'a> {
+struct ParsedRow<'a> {
     line: usize,
     words: Vec<&'a str>,
 }
@@ -48,7 +48,7 @@ struct Section<'a> {
     ranks: usize,
     /// The busbw column and the header's width.
     columns: Option<(usize, usize)>,
-    rows: Vec<Row<'a>>,
+    rows: Vec<ParsedRow<'a>>,
     started_by_name: bool,
     /// A footer line came after the rows: the run finished this table.
     finished: bool,
@@ -78,7 +78,7 @@ fn test_name(s: &str) -> String {
 }
 
 /// The busbw figure of one row, or why there is none.
-fn busbw(row: &Row<'_>, at: usize) -> Result<f64, String> {
+fn busbw(row: &ParsedRow<'_>, at: usize) -> Result<f64, String> {
     let Some(cell) = row.words.get(at) else {
         return Err(format!(
             "a row of {} columns; the header puts busbw in column {}",
@@ -233,7 +233,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
         if cur.columns.is_none() {
             continue;
         }
-        cur.rows.push(Row { line: i + 1, words });
+        cur.rows.push(ParsedRow { line: i + 1, words });
     }
     if !cur.is_empty() {
         sections.push(cur);

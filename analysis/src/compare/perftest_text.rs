@@ -20,21 +20,21 @@ pub fn is_header(line: &str) -> bool {
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Kind {
+enum PerftestKind {
     /// Bandwidth, and the factor from its unit to Gb/s.
     Bw(f64),
     Lat,
 }
 
-impl Kind {
+impl PerftestKind {
     /// What a `#bytes` header's table holds; None for a bandwidth in no unit known.
-    fn of_header(t: &str) -> Option<Kind> {
+    fn of_header(t: &str) -> Option<PerftestKind> {
         if t.contains("t_typical") {
-            Some(Kind::Lat)
+            Some(PerftestKind::Lat)
         } else if t.contains("[MB/sec]") {
-            Some(Kind::Bw(1048576.0 * 8.0 / 1e9))
+            Some(PerftestKind::Bw(1048576.0 * 8.0 / 1e9))
         } else if t.contains("[Gb/sec]") {
-            Some(Kind::Bw(1.0))
+            Some(PerftestKind::Bw(1.0))
         } else {
             None
         }
@@ -43,11 +43,11 @@ impl Kind {
 
 pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
     let mut title: Option<String> = None;
-    let mut kind: Option<Kind> = None;
+    let mut kind: Option<PerftestKind> = None;
     let mut ranks: Option<usize> = None;
     let mut by_size: BTreeMap<u64, Vec<f64>> = BTreeMap::new();
     let mut pairwise = false;
-    let mut last_kind: Option<Kind> = None;
+    let mut last_kind: Option<PerftestKind> = None;
     // The line of the last result row while its table is still open (no rule under it yet).
     let mut open_table: Option<usize> = None;
     for (i, line) in text.lines().enumerate() {
@@ -65,7 +65,7 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             ranks = rest.split_whitespace().next().and_then(|n| n.parse().ok()).or(ranks);
         }
         if t.starts_with("#bytes") {
-            kind = Some(Kind::of_header(t).ok_or_else(|| {
+            kind = Some(PerftestKind::of_header(t).ok_or_else(|| {
                 error(
                     path,
                     i + 1,
@@ -87,8 +87,8 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             continue;
         };
         let at = match k {
-            Kind::Bw(_) => 3,
-            Kind::Lat => 4,
+            PerftestKind::Bw(_) => 3,
+            PerftestKind::Lat => 4,
         };
         let Some(v) = words.get(at).and_then(|w| w.parse::<f64>().ok()) else {
             return Err(error(
@@ -98,8 +98,8 @@ pub fn parse(path: &str, text: &str) -> Result<Parsed, FormatError> {
             ));
         };
         let v = match k {
-            Kind::Bw(f) => v * f,
-            Kind::Lat => v,
+            PerftestKind::Bw(f) => v * f,
+            PerftestKind::Lat => v,
         };
         by_size.entry(size).or_default().push(v);
         open_table = Some(i + 1);
@@ -125,7 +125,7 @@ fn title_of(t: &str) -> Option<(String, bool)> {
 /// run), named by the title, with a warning where the table was left open (`open_table`: its
 /// last row's line).
 fn parsed(
-    k: Kind,
+    k: PerftestKind,
     pairwise: bool,
     title: Option<String>,
     ranks: Option<usize>,
@@ -133,10 +133,10 @@ fn parsed(
     open_table: Option<usize>,
 ) -> Parsed {
     let (figure, better) = match (k, pairwise) {
-        (Kind::Bw(_), false) => ("BW average (Gb/s)", Better::Higher),
-        (Kind::Bw(_), true) => ("BW average (Gb/s), median over pairs", Better::Higher),
-        (Kind::Lat, false) => ("t_typical (usec)", Better::Lower),
-        (Kind::Lat, true) => ("t_typical (usec), median over pairs", Better::Lower),
+        (PerftestKind::Bw(_), false) => ("BW average (Gb/s)", Better::Higher),
+        (PerftestKind::Bw(_), true) => ("BW average (Gb/s), median over pairs", Better::Higher),
+        (PerftestKind::Lat, false) => ("t_typical (usec)", Better::Lower),
+        (PerftestKind::Lat, true) => ("t_typical (usec), median over pairs", Better::Lower),
     };
     let warnings = open_table
         .map(|line| {

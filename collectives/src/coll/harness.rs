@@ -65,7 +65,7 @@ enum Impl {
     Mpi,
 }
 
-struct Run<'a> {
+struct HarnessRun<'a> {
     world: &'a World,
     coll: &'a dyn Collective,
     cfg: &'a CollConfig,
@@ -73,7 +73,7 @@ struct Run<'a> {
     injects: bool,
 }
 
-impl Run<'_> {
+impl HarnessRun<'_> {
     fn once(
         &self,
         t: &mut dyn Transport,
@@ -335,13 +335,13 @@ pub fn run(
     mut gpu: Option<(&mut dyn Gpu, DataPath)>,
     mut row: impl FnMut(&Row),
 ) -> Result<Sweep, CollError> {
-    let run = Run {
+    let run = HarnessRun {
         world,
         coll,
         cfg,
         injects: true,
     };
-    let baseline_run = Run {
+    let baseline_run = HarnessRun {
         world,
         coll,
         cfg,

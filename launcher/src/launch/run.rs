@@ -9,7 +9,7 @@ use crate::cli::LaunchArgs;
 use crate::exit::Status;
 
 /// A host the job places ranks on, and how many.
-type Placement = Vec<(String, u64)>;
+type RanksPerHost = Vec<(String, u64)>;
 
 /// `meshrun launch`; the process exit status (mpirun's, or 2 with one line saying why not).
 pub fn run(a: LaunchArgs) -> i32 {
@@ -79,7 +79,7 @@ fn launch(a: LaunchArgs) -> Result<i32, LaunchError> {
 }
 
 /// The ranks per host: from the host list, or all on this host without one.
-fn place(a: &LaunchArgs, src: Option<&HostSource>) -> Result<Placement, LaunchError> {
+fn place(a: &LaunchArgs, src: Option<&HostSource>) -> Result<RanksPerHost, LaunchError> {
     match src {
         Some(s) => super::place(s, a.np, a.ppn, a.oversubscribe),
         None => {
@@ -109,7 +109,7 @@ fn rsh_args(a: &LaunchArgs, flavour: MpiFlavour) -> Result<Option<String>, Launc
 fn hosts_ready(
     a: &LaunchArgs,
     s: &HostSource,
-    placement: &Placement,
+    placement: &RanksPerHost,
     rsh_args: Option<&str>,
 ) -> Result<(), LaunchError> {
     let mpijob = crate::workers::is_mpijob(&s.from, &env);

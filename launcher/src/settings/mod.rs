@@ -22,13 +22,13 @@ pub use qps::Qps;
 pub use rank::{Here, Rank};
 
 /// A subcommand with its settings resolved: what `main` dispatches.
-pub enum Command {
+pub enum Resolved {
     Launch(LaunchArgs),
-    MeshCheck(MeshCheck),
+    MeshCheck(MeshCheckSettings),
     Devices(DevicesArgs),
-    Preflight(Preflight),
-    Pairwise(Pairwise),
-    Coll(Coll),
+    Preflight(PreflightSettings),
+    Pairwise(PairwiseSettings),
+    Coll(CollSettings),
     Verdict(VerdictArgs),
     Compare(CompareArgs),
     Completions(CompletionsArgs),
@@ -36,20 +36,20 @@ pub enum Command {
 }
 
 /// `meshrun mesh-check`: its flags and the rank options resolved.
-pub struct MeshCheck {
+pub struct MeshCheckSettings {
     pub args: MeshCheckArgs,
     pub rank: Rank,
 }
 
 /// `meshrun preflight`: its flags and the rank options resolved.
-pub struct Preflight {
+pub struct PreflightSettings {
     pub args: PreflightArgs,
     pub rank: Rank,
 }
 
 /// `meshrun pairwise`: its flags, and what they resolve to (read these, not `args.rank`,
 /// `args.use_cuda` or `args.qps`).
-pub struct Pairwise {
+pub struct PairwiseSettings {
     pub args: PairwiseArgs,
     /// The rank options, perftest's `-d/-i/-x/-R` folded in.
     pub rank: Rank,
@@ -59,11 +59,11 @@ pub struct Pairwise {
     pub qps: Qps,
 }
 
-impl Pairwise {
+impl PairwiseSettings {
     /// The flags with `rank` (their rank options resolved) and `qps`; perftest's -d/-i/-x are
     /// the same as --ib-dev/--ib-port/--gid-index (and win, as those flags do, over a choice
     /// made from NCCL's variables), -R as --rdma-cm.
-    pub fn new(args: PairwiseArgs, mut rank: Rank, qps: Qps) -> Pairwise {
+    pub fn new(args: PairwiseArgs, mut rank: Rank, qps: Qps) -> PairwiseSettings {
         let mut use_cuda = args.use_cuda.clone();
         if args.use_cuda_dmabuf && use_cuda.is_none() {
             use_cuda = Some("auto".into());
@@ -80,7 +80,7 @@ impl Pairwise {
         if args.perftest_rdma_cm {
             rank.rdma_cm = true;
         }
-        Pairwise {
+        PairwiseSettings {
             args,
             rank,
             use_cuda,
@@ -91,7 +91,7 @@ impl Pairwise {
 
 /// A collective's subcommand: which one, its flags and what they resolve to (read `rank`,
 /// `busbw_bar` and `qps`, not `args.rank` or `args.qps`).
-pub struct Coll {
+pub struct CollSettings {
     /// Its name in `collectives::coll::REGISTRY`.
     pub name: &'static str,
     pub args: CollArgs,
@@ -118,7 +118,7 @@ pub fn resolve(
     m: &clap::ArgMatches,
     nics: Nics<'_>,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Command, String> {
+) -> Result<Resolved, String> {
     let empty = clap::ArgMatches::default();
     let sub = m.subcommand().map_or(&empty, |(_, s)| s);
     let rank = |a: &cli::RankArgs| match nics {
@@ -130,24 +130,24 @@ pub fn resolve(
         Nics::Flags => Qps::from_flag(given),
     };
     Ok(match cmd {
-        cli::Command::Launch(a) => Command::Launch(a),
-        cli::Command::MeshCheck(args) => Command::MeshCheck(MeshCheck {
+        cli::Command::Launch(a) => Resolved::Launch(a),
+        cli::Command::MeshCheck(args) => Resolved::MeshCheck(MeshCheckSettings {
             rank: rank(&args.rank)?,
             args,
         }),
-        cli::Command::Devices(a) => Command::Devices(a),
-        cli::Command::Preflight(args) => Command::Preflight(Preflight {
+        cli::Command::Devices(a) => Resolved::Devices(a),
+        cli::Command::Preflight(args) => Resolved::Preflight(PreflightSettings {
             rank: rank(&args.rank)?,
             args,
         }),
         cli::Command::Pairwise(args) => {
             let (r, q) = (rank(&args.rank)?, qps(args.qps));
-            Command::Pairwise(Pairwise::new(args, r, q))
+            Resolved::Pairwise(PairwiseSettings::new(args, r, q))
         }
         cli::Command::Coll(c) => {
             let (r, q) = (rank(&c.args.rank)?, qps(c.args.qps));
             let busbw_bar = busbw::from_matches(c.args.expect_busbw, sub, env)?;
-            Command::Coll(Coll {
+            Resolved::Coll(CollSettings {
                 name: c.name,
                 args: c.args,
                 rank: r,
@@ -155,9 +155,9 @@ pub fn resolve(
                 qps: q,
             })
         }
-        cli::Command::Verdict(a) => Command::Verdict(a),
-        cli::Command::Compare(a) => Command::Compare(a),
-        cli::Command::Completions(a) => Command::Completions(a),
-        cli::Command::Manpage => Command::Manpage,
+        cli::Command::Verdict(a) => Resolved::Verdict(a),
+        cli::Command::Compare(a) => Resolved::Compare(a),
+        cli::Command::Completions(a) => Resolved::Completions(a),
+        cli::Command::Manpage => Resolved::Manpage,
     })
 }

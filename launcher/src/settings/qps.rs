@@ -114,7 +114,7 @@ pub fn qps(
         },
     };
     if let Some(s) = from {
-        let line = Provenance { items: vec![("-q", s)] }.header().unwrap_or_default();
+        let line = Provenance { items: vec![("-q", s)] }.line().unwrap_or_default();
         *header = Some(match header.take() {
             Some(h) => format!("{h}; {line}"),
             None => line,

@@ -55,7 +55,7 @@ pub struct Here {
 
 impl Here {
     /// This machine: getifaddrs, and the RDMA devices under the sysfs root.
-    pub fn this_host() -> Here {
+    pub fn detect() -> Here {
         Here {
             interfaces: Box::new(|| {
                 let mut names: Vec<String> = Vec::new();
@@ -111,7 +111,7 @@ impl Rank {
         let mut r = Rank::from_flags(args);
         let mut p = Provenance::default();
         fill(&mut r, &Inputs { args, m, env, here }, &mut p)?;
-        r.nic_choice = p.header();
+        r.nic_choice = p.line();
         Ok(r)
     }
 }

@@ -31,7 +31,7 @@ pub struct Provenance {
 impl Provenance {
     /// One line for run headers, or None where every choice is a flag or a default (the header
     /// is then as it always was).
-    pub fn header(&self) -> Option<String> {
+    pub fn line(&self) -> Option<String> {
         if self.items.iter().all(|(_, s)| *s == Source::Flag) {
             return None;
         }
@@ -102,7 +102,7 @@ mod tests {
         let p = Provenance {
             items: vec![("--tcp-if", Source::Flag)],
         };
-        assert_eq!(p.header(), None);
+        assert_eq!(p.line(), None);
         let p = Provenance {
             items: vec![
                 ("--tcp-if", Source::Flag),
@@ -118,7 +118,7 @@ mod tests {
             ],
         };
         assert_eq!(
-            p.header().unwrap(),
+            p.line().unwrap(),
             "--tcp-if from the command line; --devices mlx5_0,mlx5_1 from NCCL_IB_HCA=mlx5; --gid-index 3 from MESHRUN_GID_INDEX"
         );
     }

@@ -363,7 +363,7 @@ mod tests {
         })
     }
 
-    fn decide(me: usize, o: &[RankOutcome]) -> (super::super::root_cause::RootCause, bool) {
+    fn root_cause_of(me: usize, o: &[RankOutcome]) -> (super::super::root_cause::RootCause, bool) {
         let hosts = vec!["vm".to_string(); o.len()];
         let pids: Vec<u32> = (0..o.len() as u32).map(|r| 100 + r).collect();
         let v = root_cause(
@@ -389,9 +389,9 @@ mod tests {
             rep(2, WaitingInMpi, None),
             rep(3, WaitingInMpi, None),
         ];
-        assert_eq!(decide(0, &o).0.roots, vec![1]);
-        assert!(decide(0, &o).1);
-        assert!(!decide(3, &o).1);
+        assert_eq!(root_cause_of(0, &o).0.roots, vec![1]);
+        assert!(root_cause_of(0, &o).1);
+        assert!(!root_cause_of(3, &o).1);
         // Rank 0 frozen: rank 3 prints.
         let o = [
             RankOutcome::Silent,
@@ -399,7 +399,7 @@ mod tests {
             rep(2, WaitingInMpi, None),
             rep(3, WaitingInMpi, None),
         ];
-        assert!(decide(3, &o).1);
+        assert!(root_cause_of(3, &o).1);
         // Rank 0 woken by mpirun's SIGCONT reads the others' stale alarms: it would name itself
         // alone, and says nothing (rank 3 already did).
         let o = [
@@ -408,17 +408,17 @@ mod tests {
             rep(2, WaitingInMpi, None),
             rep(3, WaitingInMpi, None),
         ];
-        let (v, p) = decide(0, &o);
+        let (v, p) = root_cause_of(0, &o);
         assert_eq!(v.roots, vec![0]);
         assert!(!p);
         // The same picture seen by rank 3 (rank 0 alive but stuck): rank 3 prints it.
-        assert!(decide(3, &o).1);
+        assert!(root_cause_of(3, &o).1);
         // Two ranks waiting on each other: rank 0, one end of the link, still prints.
         let o = [
             rep(0, WaitState::WaitingOnPeer, Some(1)),
             rep(1, WaitState::WaitingOnPeer, Some(0)),
         ];
-        let (v, p) = decide(0, &o);
+        let (v, p) = root_cause_of(0, &o);
         assert_eq!(v.roots, vec![0, 1]);
         assert!(p);
     }

@@ -14,7 +14,7 @@ const SCALE: usize = 2;
 const CH_W: usize = 6 * SCALE;
 const MARGIN: usize = 12;
 
-struct Layout {
+struct Geometry {
     labels: Vec<String>,
     cells: Vec<Vec<Option<f64>>>,
     /// 0 worst .. 1 best, per cell.
@@ -26,7 +26,7 @@ struct Layout {
     title: String,
 }
 
-fn layout(o: &PairwiseOutcome) -> Layout {
+fn layout(o: &PairwiseOutcome) -> Geometry {
     let cells = matrix(o);
     let n = cells.len();
     let labels: Vec<String> = (0..n).map(|i| format!("{i} {}", o.hosts[i])).collect();
@@ -62,7 +62,7 @@ fn layout(o: &PairwiseOutcome) -> Layout {
     );
     let width = (left + n * CELL_W + MARGIN).max(MARGIN * 2 + title.len() * CH_W);
     let height = top + n * CELL_H + MARGIN;
-    Layout {
+    Geometry {
         labels,
         cells,
         quality,

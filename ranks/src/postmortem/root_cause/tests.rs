@@ -31,10 +31,10 @@ fn job(hosts: &[&str]) -> (Vec<String>, Vec<u32>) {
 }
 
 fn line_of(hosts: &[&str], me: usize, outcomes: &[RankOutcome]) -> String {
-    decide(hosts, me, outcomes).line
+    root_cause_of(hosts, me, outcomes).line
 }
 
-fn decide(hosts: &[&str], me: usize, outcomes: &[RankOutcome]) -> RootCause {
+fn root_cause_of(hosts: &[&str], me: usize, outcomes: &[RankOutcome]) -> RootCause {
     let (h, p) = job(hosts);
     root_cause(
         &StalledJob { hosts: &h, pids: &p },

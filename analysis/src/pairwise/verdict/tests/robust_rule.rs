@@ -11,15 +11,15 @@ enum Broken {
     Nic(usize),
 }
 
-struct Fabric {
+struct ShapedFabric {
     hosts: Vec<String>,
     host_of: Vec<usize>,
     broken: Vec<Broken>,
 }
 
-impl Fabric {
-    fn new(h: usize, ppn: usize, broken: &[Broken]) -> Fabric {
-        Fabric {
+impl ShapedFabric {
+    fn new(h: usize, ppn: usize, broken: &[Broken]) -> ShapedFabric {
+        ShapedFabric {
             hosts: (0..h * ppn).map(|r| format!("n{:02}", r / ppn)).collect(),
             host_of: (0..h * ppn).map(|r| r / ppn).collect(),
             broken: broken.to_vec(),
@@ -98,7 +98,7 @@ fn healthy_fabrics_pass_at_every_noise_level() {
     for spread in [0.05, 0.2, 0.4, 0.6] {
         for (h, ppn) in [(2, 1), (3, 1), (2, 2), (4, 2), (5, 3), (7, 1), (8, 8), (16, 4), (64, 1)] {
             for seed in 0..3 {
-                let v = Fabric::new(h, ppn, &[]).run(spread, seed);
+                let v = ShapedFabric::new(h, ppn, &[]).run(spread, seed);
                 assert!(
                     v.pass,
                     "{h}x{ppn} +-{spread} seed {seed}: {:?} {:?}",
@@ -133,7 +133,7 @@ fn exactly_the_broken_parts_are_named() {
     for spread in [0.05, 0.3, 0.6] {
         for (h, ppn, broken) in &cases {
             for seed in 0..2 {
-                let f = Fabric::new(*h, *ppn, broken);
+                let f = ShapedFabric::new(*h, *ppn, broken);
                 let v = f.run(spread, seed);
                 assert_eq!(
                     sorted_levels(&v),
@@ -148,7 +148,7 @@ fn exactly_the_broken_parts_are_named() {
 
 #[test]
 fn references_are_retested_and_set_the_bar_alone() {
-    let f = Fabric::new(4, 2, &[Broken::Link(0, 1)]);
+    let f = ShapedFabric::new(4, 2, &[Broken::Link(0, 1)]);
     let v = f.run(0.3, 7);
     let j = &v.judged[0];
     assert_eq!(j.population, Population::BetweenHosts);
@@ -163,7 +163,7 @@ fn references_are_retested_and_set_the_bar_alone() {
 /// work grows with the pairs measured, not with their square.
 #[test]
 fn a_512_rank_fabric_is_decided_quickly() {
-    let f = Fabric::new(64, 8, &[Broken::Node(7), Broken::Nic(300)]);
+    let f = ShapedFabric::new(64, 8, &[Broken::Node(7), Broken::Nic(300)]);
     let t0 = std::time::Instant::now();
     let v = f.run(0.3, 11);
     assert_eq!(sorted_levels(&v), f.expected());
