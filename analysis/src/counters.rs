@@ -146,6 +146,17 @@ pub fn per_source(all: Vec<(usize, String, String, BTreeMap<String, u64>)>) -> V
     out
 }
 
+/// What a network interface's link counter says in words (`class/net/IF/carrier_down_count`,
+/// or `carrier_changes` on kernels before 4.16, which counts the ups as well): a link that
+/// dropped and came back is what stalls a job later, whatever the bandwidth read.
+fn link_event(name: &str) -> &'static str {
+    match name {
+        "carrier_down_count" => " (the link went down)",
+        "carrier_changes" => " (the link went down or up)",
+        _ => "",
+    }
+}
+
 /// `1,204`: thousands separated, as counters are read.
 fn grouped(n: u64) -> String {
     let digits = n.to_string();
@@ -167,7 +178,7 @@ impl Moved {
             .deltas
             .iter()
             .filter(|(k, _)| which.contains(&meaning(&self.source, k)))
-            .map(|(k, v)| format!("{k} +{}", grouped(*v)))
+            .map(|(k, v)| format!("{k} +{}{}", grouped(*v), link_event(k)))
             .collect();
         (!parts.is_empty()).then(|| format!("{} {}: {}", self.host, self.source, parts.join(", ")))
     }
@@ -249,6 +260,32 @@ mod tests {
         assert_eq!(meaning("eth0", "tx_bytes"), Meaning::Traffic);
         assert_eq!(meaning("tcp", "RetransSegs"), Meaning::Congestion);
         assert_eq!(meaning("tcp", "InErrs"), Meaning::Error);
+        assert_eq!(meaning("eth0", "carrier_down_count"), Meaning::Error);
+        assert_eq!(meaning("eth0", "carrier_changes"), Meaning::Error);
+    }
+
+    #[test]
+    fn a_link_that_went_down_is_said_in_words() {
+        let all = vec![
+            moved(
+                "h3",
+                "eth0",
+                &[3],
+                &[("carrier_down_count", 2), ("rx_bytes", 9_000_000)],
+            ),
+            moved("h5", "eth1", &[5], &[("carrier_changes", 4)]),
+        ];
+        assert_eq!(
+            unblamed(&all, &[]),
+            [
+                "h3 eth0: carrier_down_count +2 (the link went down)",
+                "h5 eth1: carrier_changes +4 (the link went down or up)"
+            ]
+        );
+        assert_eq!(
+            evidence(&all, &[3]),
+            ["h3 eth0: carrier_down_count +2 (the link went down)"]
+        );
     }
 
     fn moved(host: &str, source: &str, ranks: &[usize], kv: &[(&str, u64)]) -> Moved {

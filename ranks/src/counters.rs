@@ -3,7 +3,8 @@
 //! - an RDMA port: `class/infiniband/DEV/ports/PORT/counters/*` (InfiniBand port counters) and
 //!   `.../ports/PORT/hw_counters/*` and `class/infiniband/DEV/hw_counters/*` (RoCE and Soft-RoCE),
 //!   as `DEV port PORT`;
-//! - a network interface: `class/net/IF/statistics/*`, as `IF`;
+//! - a network interface: `class/net/IF/statistics/*` and its link downs
+//!   (`class/net/IF/carrier_down_count`, else `carrier_changes`), as `IF`;
 //! - the host's TCP: `Tcp:` of `/proc/net/snmp` and `TcpExt:` of `/proc/net/netstat`, as `tcp`.
 //!
 //! Every file is read once per snapshot; one that cannot be read (a counter the driver does not
@@ -79,6 +80,21 @@ pub fn port_counters(sysfs_root: &Path, dev: &str, port: u8) -> BTreeMap<String,
     values
 }
 
+/// Every counter of network interface `name`: its `statistics` and how often its link went down
+/// (`carrier_down_count`, Linux 4.16 and later; `carrier_changes` where that is missing), so a
+/// link that dropped and came back during a run is named even when its traffic looked fine.
+pub fn interface_counters(sysfs_root: &Path, name: &str) -> BTreeMap<String, u64> {
+    let dir = sysfs_root.join("class/net").join(name);
+    let mut values = numbers_in(&dir.join("statistics"));
+    let read = |f: &str| -> Option<u64> { std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok() };
+    if let Some(n) = read("carrier_down_count") {
+        values.insert("carrier_down_count".to_string(), n);
+    } else if let Some(n) = read("carrier_changes") {
+        values.insert("carrier_changes".to_string(), n);
+    }
+    values
+}
+
 /// The counters of the NIC this rank's mesh uses (`end`, over `kind`), sysfs under
 /// `sysfs_root`, /proc under `proc_root`.
 pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &Endpoint) -> Vec<Counters> {
@@ -91,7 +107,7 @@ pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &
         }
         TransportKind::Tcp => {
             if let Some(i) = end.address.and_then(|ip| crate::netif::interface_for(sysfs_root, ip)) {
-                let values = numbers_in(&sysfs_root.join("class/net").join(&i.name).join("statistics"));
+                let values = interface_counters(sysfs_root, &i.name);
                 out.push((i.name, values));
             }
         }
@@ -136,6 +152,34 @@ mod tests {
             [("TCPLostRetransmit".to_string(), 4), ("TCPTimeouts".to_string(), 9)].into()
         );
         assert!(proc_net_counters("garbage\n:\nTcp: 1 2\n", TCP_KEPT).is_empty());
+    }
+
+    #[test]
+    fn an_interfaces_statistics_and_its_link_downs_from_sysfs() {
+        let root = std::env::temp_dir().join(format!("meshrun-if-counters-{}", std::process::id()));
+        let eth0 = root.join("class/net/eth0");
+        let eth1 = root.join("class/net/eth1");
+        for d in [&eth0, &eth1] {
+            std::fs::create_dir_all(d.join("statistics")).unwrap();
+            std::fs::write(d.join("statistics/rx_bytes"), "4096\n").unwrap();
+            std::fs::write(d.join("carrier_changes"), "5\n").unwrap();
+        }
+        // Linux 4.16+: the downs counted apart; an older kernel has carrier_changes only.
+        std::fs::write(eth0.join("carrier_down_count"), "2\n").unwrap();
+        std::fs::write(eth0.join("carrier_up_count"), "3\n").unwrap();
+        let new = interface_counters(&root, "eth0");
+        let old = interface_counters(&root, "eth1");
+        let none = interface_counters(&root, "eth9");
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(
+            new,
+            [("carrier_down_count".to_string(), 2), ("rx_bytes".to_string(), 4096)].into()
+        );
+        assert_eq!(
+            old,
+            [("carrier_changes".to_string(), 5), ("rx_bytes".to_string(), 4096)].into()
+        );
+        assert!(none.is_empty());
     }
 
     #[test]

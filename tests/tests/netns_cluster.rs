@@ -456,3 +456,71 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         to_verdict.as_secs_f64()
     );
 }
+
+/// A link that drops and comes back while the rounds run, as a cable reseated at the switch:
+/// mr-h2's switch port (the bridge's end of its veth, mrv2) goes down for a moment and up again.
+/// TCP carries on, and whatever the bandwidth read, the report names mr-h2's interface with its
+/// link-down counter (`carrier_down_count`), and nobody else's.
+#[test]
+fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
+    use std::os::unix::process::CommandExt;
+    let c = NetnsCluster::up(3);
+    let out = c.dir.join("drop.out");
+    let err = c.dir.join("drop.err");
+    // Rounds of a fixed duration (-D: 3 rounds of two 4 s directions, a progress line once 5 s
+    // have passed), so the drop, once round 1's line is out, falls inside them on any machine.
+    let mut cmd = c.launch_command(
+        &[],
+        &["pairwise", "-s", "1M", "-D", "4", "-T", "20", "--transport", "tcp"],
+    );
+    cmd.stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&err).expect("err"))
+        .process_group(0);
+    let mut child = cmd.spawn().expect("launch");
+    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let running = wait_for(Duration::from_secs(90), || read(&err).contains("round 1/"));
+    let ip = |state: &str| {
+        run_bounded(
+            std::process::Command::new("ip").args(["link", "set", "mrv2", state]),
+            Duration::from_secs(10),
+        )
+    };
+    let down = ip("down");
+    std::thread::sleep(Duration::from_millis(300));
+    let up = ip("up");
+    let ended = wait_for(Duration::from_secs(120), || matches!(child.try_wait(), Ok(Some(_))));
+    if !ended {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let status = child.wait().expect("wait");
+    let (stdout, stderr) = (read(&out), read(&err));
+    assert!(running, "the run never started:\n{stdout}\n{stderr}");
+    assert_eq!(
+        (down.code, up.code),
+        (Some(0), Some(0)),
+        "ip link: {}{}",
+        down.all(),
+        up.all()
+    );
+    assert!(ended, "the job did not end within 120 s of the drop:\n{stderr}");
+    // A PASS, or a FAIL naming what the drop slowed: the report either way, never a stall.
+    assert!(
+        matches!(status.code(), Some(0 | 1)),
+        "status {status:?}:\n{stdout}\n{stderr}"
+    );
+    let named: Vec<&str> = stdout.lines().filter(|l| l.contains("carrier_down_count")).collect();
+    assert!(
+        named.iter().any(|l| (l.starts_with("# Counters: mr-h2 eth0: ")
+            || l.starts_with("#   counters: mr-h2 eth0: "))
+            && l.contains("carrier_down_count +1 (the link went down)")),
+        "mr-h2's link drop not named:\n{stdout}"
+    );
+    assert!(
+        named.iter().all(|l| l.contains("mr-h2 eth0")),
+        "a link that did not drop was named: {named:?}"
+    );
+    eprintln!("link drop: {named:?}");
+}
