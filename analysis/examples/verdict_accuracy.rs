@@ -43,6 +43,7 @@ use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict;
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
+use analysis::schedule::Shifts;
 
 /// splitmix64: small, seedable, good enough for noise.
 struct Rng(u64);
@@ -289,11 +290,23 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
         base * f * noise.factor(rng, alone)
     };
     let n = s.rank_count();
+    // Every direction once, each cell keeping the directed shift slot it ran in as a run's do
+    // (each rank sends once and receives once a slot): what ran beside it. Drawn in the same
+    // order as before slots were kept, so every noise model's figures are the same draws.
+    let shifts = Shifts::new(n);
+    let mut slot_of = vec![0u32; n * n];
+    for k in 0..shifts.len() {
+        for dst in 0..n {
+            if let Some(src) = shifts.from(k, dst) {
+                slot_of[src * n + dst] = k as u32;
+            }
+        }
+    }
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {
             if src != dst {
-                first.push(cell(src, dst, rate(src, dst, false, rng), false));
+                first.push(cell(src, dst, rate(src, dst, false, rng), false).in_slot(slot_of[src * n + dst]));
             }
         }
     }
@@ -330,7 +343,8 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
         let re: Vec<(usize, usize, f64)> = retests.iter().map(|m| (m.src, m.dst, m.score())).collect();
         eprintln!("  first pass below 90: {slow:.1?}\n  plan {plan:?}\n  retests {re:.1?}\n  judged {:?}\n  cleared {:?}\n  confirmed {:?}", v.judged, v.cleared, v.confirmed.iter().map(|c| (c.a, c.b)).collect::<Vec<_>>());
     }
-    v.blamed
+    // A part named unstable is a finding as a slow one is.
+    v.blamed.into_iter().chain(v.unstable.into_iter().map(|u| u.part)).collect()
 }
 
 #[derive(Default)]
