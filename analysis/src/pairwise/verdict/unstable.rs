@@ -4,10 +4,13 @@
 //! The two look alike pair by pair, but not slot by slot: contention slows the directions that
 //! ran at the same time as the suspect too, while a part's own slow moment leaves them at the
 //! bulk's speed. So a suspect direction is *slow apart* when most of the directions of its slot
-//! (its pair's other direction left out) were above their bars, and the cleared pairs with a
-//! direction slow apart are blamed as confirmed pairs are ([`blame`]): a node, a NIC or a host
-//! link of several rank pairs so named is unstable. Single rank pairs are not named (one slow
-//! moment of one stream is too little to call a part unstable), nor uplinks yet.
+//! (its pair's other direction left out) were above their bars. The suspects with a direction
+//! slow apart, those clearly fine alone and those slow alone (a flapping part can be caught slow
+//! in every retest of one pair), are blamed together as confirmed pairs are ([`blame`]): a node,
+//! a NIC or a host link of several rank pairs so named, with at least one member fine alone, is
+//! unstable, and its pairs slow alone are blamed as it, not again on their own. Single rank
+//! pairs are not named (one slow moment of one stream is too little to call a part unstable),
+//! nor uplinks yet.
 //!
 //! Chance is held off by the rest of the run: where directions outside the part were slow apart
 //! too, the part's share must be one chance would not give (a binomial tail under the rate
@@ -17,8 +20,8 @@ use std::collections::BTreeMap;
 
 use super::bars::{bar_for, rule};
 use super::cells::{at_matrix_size, distinct_pairs};
-use super::judging::alone_score;
-use super::Population;
+use super::judging::{alone_score, judged_for};
+use super::{Judged, Population, Rule};
 use crate::pairwise::blame::{blame, Part, SlowPair};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::topology::Topology;
@@ -91,8 +94,10 @@ impl<'a> Slots<'a> {
     }
 }
 
-/// The unstable parts among the first pass's `cleared` pairs (suspects fine alone), over the
-/// bars the verdict set.
+/// The unstable parts among the first pass's suspects: the `cleared` pairs that were clearly
+/// fine alone (their figure alone nearer the references' than the bar, by [`judged`]'s
+/// populations) and the `confirmed` ones, wherever a direction was slow apart, blamed together;
+/// a part with at least one member fine alone (else it is slow, not unstable).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn unstable_parts(
     first: &[Measurement],
@@ -100,6 +105,7 @@ pub(super) fn unstable_parts(
     cfg: &PairwiseConfig,
     hosts: &[String],
     bars: &[(Population, Bulk)],
+    judged: &[Judged],
     cleared: &[Pair],
     confirmed: &[SlowPair],
     topology: Option<&Topology>,
@@ -109,9 +115,14 @@ pub(super) fn unstable_parts(
         return Vec::new();
     };
     let apart: Vec<&Measurement> = cells.iter().copied().filter(|m| slots.slow_apart(m)).collect();
-    let candidates: Vec<SlowPair> = cleared
+    let fine_alone: Vec<Pair> = cleared
         .iter()
-        .filter_map(|&(a, b)| {
+        .copied()
+        .filter(|&p| clearly_fine_alone(retests, judged, rule(cfg), hosts, p))
+        .collect();
+    let suspects = fine_alone.iter().copied().chain(confirmed.iter().map(|c| (c.a, c.b)));
+    let candidates: Vec<SlowPair> = suspects
+        .filter_map(|(a, b)| {
             let dirs: Vec<&Measurement> = apart.iter().copied().filter(|m| m.pair() == (a, b)).collect();
             let worst = dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
             (!dirs.is_empty()).then(|| SlowPair {
@@ -125,25 +136,23 @@ pub(super) fn unstable_parts(
             })
         })
         .collect();
-    if candidates.is_empty() {
+    if !candidates.iter().any(|c| fine_alone.contains(&(c.a, c.b))) {
         return Vec::new();
     }
     let tested = distinct_pairs(cells.iter().copied());
-    let explained: Vec<Pair> = confirmed.iter().map(|c| (c.a, c.b)).collect();
     let parts = blame(hosts, &tested, &candidates, topology);
     let named = parts.len().max(1) as f64;
     parts
         .into_iter()
         .filter_map(|part| {
             let inside = |m: &Measurement| touches(&part, hosts, m);
-            if !several(&part) {
+            let some_fine = candidates
+                .iter()
+                .any(|c| fine_alone.contains(&(c.a, c.b)) && holds(&part, hosts, c));
+            if !several(&part) || !some_fine {
                 return None;
             }
-            let (ins, outs): (Vec<&Measurement>, Vec<&Measurement>) = cells
-                .iter()
-                .copied()
-                .filter(|m| !explained.contains(&m.pair()))
-                .partition(|m| inside(m));
+            let (ins, outs): (Vec<&Measurement>, Vec<&Measurement>) = cells.iter().copied().partition(|m| inside(m));
             let apart_in: Vec<&Measurement> = ins.iter().copied().filter(|m| apart.contains(m)).collect();
             let apart_out = outs.iter().filter(|m| apart.contains(m)).count();
             // Laplace's rule for the rate outside: a clean outside is not a rate of zero.
@@ -155,6 +164,22 @@ pub(super) fn unstable_parts(
             Some(describe(part, &apart_in, &slots, &candidates, hosts))
         })
         .collect()
+}
+
+/// Whether pair `p`, cleared, ran alone nearer where the references of its population ran alone
+/// than its bar: fine, not a slow pair that crept over the bar (a steady fault near the bar is
+/// slow, not unstable).
+fn clearly_fine_alone(retests: &[Measurement], judged: &[Judged], rule: Rule, hosts: &[String], p: Pair) -> bool {
+    let (Some(alone), Some(j)) = (alone_score(retests, p), judged_for(judged, rule, hosts, p)) else {
+        return false;
+    };
+    let healthy = j.reference_alone.unwrap_or(j.bulk.median);
+    alone >= (j.bar_alone + healthy) / 2.0
+}
+
+/// Whether pair `p` is one of `part`'s members (its pair crosses the part).
+pub(super) fn holds(part: &Part, hosts: &[String], p: &SlowPair) -> bool {
+    touches(part, hosts, &Measurement::bandwidth(p.a, p.b, 0, 0, 0.0, false))
 }
 
 /// Whether a part stands for several members slow apart (a node's or NIC's host links or pairs,

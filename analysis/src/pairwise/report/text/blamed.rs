@@ -102,7 +102,7 @@ pub(super) fn unstable_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         let plural = if slots.len() == 1 { "" } else { "s" };
         let alone = if x.alone_min.is_finite() {
             format!(
-                ", fine alone ({:.2}-{:.2} {u})",
+                ", alone {:.2}-{:.2} {u}",
                 sc.val(x.alone_min.min(x.alone_max)),
                 sc.val(x.alone_max.max(x.alone_min))
             )
@@ -179,10 +179,10 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         );
     } else if v.pass {
         let _ = writeln!(s, "# PASS: no slow pairs");
-    } else if v.confirmed.is_empty() {
+    } else if v.blamed.is_empty() {
         let _ = writeln!(
             s,
-            "# FAIL: {} unstable part(s) (slow at times, fine at others), no slow pair",
+            "# FAIL: {} unstable part(s) (slow at times, fine at others), nothing else slow",
             v.unstable.len()
         );
         if slow_paths > 0 {

@@ -169,3 +169,50 @@ fn without_slots_nothing_is_unstable() {
     assert!(v.unstable.is_empty());
     assert!(v.pass);
 }
+
+/// A flapping h4 whose pair with h0 was caught slow in both retest passes as well: that pair is
+/// slow alone, the others fine; the node is named once, unstable, and the slow pair is its (no
+/// `SLOW` part of its own).
+#[test]
+fn a_pair_of_an_unstable_node_caught_slow_alone_is_blamed_as_the_node() {
+    let c = robust_cfg();
+    let h = hosts(6);
+    let first = shift_pass(6, |s, d, k| if (s == 4 || d == 4) && k <= 2 { 2.0 } else { 10.0 });
+    let plan = plan_retests(&first, &c, &h);
+    let retests: Vec<Measurement> = fine_alone(&plan)
+        .into_iter()
+        .map(|x| if x.pair() == (0, 4) { m(x.src, x.dst, 2.0) } else { x })
+        .map(|x| Measurement { retest: true, ..x })
+        .collect();
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    assert_eq!(v.confirmed.iter().map(|p| (p.a, p.b)).collect::<Vec<_>>(), [(0, 4)]);
+    assert_eq!(unstable_labels(&v), ["node h4"], "{v:#?}");
+    assert!(v.blamed.is_empty(), "{:?}", levels(&v));
+    let u = &v.unstable[0];
+    assert!(u.alone_min < 2.1 && u.alone_max > 9.9, "{u:?}");
+    assert!(!v.pass);
+}
+
+/// A steady slow node just under the bar: h4 at 91% everywhere (the bar is 7% under the bulk),
+/// alone at 94.5% for one of its pairs (over the bar alone at 93%, cleared) and 91% for the others.
+/// The cleared pair crept over the bar; it was not fine: h4 is slow, not unstable.
+#[test]
+fn a_steady_slow_node_with_a_pair_just_over_the_bar_alone_is_not_unstable() {
+    let c = robust_cfg();
+    let h = hosts(6);
+    let first = shift_pass(6, |s, d, _| if s == 4 || d == 4 { 9.1 } else { 10.0 });
+    let plan = plan_retests(&first, &c, &h);
+    let retests: Vec<Measurement> = fine_alone(&plan)
+        .into_iter()
+        .map(|x| match x.pair() {
+            (0, 4) => m(x.src, x.dst, 9.45),
+            (a, b) if a == 4 || b == 4 => m(x.src, x.dst, 9.1),
+            _ => x,
+        })
+        .map(|x| Measurement { retest: true, ..x })
+        .collect();
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    assert_eq!(v.cleared, [(0, 4)], "{v:#?}");
+    assert!(v.unstable.is_empty(), "{:#?}", v.unstable);
+    assert_eq!(levels(&v), ["node h4"]);
+}
