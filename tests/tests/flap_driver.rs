@@ -147,7 +147,7 @@ fn unflap_and_the_cluster_going_down_stop_a_flap_early() {
     c.unflap(&["link:mr-h2:mr-h0"]);
     assert!(start.elapsed() < Duration::from_secs(20), "{:?}", start.elapsed());
     assert!(
-        session_members(pid).is_empty(),
+        wait_for(Duration::from_secs(2), || session_members(pid).is_empty()),
         "left running: {:?}",
         session_members(pid)
     );
@@ -187,7 +187,7 @@ fn unflap_and_the_cluster_going_down_stop_a_flap_early() {
     let pid = c.flapper(&part).expect("a flapper running");
     drop(c);
     assert!(
-        session_members(pid).is_empty(),
+        wait_for(Duration::from_secs(2), || session_members(pid).is_empty()),
         "left running: {:?}",
         session_members(pid)
     );
