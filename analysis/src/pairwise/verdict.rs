@@ -36,7 +36,7 @@ pub use judging::{alone_score, judge_pairs, judged_for};
 pub use noise::{alone_spread, unsteady_at_once};
 pub use plan::{plan_retests, retest_amount, RetestAmount, RetestPlan};
 pub use settling::{settled_in_two, to_confirm};
-pub use unstable::Unstable;
+pub use unstable::{part_holds, Unstable};
 
 pub use super::blame::{Part, SlowPair};
 use super::bulk::Bulk;

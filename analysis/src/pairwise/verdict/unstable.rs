@@ -179,7 +179,12 @@ fn clearly_fine_alone(retests: &[Measurement], judged: &[Judged], rule: Rule, ho
 
 /// Whether pair `p` is one of `part`'s members (its pair crosses the part).
 pub(super) fn holds(part: &Part, hosts: &[String], p: &SlowPair) -> bool {
-    touches(part, hosts, &Measurement::bandwidth(p.a, p.b, 0, 0, 0.0, false))
+    part_holds(part, hosts, (p.a, p.b))
+}
+
+/// Whether the rank pair `(a, b)` crosses `part`.
+pub fn part_holds(part: &Part, hosts: &[String], (a, b): Pair) -> bool {
+    touches(part, hosts, &Measurement::bandwidth(a, b, 0, 0, 0.0, false))
 }
 
 /// Whether a part stands for several members slow apart (a node's or NIC's host links or pairs,

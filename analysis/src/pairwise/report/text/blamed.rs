@@ -15,7 +15,14 @@ use crate::pairwise::PairwiseOutcome;
 /// on a noisy run clears a pair a quiet run would name).
 pub(super) fn cleared_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
-    for &(a, b) in &v.cleared {
+    // A cleared pair of an unstable part was not slow for what ran beside it: its part's line
+    // says what it was.
+    let in_unstable = |a: usize, b: usize| {
+        v.unstable
+            .iter()
+            .any(|u| verdict::part_holds(&u.part, &o.hosts, (a, b)))
+    };
+    for &(a, b) in v.cleared.iter().filter(|&&(a, b)| !in_unstable(a, b)) {
         let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
         let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
             (Some(alone), Some(j)) => format!(
