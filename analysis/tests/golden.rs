@@ -480,4 +480,24 @@ fn an_unstable_node_says_when_it_was_slow_and_what_ran_beside_it() {
     assert_eq!(u["part"]["host"], "h4");
     assert_eq!(u["slow_in"], serde_json::json!([0, 1, 2]));
     assert_eq!(doc["results"][0]["slot"], 0, "each result keeps its slot");
+
+    // --on-unstable warn: the same part reported, the run passes, and its PASS line says so.
+    let mut warned = o.clone();
+    warned.config.unstable_warns = true;
+    warned.verdict = verdict::judge_pairs(
+        &warned.measurements,
+        &warned.retests,
+        &warned.config,
+        &warned.hosts,
+        &verdict::plan_retests(&warned.measurements, &warned.config, &warned.hosts),
+        None,
+    );
+    assert!(warned.pass());
+    let text = text::render(&warned);
+    assert!(text.lines().any(|l| l.starts_with("# UNSTABLE NODE: h4: ")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "# PASS: no slow pairs; 1 unstable part(s), a warning (--on-unstable warn)"),
+        "{text}"
+    );
 }
