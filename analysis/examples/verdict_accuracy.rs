@@ -43,6 +43,7 @@ use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict;
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
+use analysis::schedule::Shifts;
 
 /// splitmix64: small, seedable, good enough for noise.
 struct Rng(u64);
@@ -203,6 +204,10 @@ struct Slowdown {
     a: usize,
     b: usize,
     keep: f64,
+    /// The share of moments it is slow (1 steady; below 1 intermittent, as a flapping link: each
+    /// first-pass slot and each retest pass slow or not by chance, drawn from `phase`).
+    duty: f64,
+    phase: u64,
 }
 
 impl Slowdown {
@@ -219,8 +224,15 @@ impl Slowdown {
         }
     }
 
-    fn place(kind: SlowdownKind, s: &Shape, drop: f64, rng: &mut Rng) -> Slowdown {
+    /// Whether it is slow at moment `t` (a first-pass slot, or a retest pass from [`RETEST_AT`]).
+    fn slow_at(&self, t: u64) -> bool {
+        let mut h = Rng(self.phase ^ t.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        self.duty >= 1.0 || h.unit() < self.duty
+    }
+
+    fn place(kind: SlowdownKind, s: &Shape, drop: f64, duty: f64, rng: &mut Rng) -> Slowdown {
         let keep = 1.0 - drop;
+        let phase = if duty < 1.0 { rng.next() } else { 0 };
         match kind {
             SlowdownKind::Link => {
                 let a = rng.below(s.hosts);
@@ -233,6 +245,8 @@ impl Slowdown {
                     a: a.min(b),
                     b: a.max(b),
                     keep,
+                    duty,
+                    phase,
                 }
             }
             SlowdownKind::Nic => Slowdown {
@@ -240,14 +254,25 @@ impl Slowdown {
                 a: rng.below(s.rank_count()),
                 b: 0,
                 keep,
+                duty,
+                phase,
             },
             SlowdownKind::Node => Slowdown {
                 kind,
                 a: rng.below(s.hosts),
                 b: 0,
                 keep,
+                duty,
+                phase,
             },
-            SlowdownKind::Uplink => Slowdown { kind, a: 0, b: 1, keep },
+            SlowdownKind::Uplink => Slowdown {
+                kind,
+                a: 0,
+                b: 1,
+                keep,
+                duty,
+                phase,
+            },
         }
     }
 
@@ -268,6 +293,28 @@ impl Slowdown {
     }
 }
 
+/// A row of the table: the fault's kind and the percentage of moments it is slow (100: steady).
+type Row = (SlowdownKind, u8);
+
+/// The table's rows: every steady fault; in the full table also a link, a NIC and a node slow
+/// half the time (each first-pass slot and retest pass by chance), as flapping parts are. Those
+/// are reported, not held to the target: a part slow half the time is named slow where its
+/// retests all fell in slow moments, unstable where they did not and it has several members
+/// slow apart; a host link of one rank pair (one rank a host) is never named unstable.
+fn rows(small: bool) -> Vec<Row> {
+    use SlowdownKind::*;
+    let steady = [(Link, 100), (Nic, 100), (Node, 100), (Uplink, 100)];
+    let flapping = [(Link, 50), (Nic, 50), (Node, 50)];
+    let mut v = steady.to_vec();
+    if !small {
+        v.extend(flapping);
+    }
+    v
+}
+
+/// The moments of the retest passes come after every first-pass slot.
+const RETEST_AT: u64 = 1 << 32;
+
 fn cell(src: usize, dst: usize, gbps: f64, retest: bool) -> Measurement {
     Measurement::bandwidth(src, dst, 1 << 20, 100, gbps, retest)
 }
@@ -283,17 +330,33 @@ fn config() -> PairwiseConfig {
 
 /// One trial: the parts the verdict named.
 fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
-    let rate = |src: usize, dst: usize, alone: bool, rng: &mut Rng| {
+    // The moment `t` a cell runs at: its first-pass slot, or RETEST_AT + its retest pass.
+    let rate = |src: usize, dst: usize, t: u64, rng: &mut Rng| {
         let base = if s.host(src) == s.host(dst) { 200.0 } else { 100.0 };
-        let f = fault.filter(|f| f.hits(s, src, dst)).map_or(1.0, |f| f.keep);
-        base * f * noise.factor(rng, alone)
+        let f = fault
+            .filter(|f| f.hits(s, src, dst) && f.slow_at(t))
+            .map_or(1.0, |f| f.keep);
+        base * f * noise.factor(rng, t >= RETEST_AT)
     };
     let n = s.rank_count();
+    // Every direction once, each cell keeping the directed shift slot it ran in as a run's do
+    // (each rank sends once and receives once a slot): what ran beside it. Drawn in the same
+    // order as before slots were kept, so every noise model's figures are the same draws.
+    let shifts = Shifts::new(n);
+    let mut slot_of = vec![0u32; n * n];
+    for k in 0..shifts.len() {
+        for dst in 0..n {
+            if let Some(src) = shifts.from(k, dst) {
+                slot_of[src * n + dst] = k as u32;
+            }
+        }
+    }
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {
             if src != dst {
-                first.push(cell(src, dst, rate(src, dst, false, rng), false));
+                let k = slot_of[src * n + dst];
+                first.push(cell(src, dst, rate(src, dst, u64::from(k), rng), false).in_slot(k));
             }
         }
     }
@@ -301,10 +364,10 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
     let cfg = config();
     let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
     let mut retests = Vec::new();
-    for _ in 0..RETEST_PASSES {
+    for pass in 0..RETEST_PASSES as u64 {
         for (a, b) in plan.pairs() {
-            retests.push(cell(a, b, rate(a, b, true, rng), true));
-            retests.push(cell(b, a, rate(b, a, true, rng), true));
+            retests.push(cell(a, b, rate(a, b, RETEST_AT + pass, rng), true));
+            retests.push(cell(b, a, rate(b, a, RETEST_AT + pass, rng), true));
         }
     }
     let fabric = Fabric {
@@ -314,10 +377,11 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
     let still = verdict::to_confirm(&rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0);
     let settled = verdict::settled_in_two(&plan, &retests, &still);
     let plan = verdict::RetestPlan { settled, ..plan };
-    for _ in 0..if settled { 0 } else { CONFIRM_PASSES } {
+    for pass in 0..if settled { 0 } else { CONFIRM_PASSES as u64 } {
+        let t = RETEST_AT + RETEST_PASSES as u64 + pass;
         for &(a, b) in &still {
-            retests.push(cell(a, b, rate(a, b, true, rng), true));
-            retests.push(cell(b, a, rate(b, a, true, rng), true));
+            retests.push(cell(a, b, rate(a, b, t, rng), true));
+            retests.push(cell(b, a, rate(b, a, t, rng), true));
         }
     }
     let v = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0;
@@ -330,7 +394,11 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
         let re: Vec<(usize, usize, f64)> = retests.iter().map(|m| (m.src, m.dst, m.score())).collect();
         eprintln!("  first pass below 90: {slow:.1?}\n  plan {plan:?}\n  retests {re:.1?}\n  judged {:?}\n  cleared {:?}\n  confirmed {:?}", v.judged, v.cleared, v.confirmed.iter().map(|c| (c.a, c.b)).collect::<Vec<_>>());
     }
+    // A part named unstable is a finding as a slow one is.
     v.blamed
+        .into_iter()
+        .chain(v.unstable.into_iter().map(|u| u.part))
+        .collect()
 }
 
 #[derive(Default)]
@@ -413,7 +481,7 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
         }
     };
     for noise in NOISES.into_iter().filter(chosen) {
-        let mut by: BTreeMap<(SlowdownKind, u32), Tally> = BTreeMap::new();
+        let mut by: BTreeMap<(Row, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
         for &(h, p) in &shapes {
             let s = Shape { hosts: h, ppn: p };
@@ -426,19 +494,15 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
                     clean.extra += 1;
                 }
             }
-            for kind in [
-                SlowdownKind::Link,
-                SlowdownKind::Nic,
-                SlowdownKind::Node,
-                SlowdownKind::Uplink,
-            ] {
+            for row in rows(small) {
+                let (kind, duty) = row;
                 if kind == SlowdownKind::Nic && p == 1 {
                     continue;
                 }
                 for &d in &drops {
-                    let tally = by.entry((kind, (d * 100.0).round() as u32)).or_default();
+                    let tally = by.entry((row, (d * 100.0).round() as u32)).or_default();
                     for _ in 0..t {
-                        let f = Slowdown::place(kind, &s, d, &mut rng);
+                        let f = Slowdown::place(kind, &s, d, f64::from(duty) / 100.0, &mut rng);
                         let topo = (kind == SlowdownKind::Uplink).then_some(&topo);
                         let parts = trial(&s, noise, Some(f), topo, &mut rng);
                         let alone = parts.len() == 1 && f.is(&s, &parts[0]);
@@ -487,26 +551,25 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
             print!("  drop {:>2.0}%", d * 100.0);
         }
         println!("   (named alone %, trials)");
-        for kind in [
-            SlowdownKind::Link,
-            SlowdownKind::Nic,
-            SlowdownKind::Node,
-            SlowdownKind::Uplink,
-        ] {
-            print!("  {:<7}", format!("{kind:?}").to_lowercase());
+        for row in rows(small) {
+            let (kind, duty) = row;
+            let steady = duty == 100;
+            let label = format!("{kind:?}").to_lowercase();
+            print!("  {:<7}", if steady { label } else { format!("{label}~{duty}") });
             let mut n = 0;
             // No NIC faults on fabrics of one rank per host (a NIC is its node there).
-            if !by.contains_key(&(kind, (drops[0] * 100.0).round() as u32)) {
+            if !by.contains_key(&(row, (drops[0] * 100.0).round() as u32)) {
                 println!("   (no such fault on these fabrics)");
                 continue;
             }
             for d in drops {
-                let t = &by[&(kind, (d * 100.0).round() as u32)];
+                let t = &by[&(row, (d * 100.0).round() as u32)];
                 n = t.trials;
                 let recall = t.named as f64 / t.trials.max(1) as f64;
                 print!("  {:>8.1}", 100.0 * recall);
                 let detectable = -(1.0 - d).ln() >= (4.0 * noise.spread).max(-(0.9f64).ln()) - 1e-12;
-                if detectable && recall < 0.99 {
+                // Intermittent faults are measured, not held to the target (see `rows`).
+                if steady && detectable && recall < 0.99 {
                     missed_target.push(format!(
                         "noise {}: {kind:?} at {:.0}% named alone in {:.1}% of {} trials",
                         noise.name,

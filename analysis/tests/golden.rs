@@ -429,3 +429,75 @@ fn a_cleared_pair_shows_its_figure_alone_against_the_bar() {
         .unwrap_or_default();
     assert!(line.ends_with(&want), "{line}\nwant ... {want}\n{text}");
 }
+
+/// An unstable node in the text and the JSON: six hosts in directed shift slots, every direction
+/// at 10 Gb/s but h4's at 2 in the first three slots of five, every pair fine alone. The lines are
+/// worked from those inputs: h4's five host links slow apart, the slots counted from 1, the
+/// directions beside the worst at 10, its pairs alone at 10.
+#[test]
+fn an_unstable_node_says_when_it_was_slow_and_what_ran_beside_it() {
+    let n = 6;
+    let sh = analysis::schedule::Shifts::new(n);
+    let config = PairwiseConfig::synthetic(analysis::pairwise::OpName::Send, 1 << 20, 10);
+    let mut measurements = Vec::new();
+    for k in 0..sh.len() {
+        for r in 0..n {
+            if let Some(s) = sh.from(k, r) {
+                let gbps = if (s == 4 || r == 4) && k <= 2 { 2.0 } else { 10.0 };
+                measurements.push(Measurement::bandwidth(s, r, 1 << 20, 10, gbps, false).in_slot(k as u32));
+            }
+        }
+    }
+    let hosts: Vec<String> = (0..n).map(|i| format!("h{i}")).collect();
+    let plan = verdict::plan_retests(&measurements, &config, &hosts);
+    let retests: Vec<Measurement> = (0..2)
+        .flat_map(|_| plan.pairs())
+        .flat_map(|(a, b)| [(a, b), (b, a)])
+        .map(|(s, d)| Measurement::bandwidth(s, d, 1 << 20, 10, 10.0, true))
+        .collect();
+    let f = Fixture {
+        config,
+        transport: "tcp".into(),
+        transport_details: Vec::new(),
+        hosts,
+        rounds: sh.len(),
+        measurements,
+        retests,
+    };
+    let o = outcome(f);
+    let text = text::render(&o);
+    let want = [
+        "# UNSTABLE NODE: h4: 5 of its 5 host links slow in the first pass while the pairs beside them were not (slots 1, 2, 3 of 5; worst 2.00 Gb/sec, beside it 10.00), alone 10.00-10.00 Gb/sec: its speed changed while the run lasted",
+        "# FAIL: 1 unstable part(s) (slow at times, fine at others), nothing else slow",
+    ];
+    for w in want {
+        assert!(text.lines().any(|l| l == w), "want {w}\n{text}");
+    }
+    assert!(!o.pass());
+    let doc: serde_json::Value = serde_json::from_slice(&json::PairwiseJson.render(&o).expect("json")).expect("JSON");
+    let u = &doc["verdict"]["unstable"][0];
+    assert_eq!(u["part"]["level"], "node", "{u}");
+    assert_eq!(u["part"]["host"], "h4");
+    assert_eq!(u["slow_in"], serde_json::json!([0, 1, 2]));
+    assert_eq!(doc["results"][0]["slot"], 0, "each result keeps its slot");
+
+    // --on-unstable warn: the same part reported, the run passes, and its PASS line says so.
+    let mut warned = o.clone();
+    warned.config.unstable_warns = true;
+    warned.verdict = verdict::judge_pairs(
+        &warned.measurements,
+        &warned.retests,
+        &warned.config,
+        &warned.hosts,
+        &verdict::plan_retests(&warned.measurements, &warned.config, &warned.hosts),
+        None,
+    );
+    assert!(warned.pass());
+    let text = text::render(&warned);
+    assert!(text.lines().any(|l| l.starts_with("# UNSTABLE NODE: h4: ")), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l == "# PASS: no slow pairs; 1 unstable part(s), a warning (--on-unstable warn)"),
+        "{text}"
+    );
+}

@@ -16,7 +16,7 @@ use collectives::progress::Progress;
 
 use ranks::TransportKind;
 
-use crate::cli::{OpArg, PairwiseArgs, TestArg};
+use crate::cli::{OnUnstable, OpArg, PairwiseArgs, TestArg};
 use crate::driver::RankCommand;
 use crate::exit::{RankFailure, Status};
 use crate::rank::Mesh;
@@ -72,6 +72,7 @@ pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Resul
         op_timeout: Duration::from_secs_f64(s.rank.timeout),
         nic_choice,
         qps: qps as usize,
+        unstable_warns: a.on_unstable == OnUnstable::Warn,
     })
 }
 

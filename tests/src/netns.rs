@@ -1,5 +1,6 @@
 //! A cluster of namespace hosts on this machine (`scripts/netns-cluster`): bringing it up, running
-//! `meshrun launch` from its first host, and the check that a pairwise run on it names one part.
+//! `meshrun launch` from its first host, the check that a pairwise run on it names one part, and
+//! flaps (a part of a shaped fabric between two rates in turn, in the background, until stopped).
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -86,6 +87,70 @@ impl NetnsCluster {
         r
     }
 
+    /// Flap the link `a` <-> `b` (after `shape-fabric`): both ways at `rate_a` for `period`, then
+    /// `rate_b`, and so on, for `bound` at most, then the fabric's rate. Returns the part's name
+    /// (`link:A:B`), for [`NetnsCluster::unflap`] and [`NetnsCluster::flapper`].
+    pub fn flap_link(&self, a: &str, b: &str, rate_a: &str, rate_b: &str, period: Duration, bound: Duration) -> String {
+        self.flap(&["flap-link", a, b], rate_a, rate_b, period, bound)
+    }
+
+    /// Flap every link of `host`, both ways, as [`NetnsCluster::flap_link`] does one (`node:HOST`).
+    pub fn flap_node(&self, host: &str, rate_a: &str, rate_b: &str, period: Duration, bound: Duration) -> String {
+        self.flap(&["flap-node", host], rate_a, rate_b, period, bound)
+    }
+
+    /// Flap `host`'s links on `rail` (0: eth0, 1: eth1 of a two-rail cluster) (`nic:HOST:RAIL`).
+    pub fn flap_nic(
+        &self,
+        host: &str,
+        rail: usize,
+        rate_a: &str,
+        rate_b: &str,
+        period: Duration,
+        bound: Duration,
+    ) -> String {
+        self.flap(&["flap-nic", host, &rail.to_string()], rate_a, rate_b, period, bound)
+    }
+
+    fn flap(&self, part: &[&str], rate_a: &str, rate_b: &str, period: Duration, bound: Duration) -> String {
+        let (period, bound) = (seconds(period), seconds(bound));
+        let mut args = part.to_vec();
+        args.extend([rate_a, rate_b, &period, &bound]);
+        let r = self.script(&args);
+        r.expect_code(0);
+        // "flapping PART (what): ..."
+        let name = r
+            .stdout
+            .strip_prefix("flapping ")
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no part named:\n{}", r.all()));
+        name.to_string()
+    }
+
+    /// Stop the flaps of `parts` (every flap when empty); their parts are back at the fabric's rate
+    /// when it returns.
+    pub fn unflap(&self, parts: &[&str]) {
+        let mut args = vec!["unflap"];
+        args.extend(parts);
+        self.script(&args).expect_code(0);
+    }
+
+    /// The pid of `part`'s flapper while it runs (it leads a session of its own: its sleep and tc
+    /// are in it too).
+    pub fn flapper(&self, part: &str) -> Option<i32> {
+        let pid: i32 = std::fs::read_to_string(self.dir.join("flap").join(format!("{part}.pid")))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let alive = session_members(pid).contains(&pid);
+        let ours = String::from_utf8_lossy(&cmdline)
+            .replace('\0', " ")
+            .contains(&format!("flap-run {part} "));
+        (alive && ours).then_some(pid)
+    }
+
     /// The command [`NetnsCluster::launch`] runs, for a test that acts on the cluster while it runs.
     pub fn launch_command(&self, launch_args: &[&str], rank_args: &[&str]) -> Command {
         let mut line = vec![
@@ -108,7 +173,33 @@ impl NetnsCluster {
     }
 }
 
+/// `d` as `scripts/netns-cluster` takes seconds: `1`, `0.5`, `0.25`.
+fn seconds(d: Duration) -> String {
+    let s = format!("{}.{:06}", d.as_secs(), d.subsec_micros());
+    match s.trim_end_matches('0').trim_end_matches('.') {
+        "" => "0".to_string(),
+        t => t.to_string(),
+    }
+}
+
+/// The live processes (not zombies) of session `sid`.
+pub fn session_members(sid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // After the command's ")": state, ppid, pgrp, session.
+            let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().take(4).collect();
+            (f.len() == 4 && f[0] != "Z" && f[3] == sid.to_string()).then_some(pid)
+        })
+        .collect()
+}
+
 impl Drop for NetnsCluster {
+    /// `down` stops every flapper first, then takes the hosts away.
     fn drop(&mut self) {
         let _ = Command::new(root().join("scripts/netns-cluster"))
             .arg("down")

@@ -20,7 +20,10 @@ pub fn pairwise_unjudged(np: usize, args: &[&str], extra_env: &[(&str, &str)], l
     mpirun(np, &all, extra_env, limit)
 }
 
-/// The verdict lines of a pairwise report: `# SLOW ...`.
+/// The verdict's findings in a pairwise report: `# SLOW ...` and `# UNSTABLE ...` lines.
 pub fn blamed(stdout: &str) -> Vec<&str> {
-    stdout.lines().filter(|l| l.starts_with("# SLOW ")).collect()
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("# SLOW ") || l.starts_with("# UNSTABLE "))
+        .collect()
 }

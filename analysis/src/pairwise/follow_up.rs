@@ -77,6 +77,7 @@ mod tests {
             rule: Rule::Robust,
             judged: Vec::new(),
             cleared: Vec::new(),
+            unstable: Vec::new(),
             confirmed: pairs
                 .iter()
                 .map(|&(a, b)| SlowPair {

@@ -127,6 +127,10 @@ pub struct PairwiseConfig {
     /// posting the test's iterations.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub qps: usize,
+    /// `--on-unstable warn`: a part slow at times and fine at others is reported, and the run
+    /// passes if nothing else is slow (by default such a part fails it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unstable_warns: bool,
 }
 
 fn one() -> usize {
@@ -174,6 +178,7 @@ impl PairwiseConfig {
             op_timeout: Duration::from_secs(1),
             nic_choice: None,
             qps: 1,
+            unstable_warns: false,
         }
     }
 
@@ -198,6 +203,10 @@ pub struct Measurement {
     /// own time (bidirectional: both directions of queue pair k together); empty with one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<f64>,
+    /// The first pass's round or shift slot it ran in (0 first): what ran beside it, at the
+    /// same time. None for retests, and in runs saved before slots were kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
 }
 
 impl Measurement {
@@ -219,6 +228,15 @@ impl Measurement {
             iterations,
             retest,
             paths: Vec::new(),
+            slot: None,
+        }
+    }
+
+    /// The same measurement, as run in the first pass's `slot`.
+    pub fn in_slot(self, slot: u32) -> Measurement {
+        Measurement {
+            slot: Some(slot),
+            ..self
         }
     }
 

@@ -186,6 +186,19 @@ fn on_rail(
     nic_of: &dyn Fn(usize) -> Option<String>,
 ) -> Verdict {
     let confirmed = v.confirmed.clone();
+    // A node of one rail is its NIC on that rail, unstable as well as slow.
+    for u in &mut v.unstable {
+        if let Part::Node { host, counts } = &u.part {
+            let rank = ranks.iter().copied().find(|&r| hosts[r] == *host).unwrap_or(0);
+            u.part = Part::RailNic {
+                rail,
+                rank,
+                nic: nic_of(rank),
+                host: host.clone(),
+                counts: counts.clone(),
+            };
+        }
+    }
     v.blamed = v
         .blamed
         .into_iter()
@@ -242,6 +255,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         .collect();
     let mut confirmed = Vec::new();
     let mut cleared = Vec::new();
+    let mut unstable = Vec::new();
     for r in rails {
         blamed.extend(
             r.verdict
@@ -252,19 +266,22 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         );
         confirmed.extend(r.verdict.confirmed.iter().cloned());
         cleared.extend(r.verdict.cleared.iter().copied());
+        unstable.extend(r.verdict.unstable.iter().cloned());
     }
     let mut judged = Vec::new();
     if let Some(w) = within {
         blamed.extend(w.blamed);
         confirmed.extend(w.confirmed);
         cleared.extend(w.cleared);
+        unstable.extend(w.unstable);
         judged = w.judged;
     }
     Verdict {
         rule: verdict::rule(cfg),
         judged,
         cleared,
-        pass: confirmed.is_empty(),
+        pass: Verdict::passes(&confirmed, &unstable, cfg),
+        unstable,
         confirmed,
         blamed,
     }
@@ -300,6 +317,7 @@ mod tests {
             iterations: 10,
             retest: false,
             paths: Vec::new(),
+            slot: None,
         }
     }
 

@@ -18,7 +18,8 @@
 //!
 //! The parts: `cells` (the first pass's cells by size, pair and population), `bars` (the
 //! bars and the suspects), `plan` (what to retest alone), `noise` (the retests' own noise),
-//! `settling` (what the confirmation passes run on) and `judging` (the verdict).
+//! `settling` (what the confirmation passes run on), `judging` (the verdict) and `unstable`
+//! (parts slow at times and fine at others).
 
 mod bars;
 mod cells;
@@ -26,6 +27,7 @@ mod judging;
 mod noise;
 mod plan;
 mod settling;
+mod unstable;
 
 use serde::{Deserialize, Serialize};
 
@@ -34,6 +36,7 @@ pub use judging::{alone_score, judge_pairs, judged_for};
 pub use noise::{alone_spread, unsteady_at_once};
 pub use plan::{plan_retests, retest_amount, RetestAmount, RetestPlan};
 pub use settling::{settled_in_two, to_confirm};
+pub use unstable::{part_holds, Unstable};
 
 pub use super::blame::{Part, SlowPair};
 use super::bulk::Bulk;
@@ -104,7 +107,19 @@ pub struct Verdict {
     pub confirmed: Vec<SlowPair>,
     /// Where the confirmed pairs point, most general part first.
     pub blamed: Vec<Part>,
+    /// Parts slow at times and fine at others: cleared pairs that were slow while the pairs
+    /// beside them were not ([`unstable`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unstable: Vec<Unstable>,
     pub pass: bool,
+}
+
+impl Verdict {
+    /// Whether the run passes on `confirmed` and `unstable`: nothing slow, and nothing unstable
+    /// unless `--on-unstable warn`.
+    pub fn passes(confirmed: &[SlowPair], unstable: &[Unstable], cfg: &super::PairwiseConfig) -> bool {
+        confirmed.is_empty() && (unstable.is_empty() || cfg.unstable_warns)
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,7 @@ fn measure_pair(
         iterations,
         retest,
         paths,
+        slot: None,
     };
     // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
     // on a queue pair of its own, as ib_send_bw); elsewhere (TCP), and for -D runs, through
@@ -166,8 +167,13 @@ fn time_rounds(
     for (k, spent) in busy.iter_mut().enumerate() {
         ranks::postmortem::enter(&format!("pairwise round {}", k + 1));
         let t0 = std::time::Instant::now();
+        let before = mine.len();
         if round(&mut *t, k, &mut mine)? {
             *spent = t0.elapsed().as_secs_f64();
+        }
+        // What ran at the same time: the verdict tells a slow part from a slow moment by it.
+        for m in &mut mine[before..] {
+            m.slot = Some(k as u32);
         }
         world.barrier("end of a pairwise round");
         walls[k] = round_start.elapsed().as_secs_f64();
@@ -261,6 +267,7 @@ fn measure_shifts(
                     iterations: r.iterations,
                     retest: false,
                     paths: Vec::new(),
+                    slot: None,
                 });
             }
         }
@@ -415,9 +422,14 @@ pub fn run(
         let (second, more_clock) = measure_rounds(world, t, cfg, &Schedule::listed(more.clone()), progress)?;
         clock.wall += more_clock.wall;
         clock.wire += more_clock.wire;
+        // The follow-up's rounds come after the first pass's: their slots too.
+        let offset = rounds.len() as u32;
         rounds.extend(more);
         if let (Some(ms), Some(extra)) = (measurements.as_mut(), second) {
-            ms.extend(extra);
+            ms.extend(extra.into_iter().map(|m| Measurement {
+                slot: m.slot.map(|k| k + offset),
+                ..m
+            }));
             ms.sort_by_key(|m| (m.bytes, m.src, m.dst));
         }
         // Retest what the whole picture makes suspect and was not retested yet.

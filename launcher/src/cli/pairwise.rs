@@ -95,6 +95,10 @@ pub struct PairwiseArgs {
     /// Do not retest suspect pairs alone
     #[arg(long)]
     pub no_retest: bool,
+    /// A part slow at times and fine at others (its pairs slow while the pairs beside them were
+    /// not, then fine alone): fail the run, or only warn
+    #[arg(long, value_enum, value_name = "ACTION", default_value = "fail")]
+    pub on_unstable: OnUnstable,
     /// Write every raw figure as JSON (`-`: on stdout after the report, between marker lines, so
     /// a launcher's log carries it; `meshrun verdict LOG` reads it back)
     #[arg(long)]
@@ -168,4 +172,13 @@ pub enum OnFail {
     Label,
     /// Kubernetes: taint the node `meshrun.io/fabric=slow:NoSchedule`, the reason as an annotation
     Taint,
+}
+
+/// What an unstable part does to the run's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnUnstable {
+    /// Exit 1, as a slow part does
+    Fail,
+    /// Report it; the status is the rest of the verdict's
+    Warn,
 }

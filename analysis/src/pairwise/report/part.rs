@@ -13,6 +13,8 @@ pub enum Voice {
     Verdict { rails: bool },
     /// The comparison with a baseline: `NODE h1: 3 of its 5 host links`.
     Baseline,
+    /// An unstable part: `NODE: h1: 3 of its 5 host links slow`, the figures after it saying when.
+    Unstable,
 }
 
 /// What a blamed part is made of, whose figures a report quotes after its name.
@@ -30,6 +32,7 @@ impl Part {
         let (verdict, rails) = match voice {
             Voice::Verdict { rails } => (true, rails),
             Voice::Baseline => (false, false),
+            Voice::Unstable => (true, false),
         };
         let level = self.level().to_uppercase();
         let head = if verdict {
@@ -38,9 +41,13 @@ impl Part {
             format!("{level} ")
         };
         // The verdict says what is slow and how many rank pairs are behind a node or an uplink.
-        let are_slow = if verdict { " are slow" } else { "" };
+        let are_slow = match voice {
+            Voice::Verdict { .. } => " are slow",
+            Voice::Unstable => " slow",
+            Voice::Baseline => "",
+        };
         let behind = |k: &SlowCounts| {
-            if verdict {
+            if matches!(voice, Voice::Verdict { .. }) {
                 format!(" ({} rank pairs)", k.slow_pairs)
             } else {
                 String::new()

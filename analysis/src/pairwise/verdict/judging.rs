@@ -7,6 +7,7 @@ use super::bars::{bar_for, bars, rule, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use super::noise::alone_spread;
 use super::plan::RetestPlan;
+use super::unstable::{holds, unstable_parts};
 use super::{Judged, Population, Rule, Verdict};
 use crate::pairwise::blame::{blame, SlowPair};
 use crate::pairwise::bulk::Bulk;
@@ -70,12 +71,22 @@ pub fn judge_pairs(
         .collect();
     let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
+    let unstable = unstable_parts(
+        first, retests, cfg, hosts, &bars, &judged, &cleared, &confirmed, topology,
+    );
+    // A pair slow alone that belongs to an unstable part is that part's: blamed once, as it.
+    let steady: Vec<SlowPair> = confirmed
+        .iter()
+        .filter(|p| !unstable.iter().any(|u| holds(&u.part, hosts, p)))
+        .cloned()
+        .collect();
     Verdict {
         rule: rule(cfg),
         judged,
         cleared,
-        blamed: blame(hosts, &tested, &confirmed, topology),
-        pass: confirmed.is_empty(),
+        blamed: blame(hosts, &tested, &steady, topology),
+        pass: Verdict::passes(&confirmed, &unstable, cfg),
+        unstable,
         confirmed,
     }
 }

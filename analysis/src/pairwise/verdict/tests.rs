@@ -7,6 +7,7 @@ mod retest_amount;
 mod robust_rule;
 mod settling;
 mod threshold_rule;
+mod unstable;
 
 use super::bars::{bars, suspect_pairs};
 use super::*;
@@ -51,6 +52,7 @@ fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
         iterations: 10,
         retest: false,
         paths: Vec::new(),
+        slot: None,
     }
 }
 

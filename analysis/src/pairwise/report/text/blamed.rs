@@ -15,7 +15,14 @@ use crate::pairwise::PairwiseOutcome;
 /// on a noisy run clears a pair a quiet run would name).
 pub(super) fn cleared_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
-    for &(a, b) in &v.cleared {
+    // A cleared pair of an unstable part was not slow for what ran beside it: its part's line
+    // says what it was.
+    let in_unstable = |a: usize, b: usize| {
+        v.unstable
+            .iter()
+            .any(|u| verdict::part_holds(&u.part, &o.hosts, (a, b)))
+    };
+    for &(a, b) in v.cleared.iter().filter(|&&(a, b)| !in_unstable(a, b)) {
         let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
         let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
             (Some(alone), Some(j)) => format!(
@@ -91,6 +98,41 @@ pub(super) fn blamed_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     }
 }
 
+/// `# UNSTABLE ...`: each part slow at times and fine at others, with when it was slow (the
+/// first pass's slots), what ran beside it then and what its pairs ran at alone, and the
+/// counters of the NICs it carried.
+pub(super) fn unstable_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
+    let sc = Scale::of(o);
+    let u = sc.unit;
+    for x in &v.unstable {
+        let slots: Vec<String> = x.slow_in.iter().map(|k| (k + 1).to_string()).collect();
+        let plural = if slots.len() == 1 { "" } else { "s" };
+        let alone = if x.alone_min.is_finite() {
+            format!(
+                ", alone {:.2}-{:.2} {u}",
+                sc.val(x.alone_min.min(x.alone_max)),
+                sc.val(x.alone_max.max(x.alone_min))
+            )
+        } else {
+            String::new()
+        };
+        let written = writeln!(
+            s,
+            "# UNSTABLE {} in the first pass while the pairs beside them were not (slot{plural} {} of {}; worst {:.2} {u}, beside it {:.2}){alone}: its speed changed while the run lasted",
+            x.part.phrase(Voice::Unstable),
+            slots.join(", "),
+            x.slots,
+            sc.val(x.worst),
+            sc.val(x.beside),
+        );
+        if written.is_ok() {
+            for line in counters::evidence(&o.counters, &part_ranks(o, &x.part)) {
+                let _ = writeln!(s, "#   counters: {line}");
+            }
+        }
+    }
+}
+
 /// The ranks whose traffic a blamed part carried, whose NICs' counters are its evidence (none
 /// for an uplink: the switches' counters are not the hosts').
 fn part_ranks(o: &PairwiseOutcome, part: &Part) -> Vec<usize> {
@@ -116,6 +158,8 @@ pub(super) fn unblamed_counters(s: &mut String, o: &PairwiseOutcome) {
         .blamed
         .iter()
         .chain(o.rails.iter().flat_map(|r| &r.verdict.blamed))
+        .chain(o.verdict.unstable.iter().map(|x| &x.part))
+        .chain(o.rails.iter().flat_map(|r| r.verdict.unstable.iter().map(|x| &x.part)))
         .flat_map(|p| part_ranks(o, p))
         .collect();
     for line in counters::unblamed(&o.counters, &blamed) {
@@ -134,8 +178,26 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             s,
             "# FAIL: {slow_paths} slow path(s) (one queue pair of a pair slower than its others), no slow pair"
         );
+    } else if v.pass && !v.unstable.is_empty() {
+        let _ = writeln!(
+            s,
+            "# PASS: no slow pairs; {} unstable part(s), a warning (--on-unstable warn)",
+            v.unstable.len()
+        );
     } else if v.pass {
         let _ = writeln!(s, "# PASS: no slow pairs");
+    } else if v.blamed.is_empty() {
+        let _ = writeln!(
+            s,
+            "# FAIL: {} unstable part(s) (slow at times, fine at others), nothing else slow",
+            v.unstable.len()
+        );
+        if slow_paths > 0 {
+            let _ = writeln!(
+                s,
+                "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
+            );
+        }
     } else {
         let count = |level: &str| v.blamed.iter().filter(|p| p.level() == level).count();
         let _ = writeln!(
@@ -152,6 +214,13 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             let _ = writeln!(
                 s,
                 "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
+            );
+        }
+        if !v.unstable.is_empty() && !o.config.unstable_warns {
+            let _ = writeln!(
+                s,
+                "# FAIL: and {} unstable part(s) (slow at times, fine at others)",
+                v.unstable.len()
             );
         }
     }

@@ -69,6 +69,8 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
             .retain(|p| !o.rails.iter().any(|r| r.verdict.blamed.contains(p)));
         rest.cleared
             .retain(|p| !o.rails.iter().any(|r| r.verdict.cleared.contains(p)));
+        rest.unstable
+            .retain(|x| !o.rails.iter().any(|r| r.verdict.unstable.contains(x)));
         verdict(&mut s, o, &rest);
     }
     paths::paths(&mut s, o);
@@ -82,6 +84,7 @@ fn verdict(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     bar::bar_lines(s, o, v);
     blamed::cleared_lines(s, o, v);
     blamed::blamed_lines(s, o, v);
+    blamed::unstable_lines(s, o, v);
 }
 
 /// How a run's scores read in its text: the unit, a score as the unit shows it, and the word

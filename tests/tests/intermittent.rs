@@ -1,0 +1,53 @@
+//! Intermittent faults on the quiet shaped cluster (every directed host link at 100 Mbit/s, so
+//! the shaper, not this machine's CPU, sets the speed): a node whose links flap between a fifth of
+//! the rate and the rate, 3 s each, as a flapping NIC does. Its pairs are slow in the first pass
+//! while the pairs beside them run at speed, and fine alone when retested in a fast moment: the
+//! verdict names the node unstable, alone, and the run fails. (The steady quiet fabric passing
+//! run after run is quiet_fabric.rs's; the noisy cluster's tests are netns_cluster.rs's.)
+
+use std::time::Duration;
+
+use e2e::*;
+
+/// The check: 1 MiB messages, 30 per direction (2.5 s at 100 Mbit/s, so each shift slot
+/// overlaps a slow moment of a 6 s cycle but for one start in twelve), default verdict.
+const PAIRWISE: &[&str] = &["pairwise", "-s", "1M", "-n", "30", "--timeout", "60"];
+
+#[test]
+fn a_flapping_node_is_named_unstable_alone() {
+    let c = NetnsCluster::up(6);
+    c.script(&["shape-fabric", "100mbit"]).expect_code(0);
+    let flap = c.flap_node(
+        "mr-h4",
+        "20mbit",
+        "100mbit",
+        Duration::from_secs(3),
+        Duration::from_secs(240),
+    );
+    let r = c.launch(&[], PAIRWISE, limits::LONG_JOB);
+    c.unflap(&[&flap]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let found = blamed(&r.stdout);
+    assert_eq!(found.len(), 1, "one finding:\n{}", r.stdout);
+    assert!(
+        found[0].starts_with("# UNSTABLE NODE: mr-h4: ")
+            && found[0].contains(" while the pairs beside them were not ("),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout
+            .contains("# FAIL: 1 unstable part(s) (slow at times, fine at others), nothing else slow"),
+        "{}",
+        r.stdout
+    );
+    // Its pairs were not slow for what ran beside them: no `cleared` line says they were.
+    assert!(
+        !r.stdout
+            .lines()
+            .any(|l| l.starts_with("# cleared: ") && l.contains("(mr-h4)")),
+        "{}",
+        r.stdout
+    );
+    eprintln!("flapping node: {}", found[0]);
+}
