@@ -108,7 +108,7 @@ pub struct Verdict {
     /// Where the confirmed pairs point, most general part first.
     pub blamed: Vec<Part>,
     /// Parts slow at times and fine at others: cleared pairs that were slow while the pairs
-    /// beside them were not ([`unstable`]).
+    /// beside them were not (`verdict/unstable.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<Unstable>,
     pub pass: bool,
