@@ -32,17 +32,6 @@ pub fn of_pass(ok: bool) -> Status {
     }
 }
 
-/// Write a command's JSON document to `--json PATH` (atomically, never over a file without
-/// `--force`; `-`: stdout between the marker lines). A write that fails is said, `who: error`,
-/// and is status 2.
-pub fn write_json_doc(path: &std::path::Path, doc: &serde_json::Value, force: bool, who: &str) -> Result<(), Status> {
-    let bytes = serde_json::to_vec_pretty(doc).unwrap_or_default();
-    collectives::output::write_json(path, &bytes, force).map_err(|e| {
-        ranks::eline!("{who}: {e}");
-        Status::Usage
-    })
-}
-
 /// The status for a transport failure: a peer that stopped answering or closed the connection is
 /// 3, a local device fault 4, anything that says the ranks or the flags disagree 2.
 pub fn of_transport(e: &TransportError) -> Status {

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use analysis::export::{ExportError, Exporter};
 use ranks::postmortem::Conclusion;
 use serde_json::json;
 
@@ -50,10 +51,19 @@ pub fn document(c: &Conclusion) -> serde_json::Value {
     })
 }
 
+/// The stall's JSON as an output format: [`document`], pretty-printed.
+pub struct StallJson;
+
+impl Exporter<Conclusion> for StallJson {
+    fn render(&self, c: &Conclusion) -> Result<Vec<u8>, ExportError> {
+        Ok(serde_json::to_vec_pretty(&document(c)).unwrap_or_default())
+    }
+}
+
 fn write(c: &Conclusion) {
     let Some((path, force)) = OUT.get() else { return };
     // The job ends with status 3 whatever the write did; a failed write has been said.
-    let _ = crate::exit::write_json_doc(path, &document(c), *force, "meshrun: the stall's JSON");
+    let _ = crate::report_files::write_or_status(path, &StallJson, c, *force, "meshrun: the stall's JSON");
 }
 
 #[cfg(test)]
