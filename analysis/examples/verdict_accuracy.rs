@@ -294,14 +294,14 @@ impl Slowdown {
 }
 
 /// A row of the table: the fault's kind and the percentage of moments it is slow (100: steady).
-type Row = (SlowdownKind, u8);
+type TableRow = (SlowdownKind, u8);
 
 /// The table's rows: every steady fault; in the full table also a link, a NIC and a node slow
 /// half the time (each first-pass slot and retest pass by chance), as flapping parts are. Those
 /// are reported, not held to the target: a part slow half the time is named slow where its
 /// retests all fell in slow moments, unstable where they did not and it has several members
 /// slow apart; a host link of one rank pair (one rank a host) is never named unstable.
-fn rows(small: bool) -> Vec<Row> {
+fn rows(small: bool) -> Vec<TableRow> {
     use SlowdownKind::*;
     let steady = [(Link, 100), (Nic, 100), (Node, 100), (Uplink, 100)];
     let flapping = [(Link, 50), (Nic, 50), (Node, 50)];
@@ -481,7 +481,7 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
         }
     };
     for noise in NOISES.into_iter().filter(chosen) {
-        let mut by: BTreeMap<(Row, u32), Tally> = BTreeMap::new();
+        let mut by: BTreeMap<(TableRow, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
         for &(h, p) in &shapes {
             let s = Shape { hosts: h, ppn: p };

@@ -102,7 +102,7 @@ fn element(dt: DataType, bytes: &[u8], i: usize) -> String {
 }
 
 /// How one (type, op) case came out on the device.
-enum Outcome {
+enum CaseOutcome {
     Equal,
     Wrong {
         count: u64,
@@ -115,10 +115,10 @@ enum Outcome {
 
 /// Run `dst = a op b` (in place, as the ring does) and the avg divide on the device, and
 /// compare with the CPU.
-fn run_case(g: &mut dyn Gpu, dt: DataType, op: RedOp, a: &[u8], b: &[u8]) -> Outcome {
+fn run_case(g: &mut dyn Gpu, dt: DataType, op: RedOp, a: &[u8], b: &[u8]) -> CaseOutcome {
     let mut want = vec![0u8; a.len()];
     if let Err(e) = reduce::reduce_from(dt, op, &mut want, a, b).and_then(|()| reduce::finalize(dt, op, &mut want, 3)) {
-        return Outcome::Failed(format!("CPU reference: {e}"));
+        return CaseOutcome::Failed(format!("CPU reference: {e}"));
     }
     let mut got = vec![0u8; a.len()];
     let device = (|| -> Result<(), GpuError> {
@@ -135,18 +135,18 @@ fn run_case(g: &mut dyn Gpu, dt: DataType, op: RedOp, a: &[u8], b: &[u8]) -> Out
         r
     })();
     if let Err(e) = device {
-        return Outcome::Failed(e.to_string());
+        return CaseOutcome::Failed(e.to_string());
     }
     let count = reduce::count_wrong(dt, &got, &want);
     if count == 0 {
-        return Outcome::Equal;
+        return CaseOutcome::Equal;
     }
     let first = got
         .chunks(dt.size())
         .zip(want.chunks(dt.size()))
         .position(|(x, y)| x != y)
         .unwrap_or(0);
-    Outcome::Wrong {
+    CaseOutcome::Wrong {
         count,
         first,
         got: element(dt, &got, first),
@@ -177,17 +177,17 @@ fn kernel_report(g: &mut dyn Gpu, n: usize, say: &mut dyn FnMut(&str)) -> Report
         for op in RedOp::ALL {
             let case = format!("{:>8} {:>4}", dt.name(), op.name());
             let line = match run_case(g, dt, op, &a, &b) {
-                Outcome::Equal => {
+                CaseOutcome::Equal => {
                     equal += 1;
                     format!("{case}: ok, {n} of {n} equal")
                 }
-                Outcome::Wrong {
+                CaseOutcome::Wrong {
                     count,
                     first,
                     got,
                     want,
                 } => format!("{case}: WRONG {count} of {n}, first at {first}: got {got}, want {want}"),
-                Outcome::Failed(e) => format!("{case}: FAILED: {e}"),
+                CaseOutcome::Failed(e) => format!("{case}: FAILED: {e}"),
             };
             if !line.contains(": ok,") {
                 failed.push(format!("{} {}", dt.name(), op.name()));
