@@ -114,7 +114,9 @@ pub(super) fn unstable_parts(
     let Some(slots) = Slots::of(&cells, cfg, hosts, bars) else {
         return Vec::new();
     };
-    let apart: Vec<&Measurement> = cells.iter().copied().filter(|m| slots.slow_apart(m)).collect();
+    // Each cell with whether it was slow apart, decided once: the parts below count them.
+    let flagged: Vec<(&Measurement, bool)> = cells.iter().map(|&m| (m, slots.slow_apart(m))).collect();
+    let apart: Vec<&Measurement> = flagged.iter().filter(|x| x.1).map(|x| x.0).collect();
     let fine_alone: Vec<Pair> = cleared
         .iter()
         .copied()
@@ -152,9 +154,9 @@ pub(super) fn unstable_parts(
             if !several(&part) || !some_fine {
                 return None;
             }
-            let (ins, outs): (Vec<&Measurement>, Vec<&Measurement>) = cells.iter().copied().partition(|m| inside(m));
-            let apart_in: Vec<&Measurement> = ins.iter().copied().filter(|m| apart.contains(m)).collect();
-            let apart_out = outs.iter().filter(|m| apart.contains(m)).count();
+            let (ins, outs): (Vec<&(&Measurement, bool)>, Vec<_>) = flagged.iter().partition(|x| inside(x.0));
+            let apart_in: Vec<&Measurement> = ins.iter().filter(|x| x.1).map(|x| x.0).collect();
+            let apart_out = outs.iter().filter(|x| x.1).count();
             // Laplace's rule for the rate outside: a clean outside is not a rate of zero.
             let rate = (apart_out as f64 + 1.0) / (outs.len() as f64 + 2.0);
             let by_chance = apart_out > 0 && upper_tail(ins.len(), apart_in.len(), rate) >= CHANCE / named;
