@@ -9,14 +9,69 @@ use std::time::Duration;
 
 use crate::{blamed, limits, meshrun_bin, mpi_env, root, run_bounded, Run};
 
-/// A namespace cluster of N hosts for the duration of a test (one at a time per test binary).
+/// A namespace cluster of N hosts for the duration of a test (one at a time on this machine).
 pub struct NetnsCluster {
     pub dir: PathBuf,
-    _lock: MutexGuard<'static, ()>,
+    _lock: MachineLock,
 }
 
 /// Held by each namespace or Slurm cluster while it is up: one at a time per test binary.
-pub(crate) static NETNS_LOCK: Mutex<()> = Mutex::new(());
+static NETNS_LOCK: Mutex<()> = Mutex::new(());
+
+/// The namespace hosts' names (mr-h*) and the Slurm cluster's ports are the machine's, not one
+/// test process's: a second `cargo test` (another checkout, a flake sweep) waits here until the
+/// first one's cluster is down, rather than tearing it down under it.
+const MACHINE_LOCK: &str = "/run/lock/meshrun-netns.lock";
+
+/// How long a cluster waits for another process's: longer than any one test holds it.
+const MACHINE_LOCK_WAIT: Duration = Duration::from_secs(1800);
+
+/// This process's turn with the namespace hosts: the test binary's mutex, then the machine's file
+/// lock (released when the file closes, also when the process dies).
+pub(crate) struct MachineLock {
+    _file: std::fs::File,
+    _mutex: MutexGuard<'static, ()>,
+}
+
+impl MachineLock {
+    pub(crate) fn take() -> MachineLock {
+        let mutex = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(MACHINE_LOCK)
+            .unwrap_or_else(|e| panic!("{MACHINE_LOCK}: {e}"));
+        let deadline = std::time::Instant::now() + MACHINE_LOCK_WAIT;
+        let mut said = false;
+        loop {
+            match file.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                    if !said {
+                        let holder = std::fs::read_to_string(MACHINE_LOCK).unwrap_or_default();
+                        eprintln!(
+                            "waiting for the namespace hosts: another test process holds {MACHINE_LOCK} ({})",
+                            holder.trim()
+                        );
+                        said = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(500));
+                }
+                Err(e) => panic!(
+                    "{MACHINE_LOCK}: not free after {} s ({e}); the process named in it holds the namespace hosts",
+                    MACHINE_LOCK_WAIT.as_secs()
+                ),
+            }
+        }
+        let _ = std::fs::write(MACHINE_LOCK, format!("pid {}", std::process::id()));
+        MachineLock {
+            _file: file,
+            _mutex: mutex,
+        }
+    }
+}
 
 impl NetnsCluster {
     pub fn up(n: usize) -> NetnsCluster {
@@ -41,14 +96,16 @@ impl NetnsCluster {
     }
 
     fn up_full(n: usize, slots: usize, leaves: usize, rails: usize) -> NetnsCluster {
-        let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
             "the namespace cluster needs root (ip netns, unshare); run the tests as root, as CI does"
         );
         let dir = std::env::temp_dir().join(format!("meshrun-netns-{}", std::process::id()));
         // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics.
-        let cluster = NetnsCluster { dir, _lock: lock };
+        let cluster = NetnsCluster {
+            dir,
+            _lock: MachineLock::take(),
+        };
         let r = run_bounded(
             Command::new(root().join("scripts/netns-cluster"))
                 .args([

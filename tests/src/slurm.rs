@@ -3,17 +3,16 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::MutexGuard;
 use std::time::Duration;
 
-use crate::netns::NETNS_LOCK;
+use crate::netns::MachineLock;
 use crate::{mpi_env, root, run_bounded};
 
 /// A real Slurm (Debian's slurm-wlm and munge) whose nodes are namespace hosts mr-h0..: slurmctld
 /// on this machine, one slurmd per node (`scripts/slurm-cluster`). Shares the namespace lock.
 pub struct SlurmCluster {
     pub dir: PathBuf,
-    _lock: MutexGuard<'static, ()>,
+    _lock: MachineLock,
 }
 
 impl SlurmCluster {
@@ -40,7 +39,6 @@ impl SlurmCluster {
     }
 
     fn up_full(nodes: usize, cpus: usize, gpus: usize, env: &[(&str, &str)]) -> SlurmCluster {
-        let lock = NETNS_LOCK.lock().unwrap_or_else(|p| p.into_inner());
         assert!(
             nix::unistd::geteuid().is_root(),
             "the Slurm cluster needs root (munged, slurmd in namespaces); run the tests as root, as CI does"
@@ -48,7 +46,10 @@ impl SlurmCluster {
         let dir = SlurmCluster::dir_of_this_process();
         // Made before it is up, so a failed `up` is taken down again (by Drop) when it panics:
         // a slurmctld left behind holds its port against every later cluster.
-        let cluster = SlurmCluster { dir, _lock: lock };
+        let cluster = SlurmCluster {
+            dir,
+            _lock: MachineLock::take(),
+        };
         let mut cmd = Command::new(root().join("scripts/slurm-cluster"));
         cmd.args(["up", &nodes.to_string(), &cpus.to_string(), &gpus.to_string()])
             .env("MR_SLURM_DIR", &cluster.dir)
