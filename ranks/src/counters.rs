@@ -2,7 +2,8 @@
 //! the run beside the part it blames (the meaning of each counter is `analysis::counters`'):
 //! - an RDMA port: `class/infiniband/DEV/ports/PORT/counters/*` (InfiniBand port counters) and
 //!   `.../ports/PORT/hw_counters/*` and `class/infiniband/DEV/hw_counters/*` (RoCE and Soft-RoCE),
-//!   as `DEV port PORT`;
+//!   as `DEV port PORT`; on RoCE also the link downs of the port's network interface (the one
+//!   its default GID, index 0, belongs to), as `IF`, since RoCE ports have no `link_downed`;
 //! - a network interface: `class/net/IF/statistics/*` and its link downs
 //!   (`class/net/IF/carrier_down_count`, else `carrier_changes`), as `IF`;
 //! - the host's TCP: `Tcp:` of `/proc/net/snmp` and `TcpExt:` of `/proc/net/netstat`, as `tcp`.
@@ -81,18 +82,53 @@ pub fn port_counters(sysfs_root: &Path, dev: &str, port: u8) -> BTreeMap<String,
 }
 
 /// Every counter of network interface `name`: its `statistics` and how often its link went down
-/// (`carrier_down_count`, Linux 4.16 and later; `carrier_changes` where that is missing), so a
-/// link that dropped and came back during a run is named even when its traffic looked fine.
+/// ([`link_downs`]), so a link that dropped and came back during a run is named even when its
+/// traffic looked fine.
 pub fn interface_counters(sysfs_root: &Path, name: &str) -> BTreeMap<String, u64> {
     let dir = sysfs_root.join("class/net").join(name);
     let mut values = numbers_in(&dir.join("statistics"));
+    values.extend(link_downs(sysfs_root, name));
+    values
+}
+
+/// How often interface `name`'s link went down: `carrier_down_count` (Linux 4.16 and later),
+/// else `carrier_changes` (downs and ups); empty where neither can be read.
+pub fn link_downs(sysfs_root: &Path, name: &str) -> BTreeMap<String, u64> {
+    let dir = sysfs_root.join("class/net").join(name);
     let read = |f: &str| -> Option<u64> { std::fs::read_to_string(dir.join(f)).ok()?.trim().parse().ok() };
+    let mut values = BTreeMap::new();
     if let Some(n) = read("carrier_down_count") {
         values.insert("carrier_down_count".to_string(), n);
     } else if let Some(n) = read("carrier_changes") {
         values.insert("carrier_changes".to_string(), n);
     }
     values
+}
+
+/// The network interface under RoCE port `port` of `dev`: the one its GID at index 0 (the port's
+/// default GID, made from the interface's own address) belongs to
+/// (`ports/PORT/gid_attrs/ndevs/0`), else the first of the PCI function's (`device/net/`). None
+/// on InfiniBand (no interface) or where sysfs does not say.
+pub fn roce_interface(sysfs_root: &Path, dev: &str, port: u8) -> Option<String> {
+    let d = sysfs_root.join("class/infiniband").join(dev);
+    let p = d.join("ports").join(port.to_string());
+    let link = std::fs::read_to_string(p.join("link_layer")).ok()?;
+    if link.trim() != "Ethernet" {
+        return None;
+    }
+    let by_gid = std::fs::read_to_string(p.join("gid_attrs/ndevs/0"))
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty());
+    by_gid.or_else(|| {
+        let mut names: Vec<String> = std::fs::read_dir(d.join("device/net"))
+            .ok()?
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        names.sort();
+        names.into_iter().next()
+    })
 }
 
 /// The counters of the NIC this rank's mesh uses (`end`, over `kind`), sysfs under
@@ -103,6 +139,12 @@ pub fn snapshot(sysfs_root: &Path, proc_root: &Path, kind: TransportKind, end: &
         TransportKind::Verbs => {
             if let (Some(dev), Some(port)) = (&end.device, end.port) {
                 out.push((format!("{dev} port {port}"), port_counters(sysfs_root, dev, port)));
+                if let Some(ifname) = roce_interface(sysfs_root, dev, port) {
+                    let downs = link_downs(sysfs_root, &ifname);
+                    if !downs.is_empty() {
+                        out.push((ifname, downs));
+                    }
+                }
             }
         }
         TransportKind::Tcp => {
@@ -198,6 +240,9 @@ mod tests {
             ..Endpoint::default()
         };
         let got = snapshot(&root, &root.join("no-proc"), TransportKind::Verbs, &end);
+        // InfiniBand: no interface under the port, so no link-down source beside it.
+        std::fs::write(p.join("link_layer"), "InfiniBand\n").unwrap();
+        assert_eq!(roce_interface(&root, "mlx5_0", 1), None);
         std::fs::remove_dir_all(&root).unwrap();
         assert_eq!(got.len(), 1, "{got:?}");
         assert_eq!(got[0].0, "mlx5_0 port 1");
@@ -210,5 +255,44 @@ mod tests {
             ]
             .into()
         );
+    }
+
+    /// RoCE (here Soft-RoCE's layout: no PCI device, the interface named by GID 0): the port's
+    /// counters, then its interface's link downs as a source of their own.
+    #[test]
+    fn a_roce_ports_interface_link_downs_beside_its_counters() {
+        let root = std::env::temp_dir().join(format!("meshrun-roce-counters-{}", std::process::id()));
+        let p = root.join("class/infiniband/rxe0/ports/1");
+        std::fs::create_dir_all(p.join("hw_counters")).unwrap();
+        std::fs::create_dir_all(p.join("gid_attrs/ndevs")).unwrap();
+        std::fs::write(p.join("link_layer"), "Ethernet\n").unwrap();
+        std::fs::write(p.join("hw_counters/rcvd_seq_err"), "7\n").unwrap();
+        std::fs::write(p.join("gid_attrs/ndevs/0"), "eth2\n").unwrap();
+        let eth2 = root.join("class/net/eth2");
+        std::fs::create_dir_all(eth2.join("statistics")).unwrap();
+        std::fs::write(eth2.join("statistics/rx_dropped"), "40\n").unwrap();
+        std::fs::write(eth2.join("carrier_down_count"), "1\n").unwrap();
+        // mlx5's layout: no GID table entry read, the PCI function's interface instead.
+        let m = root.join("class/infiniband/mlx5_1");
+        std::fs::create_dir_all(m.join("ports/1")).unwrap();
+        std::fs::write(m.join("ports/1/link_layer"), "Ethernet\n").unwrap();
+        std::fs::create_dir_all(m.join("device/net/enp65s0f1np1")).unwrap();
+        let end = Endpoint {
+            device: Some("rxe0".into()),
+            port: Some(1),
+            ..Endpoint::default()
+        };
+        let got = snapshot(&root, &root.join("no-proc"), TransportKind::Verbs, &end);
+        let mlx = roce_interface(&root, "mlx5_1", 1);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ("rxe0 port 1".to_string(), [("rcvd_seq_err".to_string(), 7)].into()),
+                // Only the link downs: the interface's own statistics do not count RoCE traffic.
+                ("eth2".to_string(), [("carrier_down_count".to_string(), 1)].into()),
+            ]
+        );
+        assert_eq!(mlx.as_deref(), Some("enp65s0f1np1"));
     }
 }
