@@ -159,3 +159,50 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
     );
     (run, leftovers)
 }
+
+/// A command running in the background in its own process group, its output going to files, for
+/// a test that acts while it runs (cuts a link, drops one for a moment) and then reads the end.
+pub struct Background {
+    child: std::process::Child,
+    out: std::path::PathBuf,
+    err: std::path::PathBuf,
+}
+
+impl Background {
+    /// Start `cmd` with its stdout and stderr in `name.out` and `name.err` under `dir`.
+    pub fn start(mut cmd: Command, dir: &std::path::Path, name: &str) -> Background {
+        use std::os::unix::process::CommandExt;
+        let out = dir.join(format!("{name}.out"));
+        let err = dir.join(format!("{name}.err"));
+        cmd.stdout(std::fs::File::create(&out).expect("stdout file"))
+            .stderr(std::fs::File::create(&err).expect("stderr file"))
+            .process_group(0);
+        let child = cmd.spawn().expect("start the background command");
+        Background { child, out, err }
+    }
+
+    /// Its stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.err).unwrap_or_default()
+    }
+
+    /// Whether its stderr holds `text` within `limit`.
+    pub fn stderr_shows(&self, text: &str, limit: Duration) -> bool {
+        wait_for(limit, || self.stderr().contains(text))
+    }
+
+    /// Wait up to `limit` for it to end (else kill its process group); its status, or None when
+    /// it had to be killed, and what it wrote.
+    pub fn finish(mut self, limit: Duration) -> (Option<std::process::ExitStatus>, String, String) {
+        let ended = wait_for(limit, || matches!(self.child.try_wait(), Ok(Some(_))));
+        if !ended {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(self.child.id() as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+        let status = self.child.wait().expect("wait for the background command");
+        let stdout = std::fs::read_to_string(&self.out).unwrap_or_default();
+        (ended.then_some(status), stdout, self.stderr())
+    }
+}

@@ -360,14 +360,11 @@ fn ranks_in(host: &str) -> usize {
 
 #[test]
 fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
-    use std::os::unix::process::CommandExt;
     // 3 hosts x 2 ranks; once the rounds run, mr-h2's interface goes down: the post-mortem must
     // name mr-h2 (from rank 0 on mr-h0, and from rank 5 on mr-h2 itself, which reaches nobody),
     // and once the link is back the job ends with status 3 and leaves no process behind.
     let c = NetnsCluster::up_with_slots(3, 2);
-    let out = c.dir.join("cut.out");
-    let err = c.dir.join("cut.err");
-    let mut cmd = c.launch_command(
+    let cmd = c.launch_command(
         &[],
         // Rounds of a fixed duration (-D), not of a fixed count: the pairs of a round end
         // close together (with -n 3000 of 1 MiB, a loaded machine kept one pair busy past the
@@ -376,13 +373,9 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         // round's end raised its alarm before the cut on a heavily loaded machine: 20 s.
         &["pairwise", "-s", "1M", "-D", "4", "-T", "20", "--transport", "tcp"],
     );
-    cmd.stdout(std::fs::File::create(&out).expect("out"))
-        .stderr(std::fs::File::create(&err).expect("err"))
-        .process_group(0);
-    let mut child = cmd.spawn().expect("launch");
-    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
+    let job = Background::start(cmd, &c.dir, "cut");
     // The progress line of round 1 says the rounds run (nothing is on stdout before the end).
-    let running = wait_for(Duration::from_secs(90), || read(&err).contains("round 1/"));
+    let running = job.stderr_shows("round 1/", Duration::from_secs(90));
     let cut = std::time::Instant::now();
     let down = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "down"]);
     // Both collectors conclude while the link is down: rank 0 (mr-h0), whose line mpirun prints
@@ -391,21 +384,11 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
     // collector exits once it has printed, the other rank after its alarm): a collector still
     // querying when the link came back would see a half-restored network (CI once saw rank 5
     // reach mr-h1 again but not yet mr-h0, and name mr-h0).
-    let named = wait_for(Duration::from_secs(20 + 15), || {
-        read(&err).contains("root cause of the stall")
-    });
+    let named = job.stderr_shows("root cause of the stall", Duration::from_secs(20 + 15));
     let to_verdict = cut.elapsed();
     let h2_done = wait_for(Duration::from_secs(60), || ranks_in("mr-h2") == 0);
     let up = c.script(&["exec", "mr-h2", "ip", "link", "set", "eth0", "up"]);
-    let ended = wait_for(Duration::from_secs(60), || matches!(child.try_wait(), Ok(Some(_))));
-    if !ended {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let status = child.wait().expect("wait");
-    let (stdout, stderr) = (read(&out), read(&err));
+    let (status, stdout, stderr) = job.finish(Duration::from_secs(60));
     assert!(running, "the run never started:\n{stdout}\n{stderr}");
     assert_eq!(
         (down.code, up.code),
@@ -419,10 +402,7 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         h2_done,
         "the ranks on mr-h2 had not ended 60 s after rank 0's verdict:\n{stderr}"
     );
-    assert!(
-        ended,
-        "the job did not end within 60 s of the link coming back:\n{stderr}"
-    );
+    let status = status.unwrap_or_else(|| panic!("the job did not end within 60 s of the link coming back:\n{stderr}"));
     assert_eq!(status.code(), Some(3), "{stdout}\n{stderr}");
     let roots: Vec<&str> = stderr
         .lines()
@@ -463,22 +443,15 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
 /// link-down counter (`carrier_down_count`), and nobody else's.
 #[test]
 fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
-    use std::os::unix::process::CommandExt;
     let c = NetnsCluster::up(3);
-    let out = c.dir.join("drop.out");
-    let err = c.dir.join("drop.err");
     // Rounds of a fixed duration (-D: 3 rounds of two 4 s directions, a progress line once 5 s
     // have passed), so the drop, once round 1's line is out, falls inside them on any machine.
-    let mut cmd = c.launch_command(
+    let cmd = c.launch_command(
         &[],
         &["pairwise", "-s", "1M", "-D", "4", "-T", "20", "--transport", "tcp"],
     );
-    cmd.stdout(std::fs::File::create(&out).expect("out"))
-        .stderr(std::fs::File::create(&err).expect("err"))
-        .process_group(0);
-    let mut child = cmd.spawn().expect("launch");
-    let read = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
-    let running = wait_for(Duration::from_secs(90), || read(&err).contains("round 1/"));
+    let job = Background::start(cmd, &c.dir, "drop");
+    let running = job.stderr_shows("round 1/", Duration::from_secs(90));
     let ip = |state: &str| {
         run_bounded(
             std::process::Command::new("ip").args(["link", "set", "mrv2", state]),
@@ -488,15 +461,7 @@ fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
     let down = ip("down");
     std::thread::sleep(Duration::from_millis(300));
     let up = ip("up");
-    let ended = wait_for(Duration::from_secs(120), || matches!(child.try_wait(), Ok(Some(_))));
-    if !ended {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(child.id() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let status = child.wait().expect("wait");
-    let (stdout, stderr) = (read(&out), read(&err));
+    let (status, stdout, stderr) = job.finish(Duration::from_secs(120));
     assert!(running, "the run never started:\n{stdout}\n{stderr}");
     assert_eq!(
         (down.code, up.code),
@@ -505,7 +470,7 @@ fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
         down.all(),
         up.all()
     );
-    assert!(ended, "the job did not end within 120 s of the drop:\n{stderr}");
+    let status = status.unwrap_or_else(|| panic!("the job did not end within 120 s of the drop:\n{stderr}"));
     // A PASS, or a FAIL naming what the drop slowed: the report either way, never a stall.
     assert!(
         matches!(status.code(), Some(0 | 1)),
