@@ -28,6 +28,30 @@ pub fn meshrun_bin() -> PathBuf {
     p
 }
 
+/// Every file and folder under `root` (build outputs, `target*`, and `.git` left out), relative
+/// to it, folders before what they hold, each with whether it is a folder.
+pub fn project_tree(root: &Path) -> Vec<(PathBuf, bool)> {
+    fn walk(root: &Path, dir: &Path, out: &mut Vec<(PathBuf, bool)>) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name == ".git" || name.starts_with("target") {
+                continue;
+            }
+            let rel = p.strip_prefix(root).map(Path::to_path_buf).unwrap_or_default();
+            let is_dir = p.is_dir();
+            out.push((rel, is_dir));
+            if is_dir {
+                walk(root, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(root, root, &mut out);
+    out
+}
+
 /// The names of the files in directory `d` (none when it cannot be read).
 pub fn entries(d: &Path) -> Vec<String> {
     std::fs::read_dir(d)

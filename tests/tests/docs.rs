@@ -23,27 +23,14 @@ const SOURCE_EXTS: &[&str] = &["rs", "md", "sh", "toml", "yaml", "cu", "ptx", "c
 
 /// Every file and folder under the root, relative, as `a/b/c` (build outputs and .git left out).
 fn tree(root: &Path) -> BTreeSet<String> {
-    fn walk(root: &Path, dir: &Path, out: &mut BTreeSet<String>) {
-        let Ok(entries) = std::fs::read_dir(dir) else { return };
-        for e in entries.flatten() {
-            let p = e.path();
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name == ".git" || name.starts_with("target") {
-                continue;
-            }
-            let rel = p
-                .strip_prefix(root)
-                .map(|r| r.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            out.insert(rel.clone());
-            if p.is_dir() {
-                out.insert(format!("{rel}/"));
-                walk(root, &p, out);
-            }
-        }
-    }
     let mut out = BTreeSet::new();
-    walk(root, root, &mut out);
+    for (p, is_dir) in e2e::project_tree(root) {
+        let rel = p.to_string_lossy().into_owned();
+        if is_dir {
+            out.insert(format!("{rel}/"));
+        }
+        out.insert(rel);
+    }
     out
 }
 

@@ -16,19 +16,12 @@ const CRATES: &[&str] = &["hostfiles", "analysis", "ranks", "collectives", "laun
 
 /// Every `.rs` file under `dir`, build outputs and .git left out.
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name == ".git" || name.starts_with("target") {
-            continue;
-        }
-        if p.is_dir() {
-            sources(&p, out);
-        } else if name.ends_with(".rs") {
-            out.push(p);
-        }
-    }
+    out.extend(
+        e2e::project_tree(dir)
+            .into_iter()
+            .filter(|(p, is_dir)| !is_dir && p.extension().is_some_and(|x| x == "rs"))
+            .map(|(p, _)| dir.join(p)),
+    );
 }
 
 #[test]
