@@ -2,7 +2,8 @@
 //! the shaper, not this machine's CPU, sets the speed): a node whose links flap between a fifth of
 //! the rate and the rate, 3 s each, as a flapping NIC does. Its pairs are slow in the first pass
 //! while the pairs beside them run at speed, and fine alone when retested in a fast moment: the
-//! verdict names the node unstable, alone, and the run fails. (The steady quiet fabric passing
+//! verdict names the node unstable, alone, and the run fails; so with one NIC of a two-rail node
+//! flapping, the NIC. (The steady quiet fabric passing
 //! run after run is quiet_fabric.rs's; the noisy cluster's tests are netns_cluster.rs's.)
 
 use std::time::Duration;
@@ -50,4 +51,40 @@ fn a_flapping_node_is_named_unstable_alone() {
         r.stdout
     );
     eprintln!("flapping node: {}", found[0]);
+}
+
+/// A flapping NIC on a two-rail node: mr-h3's eth1 (rail 1, rank 7) flaps as the node above did,
+/// its eth0 steady. Rail 1 names that NIC unstable, alone; rail 0 passes.
+#[test]
+fn a_flapping_nic_of_two_rails_is_named_unstable_alone() {
+    let c = NetnsCluster::up_with_rails(6, 2);
+    c.script(&["shape-fabric", "100mbit"]).expect_code(0);
+    let flap = c.flap_nic(
+        "mr-h3",
+        1,
+        "20mbit",
+        "100mbit",
+        Duration::from_secs(3),
+        Duration::from_secs(240),
+    );
+    let mut args = PAIRWISE.to_vec();
+    args.extend(["--rails", "--tcp-if", "eth0,eth1"]);
+    let r = c.launch(&[], &args, limits::LONG_JOB);
+    c.unflap(&[&flap]);
+    assert_eq!(r.code, Some(1), "{}", r.all());
+    let found = blamed(&r.stdout);
+    assert_eq!(found.len(), 1, "one finding:\n{}", r.stdout);
+    assert!(
+        found[0].starts_with("# UNSTABLE NIC: mr-h3 on rail 1 (rank 7, eth1): "),
+        "{}",
+        r.stdout
+    );
+    for line in [
+        "# Rail 0: PASS",
+        "# Rail 1: FAIL: 1 unstable part(s) (slow at times, fine at others)",
+        "# FAIL: 1 unstable part(s) (slow at times, fine at others), nothing else slow",
+    ] {
+        assert!(r.stdout.lines().any(|l| l == line), "no `{line}`:\n{}", r.stdout);
+    }
+    eprintln!("flapping NIC: {}", found[0]);
 }

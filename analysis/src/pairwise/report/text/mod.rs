@@ -131,10 +131,16 @@ fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r:
     );
     matrix::matrix_table(s, o, mx, &r.ranks);
     verdict(s, o, &r.verdict);
-    let what = if r.verdict.pass {
-        "PASS".to_string()
-    } else {
-        format!("FAIL: {} slow rank pair(s)", r.verdict.confirmed.len())
+    let v = &r.verdict;
+    let unstable = v.unstable.len();
+    let what = match (v.pass, v.confirmed.len()) {
+        (true, _) if unstable > 0 => format!("PASS; {unstable} unstable part(s), a warning (--on-unstable warn)"),
+        (true, _) => "PASS".to_string(),
+        (false, 0) => format!("FAIL: {unstable} unstable part(s) (slow at times, fine at others)"),
+        (false, n) if unstable > 0 && !o.config.unstable_warns => {
+            format!("FAIL: {n} slow rank pair(s), {unstable} unstable part(s)")
+        }
+        (false, n) => format!("FAIL: {n} slow rank pair(s)"),
     };
     let _ = writeln!(s, "# Rail {}: {what}", r.rail);
 }
