@@ -1,6 +1,7 @@
 //! NCCL's NIC variables and `MESHRUN_<FLAG>` with real mpirun: the choice they make, the
 //! precedence flag > MESHRUN_ > NCCL_, the header line that says where each choice came from,
-//! a bad value as a one-line error, and `meshrun launch` passing them to the ranks.
+//! a bad value as a one-line error, NCCL's configuration file read after the environment, and
+//! `meshrun launch` passing them to the ranks.
 
 use std::process::Command;
 
@@ -102,6 +103,42 @@ fn a_bad_nccl_value_is_one_line_naming_it() {
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(r.stderr.contains("meshrun: NCCL_IB_HCA=mlx5_0:1"), "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+/// NCCL's configuration file (here `NCCL_CONF_FILE`, which NCCL reads before /etc/nccl.conf)
+/// chooses as the environment would, after it; the header and an error name the file.
+#[test]
+fn nccls_configuration_file_is_read_after_the_environment() {
+    let dir = fresh_dir("nccl-conf");
+    let conf = dir.join("nccl.conf");
+    std::fs::write(&conf, "# the training job's file\nNCCL_SOCKET_IFNAME==lo\n").expect("write nccl.conf");
+    let conf_env = conf.display().to_string();
+    let r = mpirun(2, &AR, &[("NCCL_CONF_FILE", &conf_env)], limits::SMALL_JOB);
+    r.expect_code(0);
+    let want = format!("#  NIC choice: --tcp-if lo from NCCL_SOCKET_IFNAME==lo in {conf_env}\n");
+    assert!(r.stdout.contains(&want), "{}", r.stdout);
+    // The environment first: the file's value is not used.
+    std::fs::write(&conf, "NCCL_SOCKET_IFNAME=nosuchif\n").expect("write nccl.conf");
+    let env = [("NCCL_CONF_FILE", conf_env.as_str()), ("NCCL_SOCKET_IFNAME", "lo")];
+    let r = mpirun(2, &AR, &env, limits::SMALL_JOB);
+    r.expect_code(0);
+    assert!(
+        r.stdout
+            .contains("#  NIC choice: --tcp-if lo from NCCL_SOCKET_IFNAME=lo\n"),
+        "{}",
+        r.stdout
+    );
+    // Alone, the file's bad value is an error that says where it was set.
+    let r = mpirun(2, &AR, &[("NCCL_CONF_FILE", &conf_env)], limits::SMALL_JOB);
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("meshrun: NCCL_SOCKET_IFNAME=nosuchif matches none of the interfaces with an address here (")
+            && r.stderr.contains(&format!("(set in {conf_env})")),
+        "{}",
+        r.stderr
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

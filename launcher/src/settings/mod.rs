@@ -3,10 +3,12 @@
 //! NCCL's NIC variables where neither a flag nor `MESHRUN_<FLAG>` chose ([`rank`]), perftest's
 //! `-d/-i/-x/-R` spellings, `-q` and `NCCL_IB_QPS_PER_CONNECTION` ([`qps`]), a collective's bus
 //! bandwidth bar ([`busbw`]), each with where it came from for the run header ([`source`]).
-//! Precedence everywhere: the flag, then `MESHRUN_<FLAG>`, then NCCL's (or nccl-tests') variable.
+//! Precedence everywhere: the flag, then `MESHRUN_<FLAG>`, then NCCL's (or nccl-tests') variable,
+//! NCCL's from the environment, else from NCCL's configuration files ([`nccl_conf`]).
 
 pub mod busbw;
 pub mod nccl;
+pub mod nccl_conf;
 pub mod qps;
 pub mod rank;
 pub mod source;
@@ -126,7 +128,7 @@ pub fn resolve(
         Nics::Flags => Ok(Rank::from_flags(a)),
     };
     let qps = |given: Option<u32>| match nics {
-        Nics::Here(_) => Qps::from_matches(given, sub, env),
+        Nics::Here(here) => Qps::from_matches(given, sub, env, &here.nccl_conf),
         Nics::Flags => Qps::from_flag(given),
     };
     Ok(match cmd {

@@ -3,6 +3,7 @@
 
 use ranks::verbs_mesh::MAX_LANES;
 
+use super::nccl_conf::{lookup, NcclConf};
 use super::source::{clap_source, Provenance, Source};
 use crate::cli::TransportChoice;
 
@@ -19,15 +20,25 @@ pub struct Qps {
     pub source: Option<Source>,
     /// `NCCL_IB_QPS_PER_CONNECTION`.
     pub env: Option<String>,
+    /// The NCCL configuration file that set it (None: the environment, or unset).
+    pub file: Option<String>,
 }
 
 impl Qps {
-    /// `-q` as clap parsed it (`m`, the subcommand's matches) and NCCL's variable from `env`.
-    pub fn from_matches(given: Option<u32>, m: &clap::ArgMatches, env: &dyn Fn(&str) -> Option<String>) -> Qps {
+    /// `-q` as clap parsed it (`m`, the subcommand's matches) and NCCL's variable from `env`,
+    /// else from NCCL's configuration files `conf`.
+    pub fn from_matches(
+        given: Option<u32>,
+        m: &clap::ArgMatches,
+        env: &dyn Fn(&str) -> Option<String>,
+        conf: &NcclConf,
+    ) -> Qps {
+        let (env, file) = lookup(env, conf, NCCL_QPS).map_or((None, None), |(v, f)| (Some(v), f));
         Qps {
             given,
             source: clap_source(m, "qps", "qp", || given.map(|n| n.to_string()).unwrap_or_default()),
-            env: env(NCCL_QPS),
+            env,
+            file: file.map(|f| f.display().to_string()),
         }
     }
 
@@ -46,7 +57,23 @@ impl Qps {
 
     /// Pairwise's queue pairs per test over a mesh with RDMA or not (see [`qps`]).
     pub fn per_test(&self, rdma: bool, header: &mut Option<String>) -> Result<u32, String> {
-        qps(self.given, self.source.clone(), rdma, &self.env_fn(), header)
+        qps(self.given, self.source.clone(), rdma, &self.env_fn()).map(|(n, from)| {
+            self.note(from, header);
+            n
+        })
+    }
+
+    /// The run header's note of where the number came from (`from`, None for the flag).
+    fn note(&self, from: Option<Source>, header: &mut Option<String>) {
+        let Some(mut s) = from else { return };
+        if let Source::Nccl { file, .. } = &mut s {
+            file.clone_from(&self.file);
+        }
+        let line = Provenance { items: vec![("-q", s)] }.line().unwrap_or_default();
+        *header = Some(match header.take() {
+            Some(h) => format!("{h}; {line}"),
+            None => line,
+        });
     }
 
     /// The collectives' queue pairs per peer: `-q` (or `MESHRUN_QP`), else
@@ -79,16 +106,14 @@ impl Qps {
 pub const MAX_QPS: u32 = 128;
 
 /// Pairwise's queue pairs per test: `-q`/`--qp` (or `MESHRUN_QP`, `source` says which), else
-/// `NCCL_IB_QPS_PER_CONNECTION` over RDMA, else 1; with where it came from when not the flag,
-/// appended to the run's NIC-choice header line `header`. (The flag's range is checked with
-/// the other flags, in `crate::pairwise_cmd::config`.)
+/// `NCCL_IB_QPS_PER_CONNECTION` over RDMA, else 1; with where it came from when not the flag.
+/// (The flag's range is checked with the other flags, in `crate::pairwise_cmd::config`.)
 pub fn qps(
     given: Option<u32>,
     source: Option<Source>,
     rdma: bool,
     env: &dyn Fn(&str) -> Option<String>,
-    header: &mut Option<String>,
-) -> Result<u32, String> {
+) -> Result<(u32, Option<Source>), String> {
     let var = "NCCL_IB_QPS_PER_CONNECTION";
     let (n, from) = match (given, source) {
         (Some(n), s) => (n, s.filter(|s| *s != Source::Flag)),
@@ -107,59 +132,67 @@ pub fn qps(
                         var: var.into(),
                         value: v,
                         resolved,
+                        file: None,
                     }),
                 )
             }
-            None => return Ok(1),
+            None => return Ok((1, None)),
         },
     };
-    if let Some(s) = from {
-        let line = Provenance { items: vec![("-q", s)] }.line().unwrap_or_default();
-        *header = Some(match header.take() {
-            Some(h) => format!("{h}; {line}"),
-            None => line,
-        });
-    }
-    Ok(n)
+    Ok((n, from))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// `-q` as given (`given`, from `source`) and NCCL's variable (`env`, set in `file`).
+    fn q(given: Option<u32>, source: Option<Source>, env: Option<&str>, file: Option<&str>) -> Qps {
+        Qps {
+            given,
+            source,
+            env: env.map(str::to_string),
+            file: file.map(str::to_string),
+        }
+    }
+
     #[test]
     fn queue_pairs_from_the_flag_meshrun_qp_or_nccl() {
-        let env = |kv: &'static [(&'static str, &'static str)]| {
-            move |k: &str| kv.iter().find(|(n, _)| *n == k).map(|(_, v)| v.to_string())
-        };
-        let nccl = env(&[("NCCL_IB_QPS_PER_CONNECTION", "4")]);
+        let nccl = Some("4");
         // Nothing given, nothing set: one.
         let mut h = None;
-        assert_eq!(qps(None, None, true, &env(&[]), &mut h), Ok(1));
+        assert_eq!(q(None, None, None, None).per_test(true, &mut h), Ok(1));
         assert_eq!(h, None);
         // NCCL's variable over RDMA, said in the header after what is there.
         let mut h = Some("--tclass 106 from NCCL_IB_TC=106".to_string());
-        assert_eq!(qps(None, None, true, &nccl, &mut h), Ok(4));
+        assert_eq!(q(None, None, nccl, None).per_test(true, &mut h), Ok(4));
         assert_eq!(
             h.as_deref(),
             Some("--tclass 106 from NCCL_IB_TC=106; -q 4 from NCCL_IB_QPS_PER_CONNECTION=4")
         );
+        // Set in an NCCL configuration file: the file is named.
+        let mut h = None;
+        let from_file = q(None, None, nccl, Some("/etc/nccl.conf"));
+        assert_eq!(from_file.per_test(true, &mut h), Ok(4));
+        assert_eq!(
+            h.as_deref(),
+            Some("-q 4 from NCCL_IB_QPS_PER_CONNECTION=4 in /etc/nccl.conf")
+        );
         // The flag wins and says nothing; MESHRUN_QP is named.
         let mut h = None;
-        assert_eq!(qps(Some(2), Some(Source::Flag), true, &nccl, &mut h), Ok(2));
+        assert_eq!(q(Some(2), Some(Source::Flag), nccl, None).per_test(true, &mut h), Ok(2));
         assert_eq!(h, None);
         let m = Some(Source::Meshrun("MESHRUN_QP".into(), "8".into()));
-        assert_eq!(qps(Some(8), m, true, &nccl, &mut h), Ok(8));
+        assert_eq!(q(Some(8), m, nccl, None).per_test(true, &mut h), Ok(8));
         assert_eq!(h.as_deref(), Some("-q 8 from MESHRUN_QP"));
         // Over TCP NCCL's IB variable does not apply.
         let mut h = None;
-        assert_eq!(qps(None, None, false, &nccl, &mut h), Ok(1));
+        assert_eq!(q(None, None, nccl, None).per_test(false, &mut h), Ok(1));
         assert_eq!(h, None);
         // A bad value is one line naming the variable and the range.
         for bad in ["0", "129", "four"] {
-            let e = |k: &str| (k == "NCCL_IB_QPS_PER_CONNECTION").then(|| bad.to_string());
             assert_eq!(
-                qps(None, None, true, &e, &mut None),
+                q(None, None, Some(bad), None).per_test(true, &mut None),
                 Err(format!(
                     "NCCL_IB_QPS_PER_CONNECTION={bad}: expected a whole number from 1 to 128"
                 ))
@@ -168,11 +201,7 @@ mod tests {
     }
 
     fn coll(given: Option<u32>, env: Option<&str>) -> Qps {
-        Qps {
-            given,
-            source: given.map(|_| Source::Flag),
-            env: env.map(str::to_string),
-        }
+        q(given, given.map(|_| Source::Flag), env, None)
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use super::nccl::{parse_gid_index, parse_small, resolve_ib_hca, resolve_socket_ifname};
+use super::nccl_conf::{lookup, NcclConf};
 use super::source::{clap_source, Provenance, Source};
 use crate::cli::{RankArgs, TransportChoice};
 
@@ -47,16 +48,26 @@ pub type Interfaces = Box<dyn Fn() -> Result<Vec<String>, String>>;
 /// Names of this host's RDMA devices under a sysfs root.
 pub type RdmaDevices = Box<dyn Fn(&std::path::Path) -> Result<Vec<String>, String>>;
 
-/// What [`Rank::resolve`] needs to know of this host: interfaces with an address, RDMA device names.
+/// What [`Rank::resolve`] needs to know of this host: interfaces with an address, RDMA device
+/// names, NCCL's configuration files.
 pub struct Here {
     pub interfaces: Interfaces,
     pub rdma_devices: RdmaDevices,
+    pub nccl_conf: NcclConf,
 }
 
 impl Here {
-    /// This machine: getifaddrs, and the RDMA devices under the sysfs root.
+    /// This machine: getifaddrs, the RDMA devices under the sysfs root, and the NCCL
+    /// configuration files NCCL would read here.
     pub fn detect() -> Here {
+        let env = |k: &str| std::env::var(k).ok();
+        let home = super::nccl_conf::home_dir();
         Here {
+            nccl_conf: NcclConf::load(
+                &env,
+                home.as_deref(),
+                std::path::Path::new(super::nccl_conf::SYSTEM_FILE),
+            ),
             interfaces: Box::new(|| {
                 let mut names: Vec<String> = Vec::new();
                 for a in ranks::netif::local_addresses().map_err(|e| e.to_string())? {
@@ -130,20 +141,40 @@ impl Inputs<'_> {
         clap_source(self.m, id, long, value)
     }
 
-    /// NCCL's `var` where it is set, not empty, and applies: an RDMA one (`rdma`) not under
-    /// `--transport tcp`.
-    fn nccl(&self, var: &str, rdma: bool) -> Option<String> {
+    /// NCCL's `var` where it is set (in the environment, else in NCCL's configuration files),
+    /// not empty, and applies: an RDMA one (`rdma`) not under `--transport tcp`. With the file
+    /// that set it.
+    fn nccl(&self, var: &str, rdma: bool) -> Option<NcclValue> {
         let applies = !rdma || self.args.transport != TransportChoice::Tcp;
-        (self.env)(var).filter(|v| applies && !v.trim().is_empty())
+        lookup(self.env, &self.here.nccl_conf, var)
+            .filter(|(v, _)| applies && !v.trim().is_empty())
+            .map(|(value, file)| NcclValue { value, file })
     }
 }
 
-/// An NCCL variable's value and what it resolved to here.
-fn from_nccl(var: &str, value: String, resolved: String) -> Source {
+/// An NCCL variable's value, and the configuration file that set it (None: the environment).
+struct NcclValue {
+    value: String,
+    file: Option<std::path::PathBuf>,
+}
+
+impl NcclValue {
+    /// `error` about this value, with the file that set it where one did.
+    fn located(&self, error: String) -> String {
+        match &self.file {
+            Some(f) => format!("{error} (set in {})", f.display()),
+            None => error,
+        }
+    }
+}
+
+/// An NCCL variable's value, where it was set, and what it resolved to here.
+fn from_nccl(var: &str, v: NcclValue, resolved: String) -> Source {
     Source::Nccl {
         var: var.into(),
-        value,
+        value: v.value,
         resolved,
+        file: v.file.map(|f| f.display().to_string()),
     }
 }
 
@@ -165,7 +196,7 @@ fn tcp_if(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), String
         return Ok(());
     }
     if let Some(v) = i.nccl("NCCL_SOCKET_IFNAME", false) {
-        let list = resolve_socket_ifname(&v, &(i.here.interfaces)()?)?;
+        let list = resolve_socket_ifname(&v.value, &(i.here.interfaces)()?).map_err(|e| v.located(e))?;
         p.items
             .push(("--tcp-if", from_nccl("NCCL_SOCKET_IFNAME", v, list.join(","))));
         r.tcp_if = list;
@@ -191,12 +222,12 @@ fn devices(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), Strin
     let Some(v) = i.nccl("NCCL_IB_HCA", true) else {
         return Ok(());
     };
-    let devs =
-        (i.here.rdma_devices)(&a.sysfs_root).map_err(|e| format!("NCCL_IB_HCA={v}: cannot list RDMA devices: {e}"))?;
+    let devs = (i.here.rdma_devices)(&a.sysfs_root)
+        .map_err(|e| format!("NCCL_IB_HCA={}: cannot list RDMA devices: {e}", v.value))?;
     if devs.is_empty() && a.transport == TransportChoice::Auto {
         return Ok(());
     }
-    let (list, port) = resolve_ib_hca(&v, &devs)?;
+    let (list, port) = resolve_ib_hca(&v.value, &devs).map_err(|e| v.located(e))?;
     let mut resolved = list.join(",");
     if let (Some(port), None) = (port, a.ib_port) {
         r.ib_port = Some(port);
@@ -217,7 +248,7 @@ fn gid_index(r: &mut Rank, i: &Inputs<'_>, p: &mut Provenance) -> Result<(), Str
         return Ok(());
     }
     if let Some(v) = i.nccl("NCCL_IB_GID_INDEX", true) {
-        let g = parse_gid_index(&v)?;
+        let g = parse_gid_index(&v.value).map_err(|e| v.located(e))?;
         p.items
             .push(("--gid-index", from_nccl("NCCL_IB_GID_INDEX", v, g.to_string())));
         r.gid_index = Some(g);
@@ -241,7 +272,7 @@ fn small(
     let Some(v) = i.nccl(var, true) else {
         return Ok(given);
     };
-    let n = parse_small(&v, var, max)?;
+    let n = parse_small(&v.value, var, max).map_err(|e| v.located(e))?;
     p.items.push((flag, from_nccl(var, v, n.to_string())));
     Ok(Some(n))
 }
@@ -274,6 +305,7 @@ mod tests {
         Here {
             interfaces: Box::new(|| Ok(v(&["lo", "eth0", "eth1"]))),
             rdma_devices: Box::new(|_| Ok(v(&["mlx5_0", "mlx5_1", "mlx5_bond_0"]))),
+            nccl_conf: NcclConf::default(),
         }
     }
 
@@ -352,6 +384,7 @@ mod tests {
         let none = Here {
             interfaces: Box::new(|| Ok(v(&["lo"]))),
             rdma_devices: Box::new(|_| Ok(Vec::new())),
+            nccl_conf: NcclConf::default(),
         };
         let (a, m) = pairwise(&[]);
         let a = Rank::resolve(&a, &m, &env(&[("NCCL_IB_HCA", "mlx5")]), &none).unwrap();
@@ -360,5 +393,38 @@ mod tests {
         assert!(Rank::resolve(&a, &m, &env(&[("NCCL_IB_HCA", "mlx5")]), &none)
             .unwrap_err()
             .contains("(none)"));
+    }
+
+    /// NCCL's configuration files fill what the environment leaves open, and the header and the
+    /// errors name the file.
+    #[test]
+    fn nccl_conf_fills_after_the_environment_and_names_its_file() {
+        let mut h = here();
+        let etc = std::path::Path::new("/etc/nccl.conf");
+        h.nccl_conf
+            .add("NCCL_IB_GID_INDEX=3\nNCCL_IB_TC=106\nNCCL_SOCKET_IFNAME=eth1\n", etc);
+        let (a, m) = pairwise(&[]);
+        let r = Rank::resolve(&a, &m, &env(&[("NCCL_IB_TC", "41")]), &h).unwrap();
+        assert_eq!((r.gid_index, r.tclass), (Some(3), Some(41)));
+        assert_eq!(r.tcp_if, v(&["eth1"]));
+        assert_eq!(
+            r.nic_choice.as_deref(),
+            Some(
+                "--tcp-if eth1 from NCCL_SOCKET_IFNAME=eth1 in /etc/nccl.conf; --gid-index 3 from \
+                 NCCL_IB_GID_INDEX=3 in /etc/nccl.conf; --tclass 41 from NCCL_IB_TC=41"
+            )
+        );
+        // A flag still wins over the file.
+        let (a, m) = pairwise(&["--gid-index", "0"]);
+        assert_eq!(Rank::resolve(&a, &m, &env(&[]), &h).unwrap().gid_index, Some(0));
+        // A bad value in the file: the error says where it was set.
+        let mut bad = here();
+        bad.nccl_conf.add("NCCL_IB_GID_INDEX=x\n", etc);
+        let (a, m) = pairwise(&[]);
+        let err = Rank::resolve(&a, &m, &env(&[]), &bad).err().unwrap_or_default();
+        assert_eq!(
+            err,
+            "NCCL_IB_GID_INDEX=x: not a GID index (a whole number, 0 or more) (set in /etc/nccl.conf)"
+        );
     }
 }

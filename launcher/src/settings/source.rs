@@ -14,11 +14,13 @@ pub enum Source {
     Flag,
     /// `MESHRUN_<FLAG>`: the variable and its value.
     Meshrun(String, String),
-    /// An NCCL variable and its value, with what it resolved to here.
+    /// An NCCL variable and its value, with what it resolved to here, and the NCCL
+    /// configuration file that set it (None: the environment).
     Nccl {
         var: String,
         value: String,
         resolved: String,
+        file: Option<String>,
     },
 }
 
@@ -41,9 +43,18 @@ impl Provenance {
             .map(|(flag, s)| match s {
                 Source::Flag => format!("{flag} from the command line"),
                 Source::Meshrun(var, value) => format!("{flag} {value} from {var}"),
-                Source::Nccl { var, value, resolved } => {
-                    format!("{flag} {resolved} from {var}={value}")
-                }
+                Source::Nccl {
+                    var,
+                    value,
+                    resolved,
+                    file: None,
+                } => format!("{flag} {resolved} from {var}={value}"),
+                Source::Nccl {
+                    var,
+                    value,
+                    resolved,
+                    file: Some(f),
+                } => format!("{flag} {resolved} from {var}={value} in {f}"),
             })
             .collect();
         Some(parts.join("; "))
@@ -80,12 +91,18 @@ pub fn clap_source(m: &clap::ArgMatches, id: &str, long: &str, value: impl Fn() 
 }
 
 /// Variables `meshrun launch` passes on to the ranks when they are set here: every
-/// `MESHRUN_<FLAG>`, NCCL's three, and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
+/// `MESHRUN_<FLAG>`, NCCL's NIC variables and `NCCL_CONF_FILE` (the file each rank then reads on
+/// its own host, as NCCL would), and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
 /// to remote hosts by itself).
 pub fn forwarded(vars: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut v: Vec<String> = vars
         .into_iter()
-        .filter(|k| k.starts_with("MESHRUN_") || NCCL_VARS.contains(&k.as_str()) || k == NCCL_TESTS_MIN_BW)
+        .filter(|k| {
+            k.starts_with("MESHRUN_")
+                || NCCL_VARS.contains(&k.as_str())
+                || k == "NCCL_CONF_FILE"
+                || k == NCCL_TESTS_MIN_BW
+        })
         .collect();
     v.sort();
     v
@@ -112,14 +129,25 @@ mod tests {
                         var: "NCCL_IB_HCA".into(),
                         value: "mlx5".into(),
                         resolved: "mlx5_0,mlx5_1".into(),
+                        file: None,
                     },
                 ),
                 ("--gid-index", Source::Meshrun("MESHRUN_GID_INDEX".into(), "3".into())),
+                (
+                    "--tclass",
+                    Source::Nccl {
+                        var: "NCCL_IB_TC".into(),
+                        value: "106".into(),
+                        resolved: "106".into(),
+                        file: Some("/etc/nccl.conf".into()),
+                    },
+                ),
             ],
         };
         assert_eq!(
             p.line().unwrap(),
-            "--tcp-if from the command line; --devices mlx5_0,mlx5_1 from NCCL_IB_HCA=mlx5; --gid-index 3 from MESHRUN_GID_INDEX"
+            "--tcp-if from the command line; --devices mlx5_0,mlx5_1 from NCCL_IB_HCA=mlx5; --gid-index 3 from \
+             MESHRUN_GID_INDEX; --tclass 106 from NCCL_IB_TC=106 in /etc/nccl.conf"
         );
     }
 
@@ -131,11 +159,17 @@ mod tests {
             "NCCL_IB_HCA",
             "NCCL_TESTS_MIN_BW",
             "NCCL_DEBUG",
+            "NCCL_CONF_FILE",
             "HOME",
         ];
         assert_eq!(
             forwarded(vars.iter().map(|s| s.to_string())),
-            ["MESHRUN_GID_INDEX", "NCCL_IB_HCA", "NCCL_TESTS_MIN_BW"]
+            [
+                "MESHRUN_GID_INDEX",
+                "NCCL_CONF_FILE",
+                "NCCL_IB_HCA",
+                "NCCL_TESTS_MIN_BW"
+            ]
         );
     }
 }
