@@ -110,12 +110,10 @@ fn check_tables(file: &str, out: &str) {
     assert!(out.contains("# Out of bounds values : 0 OK"), "{file}:\n{out}");
 }
 
-#[test]
-fn sbatch_files_run_pairwise_and_all_reduce_on_two_slurm_nodes() {
-    let c = SlurmCluster::up(2, 2);
+fn sbatch_files_run_pairwise_and_all_reduce_on_two_slurm_nodes(c: &SlurmCluster) {
     for file in ["meshrun-launch.sbatch", "meshrun-srun.sbatch"] {
         let dir = work_dir(file.trim_end_matches(".sbatch"));
-        let (out, r) = submit(&c, &dir, file, &["-b", "8", "-e", "1M", "-f", "8"]);
+        let (out, r) = submit(c, &dir, file, &["-b", "8", "-e", "1M", "-f", "8"]);
         assert_eq!(
             r.code,
             Some(0),
@@ -143,12 +141,10 @@ fn sbatch_files_run_pairwise_and_all_reduce_on_two_slurm_nodes() {
     }
 }
 
-#[test]
-fn a_failing_step_fails_the_job_and_says_why() {
-    let c = SlurmCluster::up(2, 2);
+fn a_failing_step_fails_the_job_and_says_why(c: &SlurmCluster) {
     let dir = work_dir("fail");
     // The pairwise step passes; all_reduce is given a size it cannot parse.
-    let (out, r) = submit(&c, &dir, "meshrun-srun.sbatch", &["-b", "8", "-e", "12Q"]);
+    let (out, r) = submit(c, &dir, "meshrun-srun.sbatch", &["-b", "8", "-e", "12Q"]);
     assert_ne!(
         r.code,
         Some(0),
@@ -162,13 +158,11 @@ fn a_failing_step_fails_the_job_and_says_why() {
 
 /// A slow-link verdict (forced: a bar no loopback pair reaches) does not stop the job: the
 /// all_reduce still runs and reports, and the job carries the worst status, pairwise's 1.
-#[test]
-fn a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it() {
-    let c = SlurmCluster::up(2, 2);
+fn a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it(c: &SlurmCluster) {
     for file in ["meshrun-launch.sbatch", "meshrun-srun.sbatch"] {
         let dir = work_dir(&format!("{}-fail", file.trim_end_matches(".sbatch")));
         let pairwise = [("PAIRWISE_ARGS", "-n 50 --expect-gbps 100000")];
-        let (out, r) = submit_with(&c, &dir, &[], file, &["-b", "8", "-e", "64K", "-f", "8"], &pairwise);
+        let (out, r) = submit_with(c, &dir, &[], file, &["-b", "8", "-e", "64K", "-f", "8"], &pairwise);
         assert_eq!(
             r.code,
             Some(1),
@@ -294,9 +288,7 @@ fn the_gpu_sbatch_asks_for_verbs_and_runs_one_rank_per_gpu() {
 
 /// docs/deployment.md and the sbatch file say srun needs `--mpi=pmix` for Debian's Open MPI: its PMI-2 plugin
 /// cannot start these ranks (Open MPI was built against PMIx only). Keep that claim true.
-#[test]
-fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
-    let c = SlurmCluster::up(2, 2);
+fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can(c: &SlurmCluster) {
     let dir = work_dir("pmi");
     let bin = meshrun_bin();
     let bin = bin.to_str().expect("utf-8 path");
@@ -345,4 +337,15 @@ fn srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can() {
     );
     assert!(r.stdout.contains("# OK: all 6 pairs reachable"), "{}", r.all());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Two nodes of two CPUs, brought up once for the checks that need nothing else (a cluster takes
+/// about 25 s to bring up and down here): each check a function of its own, run in turn.
+#[test]
+fn two_slurm_nodes_run_the_sbatch_files_carry_failures_and_start_ranks_through_pmix() {
+    let c = SlurmCluster::up(2, 2);
+    sbatch_files_run_pairwise_and_all_reduce_on_two_slurm_nodes(&c);
+    a_failing_step_fails_the_job_and_says_why(&c);
+    a_pairwise_fail_does_not_skip_the_all_reduce_and_the_job_carries_it(&c);
+    srun_pmi2_cannot_start_debians_open_mpi_and_pmix_can(&c);
 }
