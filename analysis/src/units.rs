@@ -135,9 +135,12 @@ pub fn parse_span(s: &str) -> Result<f64, String> {
     Ok(total)
 }
 
-/// Seconds as a span for people: `45s`, `2m10s`, `1h02m` (rounded to the second; minutes
-/// shown from a minute on, hours from an hour on).
+/// Seconds as a span for people: `0.4s`, `45s`, `2m10s`, `1h02m` (tenths under 10 s, else
+/// rounded to the second; minutes shown from a minute on, hours from an hour on).
 pub fn format_span(seconds: f64) -> String {
+    if seconds.is_finite() && seconds < 9.95 {
+        return format!("{:.1}s", seconds.max(0.0));
+    }
     let s = if seconds.is_finite() {
         seconds.max(0.0).round() as u64
     } else {
@@ -176,12 +179,14 @@ mod tests {
 
     #[test]
     fn spans_for_people() {
-        assert_eq!(format_span(0.4), "0s");
+        assert_eq!(format_span(0.4), "0.4s");
+        assert_eq!(format_span(9.96), "10s");
         assert_eq!(format_span(45.0), "45s");
         assert_eq!(format_span(120.0), "2m");
         assert_eq!(format_span(130.0), "2m10s");
         assert_eq!(format_span(3725.0), "1h02m");
         assert_eq!(format_span(f64::NAN), "0s");
+        assert_eq!(format_span(-1.0), "0.0s");
     }
 
     #[test]

@@ -210,7 +210,32 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
         verdict,
         rails,
         paths: super::paths::judge_paths(&o.measurements, &[], &from_pass),
+        repeats: Vec::new(),
+        over_time: None,
         ..o.clone()
+    }
+}
+
+/// A repeated run judged again: each pass offline under `cfg` as [`rejudge`] judges one, and the
+/// judgement over time. Under the run's own rule (`cfg`'s bar and floor the run's, no
+/// `topology`) that is from the passes as the run judged them, with their retests, which a file
+/// keeps and offline cannot redo: so the run's own judgement over time, recomputed. Under another
+/// rule, from the passes judged again. The outcome's own figures are the last pass's, judged again.
+pub fn rejudge_repeated(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topology>) -> PairwiseOutcome {
+    let again: Vec<Pass> = o
+        .repeats
+        .iter()
+        .map(|p| Pass {
+            outcome: rejudge(&p.outcome, cfg, topology),
+            ..p.clone()
+        })
+        .collect();
+    let own_rule = cfg.threshold == o.config.threshold && cfg.expect_gbps == o.config.expect_gbps && topology.is_none();
+    let repeats = if own_rule { o.repeats.clone() } else { again };
+    PairwiseOutcome {
+        over_time: Some(super::over_time::judge(&repeats, cfg.unstable_warns)),
+        repeats,
+        ..rejudge(o, cfg, topology)
     }
 }
 
