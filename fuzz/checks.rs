@@ -33,6 +33,7 @@ pub fn flags(data: &[u8]) {
     for f in [
         units::parse_timeout,
         units::parse_duration,
+        units::parse_span,
         units::parse_fraction,
         units::parse_bar,
         units::parse_positive,

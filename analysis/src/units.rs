@@ -92,9 +92,102 @@ pub fn parse_positive(s: &str) -> Result<f64, String> {
     Ok(v)
 }
 
+/// The longest `--repeat-for` takes: a week.
+pub const MAX_SPAN_S: f64 = 7.0 * 86_400.0;
+
+/// A span of wall time as `90s`, `10m`, `1h`, `1h30m` or `2m30s` (a bare number is seconds), more
+/// than 0 and at most a week: how long `--repeat-for` keeps starting passes.
+pub fn parse_span(s: &str) -> Result<f64, String> {
+    let bad = || format!("`{s}` is not a duration; expected a number with s, m or h, e.g. 90s, 10m, 1h30m");
+    let t = s.trim();
+    if t.is_empty() {
+        return Err(bad());
+    }
+    let mut total = 0.0;
+    let mut number = String::new();
+    for c in t.chars() {
+        if c.is_ascii_digit() || c == '.' {
+            number.push(c);
+            continue;
+        }
+        let unit = match c {
+            's' => 1.0,
+            'm' => 60.0,
+            'h' => 3600.0,
+            _ => return Err(bad()),
+        };
+        let v: f64 = number.parse().map_err(|_| bad())?;
+        total += v * unit;
+        number.clear();
+    }
+    if !number.is_empty() {
+        // A bare number is seconds; after a unit (`1h30`) it is ambiguous.
+        if total > 0.0 || t.chars().any(|c| c.is_ascii_alphabetic()) {
+            return Err(bad());
+        }
+        total = number.parse().map_err(|_| bad())?;
+    }
+    if !(total > 0.0 && total <= MAX_SPAN_S) {
+        return Err(format!(
+            "`{s}` is out of range; expected more than 0 and at most a week (168h)"
+        ));
+    }
+    Ok(total)
+}
+
+/// Seconds as a span for people: `0.4s`, `45s`, `2m10s`, `1h02m` (tenths under 10 s, else
+/// rounded to the second; minutes shown from a minute on, hours from an hour on).
+pub fn format_span(seconds: f64) -> String {
+    if seconds.is_finite() && seconds < 9.95 {
+        return format!("{:.1}s", seconds.max(0.0));
+    }
+    let s = if seconds.is_finite() {
+        seconds.max(0.0).round() as u64
+    } else {
+        0
+    };
+    match (s / 3600, s % 3600 / 60, s % 60) {
+        (0, 0, sec) => format!("{sec}s"),
+        (0, m, 0) => format!("{m}m"),
+        (0, m, sec) => format!("{m}m{sec:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spans() {
+        assert_eq!(parse_span("90s"), Ok(90.0));
+        assert_eq!(parse_span("10m"), Ok(600.0));
+        assert_eq!(parse_span("1h"), Ok(3600.0));
+        assert_eq!(parse_span("1h30m"), Ok(5400.0));
+        assert_eq!(parse_span("2m30s"), Ok(150.0));
+        assert_eq!(parse_span("1.5m"), Ok(90.0));
+        assert_eq!(parse_span("45"), Ok(45.0));
+        for bad in ["", "10x", "m", "1h30", "-5s", "1d", "10 m", "s10"] {
+            let e = parse_span(bad).unwrap_err();
+            assert!(e.contains("e.g. 90s, 10m, 1h30m") && !e.contains('\n'), "{bad}: {e}");
+        }
+        for out in ["0s", "0", "169h"] {
+            let e = parse_span(out).unwrap_err();
+            assert!(e.contains("at most a week"), "{out}: {e}");
+        }
+    }
+
+    #[test]
+    fn spans_for_people() {
+        assert_eq!(format_span(0.4), "0.4s");
+        assert_eq!(format_span(9.96), "10s");
+        assert_eq!(format_span(45.0), "45s");
+        assert_eq!(format_span(120.0), "2m");
+        assert_eq!(format_span(130.0), "2m10s");
+        assert_eq!(format_span(3725.0), "1h02m");
+        assert_eq!(format_span(f64::NAN), "0s");
+        assert_eq!(format_span(-1.0), "0.0s");
+    }
 
     #[test]
     fn sizes() {

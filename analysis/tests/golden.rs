@@ -74,6 +74,8 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
         counters: Vec::new(),
         timings: None,
         paths: analysis::pairwise::paths::judge_paths(&m, &r, &c),
+        repeats: Vec::new(),
+        over_time: None,
     }
 }
 

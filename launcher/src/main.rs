@@ -18,6 +18,7 @@ mod launch;
 mod manual;
 mod mesh_check_cmd;
 mod pairwise_cmd;
+mod passes;
 mod precheck;
 mod preflight_cmd;
 mod rank;

@@ -6,12 +6,12 @@ use std::time::Duration;
 use analysis::export::Exporter;
 use analysis::pairwise::baseline;
 use analysis::pairwise::defaults::{default_bw_warmup, sweep_sizes};
+use analysis::pairwise::over_time::plan::Repeats;
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::PairwiseJson, metrics::PairwiseMetrics, text};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
-use collectives::pairwise;
 use collectives::progress::Progress;
 
 use ranks::TransportKind;
@@ -389,20 +389,17 @@ impl RankCommand for Pairwise {
             topology: self.topology.as_ref(),
             nics: &gathered.nics,
         };
-        // The NIC's counters before and after the traffic: what moved is evidence beside a
-        // blamed part (analysis::counters).
-        let read_counters = |t: &dyn ranks::Transport| {
-            ranks::counters::snapshot(
-                &self.s.rank.sysfs_root,
-                std::path::Path::new("/proc"),
-                t.kind(),
-                &t.endpoint(),
-            )
+        let setup = crate::passes::PassSetup {
+            cfg,
+            fabric,
+            sysfs_root: &self.s.rank.sysfs_root,
         };
-        let before = read_counters(&*t);
-        let mut outcome = pairwise::run(world, t, cfg, fabric, &mut progress)?;
-        let after = read_counters(&*t);
-        let counters = gather_counters(world, &before, &after)?;
+        let repeats = repeats(a);
+        let mut outcome = if repeats.repeated() {
+            crate::passes::repeated(world, t, &setup, repeats, &mut progress)?
+        } else {
+            crate::passes::one(world, t, &setup, &mut progress)?
+        };
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.
         if std::env::var_os("MESHRUN_VERBS_CALLS").is_some() {
@@ -416,7 +413,6 @@ impl RankCommand for Pairwise {
         let rss = peak_memory(world);
         if let Some(o) = outcome.as_mut() {
             o.config_findings = gathered.findings;
-            o.counters = analysis::counters::per_source(counters.unwrap_or_default().into_iter().flatten().collect());
             if let Some(tm) = o.timings.as_mut() {
                 tm.setup_s = crate::rank::setup_seconds();
                 tm.peak_rss = rss.first().copied().unwrap_or(0.0) as u64;
@@ -446,7 +442,7 @@ impl RankCommand for Pairwise {
         }
         if let Some(action) = a.on_fail {
             // Only what the verdict blamed; a failed command is said on its line.
-            crate::actions::run(&o, action, a.apply);
+            crate::actions::run(&acted_on(&o), action, a.apply);
         }
         if !files_ok {
             Status::Usage
@@ -457,22 +453,6 @@ impl RankCommand for Pairwise {
         }
     }
 }
-
-/// Every rank's counters that moved between `before` and `after`, gathered to rank 0.
-fn gather_counters(
-    world: &ranks::World,
-    before: &[ranks::counters::Counters],
-    after: &[ranks::counters::Counters],
-) -> Result<Option<Vec<Vec<MovedCounters>>>, RankFailure> {
-    let mine: Vec<MovedCounters> = counter_deltas(before, after)
-        .into_iter()
-        .map(|(source, d)| (world.rank(), world.host().to_string(), source, d))
-        .collect();
-    Ok(collectives::gather_json(world, &mine, "gathering port counters")?)
-}
-
-/// One rank's counters of one source that moved: rank, host, source, the deltas.
-type MovedCounters = (usize, String, String, std::collections::BTreeMap<String, u64>);
 
 /// Every rank's peak memory, the largest kept (an MPI max: O(1) per rank): resident set,
 /// registered memory and queue pairs held.
@@ -488,22 +468,29 @@ fn peak_memory(world: &ranks::World) -> Vec<f64> {
     )
 }
 
-/// What moved between two snapshots of this rank's counters, as `analysis::counters` takes them.
-fn counter_deltas(
-    before: &[ranks::counters::Counters],
-    after: &[ranks::counters::Counters],
-) -> Vec<(String, std::collections::BTreeMap<String, u64>)> {
-    use analysis::counters::{deltas, Snapshot};
-    let snap = |c: &[ranks::counters::Counters]| -> Vec<Snapshot> {
-        c.iter()
-            .map(|(source, values)| Snapshot {
-                source: source.clone(),
-                values: values.clone(),
-            })
-            .collect()
+/// `--repeat N`/`--repeat-for`: how many passes (one, as without them, by default).
+fn repeats(a: &PairwiseArgs) -> Repeats {
+    match (a.repeat, a.repeat_for) {
+        (None, None) => Repeats::ONCE,
+        (count, within_s) => Repeats {
+            count: count.map(|n| n as usize),
+            within_s,
+        },
+    }
+}
+
+/// What `--on-fail` acts on: the verdict's blamed parts, or with repeats the parts slow in every
+/// pass (a part slow at times is reported, not drained).
+fn acted_on(o: &PairwiseOutcome) -> std::borrow::Cow<'_, PairwiseOutcome> {
+    let Some(t) = &o.over_time else {
+        return std::borrow::Cow::Borrowed(o);
     };
-    deltas(&snap(before), &snap(after))
-        .into_iter()
-        .filter(|(_, d)| !d.is_empty())
-        .collect()
+    let mut v = o.verdict.clone();
+    v.blamed = t.slow.iter().map(|x| x.part.clone()).collect();
+    std::borrow::Cow::Owned(PairwiseOutcome {
+        verdict: v,
+        rails: Vec::new(),
+        repeats: Vec::new(),
+        ..o.clone()
+    })
 }

@@ -48,7 +48,33 @@ fn judge(a: &VerdictArgs) -> Result<i32, String> {
     if a.expect_gbps.is_some() {
         cfg.expect_gbps = a.expect_gbps;
     }
-    let again = saved::rejudge(&run, &cfg, topology.as_ref());
+    let mut code = if run.repeats.is_empty() {
+        judge_one(a, &run, &cfg, topology.as_ref())
+    } else {
+        judge_repeated(a, &run, &cfg, topology.as_ref())
+    };
+    if let (Some(then), Some(p)) = (then, &a.baseline) {
+        // With repeats, the last pass (the file's own figures) against the baseline.
+        let c = baseline::comparison(&run, &then, topology.as_ref());
+        print!(
+            "{}",
+            analysis::pairwise::report::baseline::render(&c, &p.display().to_string())
+        );
+        if !c.pass() {
+            code = Status::FoundProblem.code();
+        }
+    }
+    Ok(code)
+}
+
+/// A single run judged again, with its own verdict beside; the status of the new verdict.
+fn judge_one(
+    a: &VerdictArgs,
+    run: &PairwiseOutcome,
+    cfg: &analysis::pairwise::PairwiseConfig,
+    topology: Option<&Topology>,
+) -> i32 {
+    let again = saved::rejudge(run, cfg, topology);
     let own = if run.pass() {
         "PASS".to_string()
     } else if run.verdict.pass {
@@ -65,16 +91,45 @@ fn judge(a: &VerdictArgs) -> Result<i32, String> {
     );
     println!("# The run's own verdict, with its retests: {own}");
     print!("{}", text::render_judged(&again));
-    let mut code = if again.pass() { 0 } else { Status::FoundProblem.code() };
-    if let (Some(then), Some(p)) = (then, &a.baseline) {
-        let c = baseline::comparison(&run, &then, topology.as_ref());
-        print!(
-            "{}",
-            analysis::pairwise::report::baseline::render(&c, &p.display().to_string())
-        );
-        if !c.pass() {
-            code = Status::FoundProblem.code();
-        }
+    if again.pass() {
+        0
+    } else {
+        Status::FoundProblem.code()
     }
-    Ok(code)
+}
+
+/// A `--repeat` run: each pass judged again offline, one line each, then the judgement over
+/// time (`saved::rejudge_repeated`: the run's own, recomputed from its passes' verdicts, or under
+/// a new rule from the passes judged again), which sets the status.
+fn judge_repeated(
+    a: &VerdictArgs,
+    run: &PairwiseOutcome,
+    cfg: &analysis::pairwise::PairwiseConfig,
+    topology: Option<&Topology>,
+) -> i32 {
+    let again = saved::rejudge_repeated(run, cfg, topology);
+    let passes = run.repeats.len();
+    println!(
+        "# meshrun verdict: {} judged again offline ({} ranks, {passes} passes); no retests here: a suspect cannot \
+         run alone again, so in a pass judged again every suspect counts as confirmed",
+        a.run.display(),
+        run.hosts.len(),
+    );
+    let own = if run.pass() { "PASS" } else { "FAIL" };
+    println!("# The run's own verdict over {passes} passes, with its retests: {own}");
+    for p in &run.repeats {
+        let one = saved::rejudge(&p.outcome, cfg, topology);
+        let what = if one.pass() {
+            "PASS".to_string()
+        } else {
+            format!("FAIL, {} slow rank pair(s)", one.verdict.confirmed.len())
+        };
+        println!("# Pass {} judged again offline: {what}", p.index);
+    }
+    print!("{}", text::render_judged(&again));
+    if again.pass() {
+        0
+    } else {
+        Status::FoundProblem.code()
+    }
 }

@@ -273,6 +273,18 @@ fn bad_input_is_rejected_with_status_2() {
         (vec!["pairwise", "--threshold", "0"], "out of range"),
         (vec!["pairwise", "--pair", "2,2"], "two different ranks"),
         (vec!["pairwise", "--heatmap", "/tmp/x.bmp"], "expected a .png or .svg"),
+        (
+            vec!["pairwise", "--repeat", "0"],
+            "expected 1 (a single run, the default) to 100000",
+        ),
+        (
+            vec!["pairwise", "--repeat-for", "10x"],
+            "expected a number with s, m or h, e.g. 90s, 10m, 1h30m",
+        ),
+        (
+            vec!["pairwise", "--repeat-for", "0s"],
+            "expected more than 0 and at most a week",
+        ),
     ] {
         // Arguments are checked before MPI starts: a plain process is enough.
         let r = if want.contains(".png") {
@@ -283,6 +295,9 @@ fn bad_input_is_rejected_with_status_2() {
         r.expect_code(2);
         assert!(r.stderr.contains(want), "{args:?}: want `{want}` in {}", r.stderr);
         assert!(!r.stderr.contains("panicked"));
+        if args.iter().any(|a| a.starts_with("--repeat")) {
+            assert_eq!(r.stderr.lines().count(), 1, "one line: {}", r.stderr);
+        }
     }
     let r = mpirun(2, &["pairwise", "--pair", "0,7"], &[], limits::PAIRWISE_JOB);
     assert_ne!(r.code, Some(0));
@@ -298,5 +313,74 @@ fn bad_input_is_rejected_with_status_2() {
             .contains("the tcp transport cannot do RDMA write (one-sided); use --op send"),
         "{}",
         r.stderr
+    );
+}
+
+/// `--repeat 3`: three whole passes, a progress line before each, every pass kept in the JSON,
+/// judged over time; `meshrun verdict` reads the passes back and judges them to the same verdict.
+#[test]
+fn repeated_passes_are_kept_and_judged_over_time() {
+    let d = fresh_dir("pairwise-repeat");
+    let json = d.join("r.json");
+    let r = mpirun(
+        3,
+        &[
+            "pairwise",
+            "-s",
+            "64K",
+            "-n",
+            "50",
+            "--threshold",
+            VERDICT_NOT_THE_SUBJECT,
+            "--repeat",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        &[],
+        limits::PAIRWISE_JOB,
+    );
+    r.expect_code(0);
+    for k in 1..=3 {
+        assert!(r.stderr.contains(&format!("meshrun: repeat {k}/3")), "{}", r.stderr);
+    }
+    assert!(
+        r.stderr.contains("meshrun: repeat 3/3, ~"),
+        "an estimate of what is left: {}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("# Over time: 3 passes, from "), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("\n# PASS over 3 passes: nothing slow or unstable in any pass\n"),
+        "{}",
+        r.stdout
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let passes = doc["repeats"].as_array().expect("repeats");
+    assert_eq!(passes.len(), 3);
+    for (i, p) in passes.iter().enumerate() {
+        assert_eq!(p["pass"], i + 1);
+        assert_eq!(p["results"].as_array().map(Vec::len), Some(6), "3 ranks: 6 directions");
+        assert!(p["verdict"]["pass"].is_boolean() && p["started_at"].as_f64().is_some());
+        assert!(p.get("hosts").is_none(), "shared keys are kept once, at the top");
+    }
+    assert!(passes[1]["start_s"].as_f64() > passes[0]["start_s"].as_f64());
+    assert_eq!(doc["over_time"]["pass"], true);
+    assert_eq!(doc["over_time"]["passes"], 3);
+    let v = meshrun(&["verdict", json.to_str().unwrap()], limits::PAIRWISE_JOB);
+    v.expect_code(0);
+    assert!(
+        v.stdout
+            .contains("# The run's own verdict over 3 passes, with its retests: PASS"),
+        "{}",
+        v.stdout
+    );
+    assert!(v.stdout.contains("# Pass 3 judged again offline: "), "{}", v.stdout);
+    assert!(
+        v.stdout
+            .contains("\n# PASS over 3 passes: nothing slow or unstable in any pass\n"),
+        "{}",
+        v.stdout
     );
 }

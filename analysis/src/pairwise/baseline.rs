@@ -159,6 +159,8 @@ mod tests {
             counters: Vec::new(),
             timings: None,
             paths: None,
+            repeats: Vec::new(),
+            over_time: None,
         }
     }
 

@@ -9,6 +9,7 @@ pub mod bulk;
 pub mod defaults;
 pub mod follow_up;
 pub mod formulas;
+pub mod over_time;
 pub mod paths;
 pub mod rails;
 pub mod report;
@@ -311,12 +312,23 @@ pub struct PairwiseOutcome {
     /// With several queue pairs per test (`-q`): whether one of a pair's paths is slow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<paths::PathVerdict>,
+    /// `--repeat`: every pass, this outcome's own figures being the last pass's (empty for a
+    /// single run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<over_time::Pass>,
+    /// `--repeat`: the judgement across the passes, which decides the run's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_time: Option<over_time::OverTime>,
 }
 
 impl PairwiseOutcome {
-    /// The run passed: no slow pair, and no slow path of a pair.
+    /// The run passed: no slow pair, and no slow path of a pair; with repeats, the judgement
+    /// across the passes.
     pub fn pass(&self) -> bool {
-        self.verdict.pass && self.paths.as_ref().is_none_or(paths::PathVerdict::pass)
+        match &self.over_time {
+            Some(t) => t.pass,
+            None => self.verdict.pass && self.paths.as_ref().is_none_or(paths::PathVerdict::pass),
+        }
     }
 }
 

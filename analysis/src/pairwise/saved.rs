@@ -12,6 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::over_time::Pass;
 use super::rails::{self, Fabric};
 use super::topology::Topology;
 use super::verdict::RetestPlan;
@@ -64,6 +65,49 @@ pub fn parse(bytes: &[u8]) -> Result<PairwiseOutcome, String> {
             )
         }
     }
+    let mut o = outcome(&doc)?;
+    if let Some(list) = doc.get("repeats") {
+        let list = list.as_array().ok_or("its `repeats` is not a list of passes")?;
+        o.repeats = list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| pass(&doc, p).map_err(|e| format!("its pass {} (`repeats`): {e}", i + 1)))
+            .collect::<Result<_, _>>()?;
+        o.over_time = match doc.get("over_time") {
+            Some(v) => Some(
+                serde_json::from_value(v.clone())
+                    .map_err(|e| format!("its `over_time` is not a judgement over passes: {e}"))?,
+            ),
+            None => None,
+        };
+    }
+    Ok(o)
+}
+
+/// One pass of `repeats`: its own keys, with those every pass shares from the top of the file.
+fn pass(doc: &Value, p: &Value) -> Result<Pass, String> {
+    let mut whole = p.as_object().cloned().ok_or("not an object")?;
+    for k in ["transport", "test_info", "hosts", "config"] {
+        if let (false, Some(v)) = (whole.contains_key(k), doc.get(k)) {
+            whole.insert(k.into(), v.clone());
+        }
+    }
+    let number = |k: &str| {
+        p.get(k)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("its `{k}` is missing"))
+    };
+    Ok(Pass {
+        index: number("pass")? as usize,
+        start_s: number("start_s")?,
+        started_at: number("started_at")?,
+        seconds: number("seconds")?,
+        outcome: outcome(&Value::Object(whole))?,
+    })
+}
+
+/// The outcome a report's keys describe (one pass's, for a repeated run).
+fn outcome(doc: &Value) -> Result<PairwiseOutcome, String> {
     let field = |k: &str| doc.get(k).cloned().ok_or_else(|| format!("its `{k}` is missing"));
     let config: PairwiseConfig = serde_json::from_value(field("config")?)
         .map_err(|e| format!("its `config` is not a pairwise configuration: {e}"))?;
@@ -132,6 +176,8 @@ pub fn parse(bytes: &[u8]) -> Result<PairwiseOutcome, String> {
             .unwrap_or_default(),
         timings: None,
         paths: doc.get("paths").and_then(|p| serde_json::from_value(p.clone()).ok()),
+        repeats: Vec::new(),
+        over_time: None,
     })
 }
 
@@ -164,7 +210,32 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
         verdict,
         rails,
         paths: super::paths::judge_paths(&o.measurements, &[], &from_pass),
+        repeats: Vec::new(),
+        over_time: None,
         ..o.clone()
+    }
+}
+
+/// A repeated run judged again: each pass offline under `cfg` as [`rejudge`] judges one, and the
+/// judgement over time. Under the run's own rule (`cfg`'s bar and floor the run's, no
+/// `topology`) that is from the passes as the run judged them, with their retests, which a file
+/// keeps and offline cannot redo: so the run's own judgement over time, recomputed. Under another
+/// rule, from the passes judged again. The outcome's own figures are the last pass's, judged again.
+pub fn rejudge_repeated(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topology>) -> PairwiseOutcome {
+    let again: Vec<Pass> = o
+        .repeats
+        .iter()
+        .map(|p| Pass {
+            outcome: rejudge(&p.outcome, cfg, topology),
+            ..p.clone()
+        })
+        .collect();
+    let own_rule = cfg.threshold == o.config.threshold && cfg.expect_gbps == o.config.expect_gbps && topology.is_none();
+    let repeats = if own_rule { o.repeats.clone() } else { again };
+    PairwiseOutcome {
+        over_time: Some(super::over_time::judge(&repeats, cfg.unstable_warns)),
+        repeats,
+        ..rejudge(o, cfg, topology)
     }
 }
 

@@ -496,6 +496,8 @@ pub fn run(
                 ..Timings::default()
             }),
             paths,
+            repeats: Vec::new(),
+            over_time: None,
         }
     }))
 }

@@ -11,6 +11,16 @@ fn parse_pattern(s: &str) -> Result<analysis::schedule::Pattern, String> {
     analysis::schedule::Pattern::parse(s)
 }
 
+/// `--repeat N`: 1 (a single run) to 100000 passes.
+fn parse_repeat(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<u64>() {
+        Ok(n @ 1..=100_000) => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a count of passes; expected 1 (a single run, the default) to 100000"
+        )),
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TestArg {
     /// Bandwidth (like ib_write_bw)
@@ -99,6 +109,15 @@ pub struct PairwiseArgs {
     /// not, then fine alone): fail the run, or only warn
     #[arg(long, value_enum, value_name = "ACTION", default_value = "fail")]
     pub on_unstable: OnUnstable,
+    /// Run the whole test N times over (rounds, retests and a verdict each pass) and judge the
+    /// passes over time: a part slow in some passes and fine in others is unstable; the report
+    /// gives each pass and the spread over them [default: 1, a single run]
+    #[arg(long, value_name = "N", value_parser = parse_repeat)]
+    pub repeat: Option<u64>,
+    /// Keep starting passes of the whole test while the next is expected to end within
+    /// DURATION (90s, 10m, 1h30m; at least one pass); with --repeat N, whichever ends first
+    #[arg(long, value_name = "DURATION", value_parser = units::parse_span)]
+    pub repeat_for: Option<f64>,
     /// Write every raw figure as JSON (`-`: on stdout after the report, between marker lines, so
     /// a launcher's log carries it; `meshrun verdict LOG` reads it back)
     #[arg(long)]

@@ -179,6 +179,8 @@ fn the_reports_name_the_path_and_the_run_fails() {
         rounds: 3,
         verdict: verdict::judge_pairs(&first, &again, &c, &hosts, &plan, None),
         paths: judge_paths(&first, &again, &c),
+        repeats: Vec::new(),
+        over_time: None,
         measurements: first,
         retests: again,
         config_findings: Vec::new(),

@@ -7,6 +7,7 @@ use serde_json::{json, Map, Value};
 
 use super::{matrix, unit};
 use crate::export::{ExportError, Exporter};
+use crate::pairwise::over_time::Pass;
 use crate::pairwise::{Measurement, PairwiseOutcome, TestKind};
 
 /// One measurement with a `perftest` object holding its figures under perftest's key names.
@@ -63,6 +64,43 @@ pub fn test_info(o: &PairwiseOutcome) -> Value {
 }
 
 pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
+    let mut doc = document(o);
+    // `--repeat`: every pass (the keys above are the last pass's) and the judgement across them
+    // (absent from a single run).
+    if !o.repeats.is_empty() {
+        doc["repeats"] = Value::Array(o.repeats.iter().map(pass_document).collect());
+    }
+    if let Some(t) = &o.over_time {
+        doc["over_time"] = json!(t);
+    }
+    let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
+    v.push(b'\n');
+    v
+}
+
+/// The keys a pass has of its own: everything but what every pass of a run shares (the tool,
+/// the test, the transport, the hosts and the configuration, kept once at the top).
+const SHARED: &[&str] = &["tool", "version", "test", "transport", "test_info", "hosts", "config"];
+
+/// One pass of a repeated run: when it ran (`pass`, 1 first; `start_s`, seconds after the first
+/// pass started; `started_at`, Unix seconds; `seconds`, how long it took) and its own keys as a
+/// single run writes them (`results`, `retests`, `matrix`, `verdict`, `counters`, ...).
+fn pass_document(p: &Pass) -> Value {
+    let mut doc = document(&p.outcome);
+    if let Some(m) = doc.as_object_mut() {
+        for k in SHARED {
+            m.remove(*k);
+        }
+        m.insert("pass".into(), json!(p.index));
+        m.insert("start_s".into(), json!(p.start_s));
+        m.insert("started_at".into(), json!(p.started_at));
+        m.insert("seconds".into(), json!(p.seconds));
+    }
+    doc
+}
+
+/// The keys of a single run's report, without the repeats.
+fn document(o: &PairwiseOutcome) -> Value {
     let mut doc = json!({
         "tool": "meshrun",
         "version": env!("CARGO_PKG_VERSION"),
@@ -102,9 +140,7 @@ pub fn render(o: &PairwiseOutcome) -> Vec<u8> {
     if let Some(t) = &o.timings {
         doc["timings"] = json!(t);
     }
-    let mut v = serde_json::to_vec_pretty(&doc).unwrap_or_default();
-    v.push(b'\n');
-    v
+    doc
 }
 
 /// `--json FILE`.

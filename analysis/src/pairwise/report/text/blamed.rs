@@ -135,7 +135,7 @@ pub(super) fn unstable_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
 
 /// The ranks whose traffic a blamed part carried, whose NICs' counters are its evidence (none
 /// for an uplink: the switches' counters are not the hosts').
-fn part_ranks(o: &PairwiseOutcome, part: &Part) -> Vec<usize> {
+pub(super) fn part_ranks(o: &PairwiseOutcome, part: &Part) -> Vec<usize> {
     let on = |hosts: &[&str]| -> Vec<usize> {
         (0..o.hosts.len())
             .filter(|&r| hosts.contains(&o.hosts[r].as_str()))

@@ -7,6 +7,7 @@ mod bar;
 mod blamed;
 mod header;
 mod matrix;
+mod over_time;
 mod paths;
 
 use std::fmt::Write as _;
@@ -53,6 +54,14 @@ pub fn render(o: &PairwiseOutcome) -> String {
 pub fn render_judged(o: &PairwiseOutcome) -> String {
     let mut s = String::new();
     let mx = super::matrix(o);
+    if let Some(t) = &o.over_time {
+        // Repeated: the last pass's matrix, then every pass and the judgement across them.
+        let all: Vec<usize> = (0..o.hosts.len()).collect();
+        matrix::matrix_table(&mut s, o, &mx, &all);
+        matrix::summaries(&mut s, o, &mx);
+        over_time::section(&mut s, o, t);
+        return s;
+    }
     if o.rails.is_empty() {
         let all: Vec<usize> = (0..o.hosts.len()).collect();
         matrix::matrix_table(&mut s, o, &mx, &all);
