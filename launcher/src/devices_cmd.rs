@@ -20,7 +20,7 @@ fn devices_json(a: &DevicesArgs) -> i32 {
         Ok(d) => (d, None),
         Err(e) => (Vec::new(), Some(e.to_string())),
     };
-    let devices = devices_doc(&devs);
+    let devices = devices_doc(&a.dev.sysfs_root, &devs);
     let gpus = gpus_doc(root, &devs);
     let choice = devices::choose_device(&devs, a.dev.device.as_deref(), a.dev.port, a.dev.gid_index);
     let (probe, _) = gpu_probe(true);
@@ -103,7 +103,7 @@ pub fn run(a: DevicesArgs) -> i32 {
         }
     };
     print!("{}", devices::show_gids(&devs));
-    print_ports(&devs);
+    print_ports(&a.dev.sysfs_root, &devs);
     print_gpus(&a.dev.sysfs_root, &devs);
     // What CUDA says of GPUDirect RDMA on each GPU (or that there is no driver).
     for l in gpu_probe(false).0 {
@@ -121,13 +121,61 @@ pub fn run(a: DevicesArgs) -> i32 {
     }
 }
 
-/// One line per port of every device: state, link layer, rate, LID, PCI address.
-fn print_ports(devs: &[RdmaDevice]) {
+/// A port's MTUs: the active and largest ones the device reports (ibv_query_port; only where
+/// the sysfs tree is this machine's and the device opens), and on RoCE its interface's.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct PortMtu {
+    active: Option<u32>,
+    max: Option<u32>,
+    interface: Option<u32>,
+}
+
+impl PortMtu {
+    fn of(root: &std::path::Path, d: &RdmaDevice, p: &ranks::devices::Port) -> PortMtu {
+        let verbs = (root == std::path::Path::new("/sys"))
+            .then(|| ranks::verbs::Context::open(Some(&d.name)).ok()?.query_port(p.num).ok())
+            .flatten();
+        let interface = p
+            .best_gid()
+            .and_then(|g| g.netdev.as_deref())
+            .and_then(|n| std::fs::read_to_string(root.join("class/net").join(n).join("mtu")).ok())
+            .and_then(|s| s.trim().parse().ok());
+        PortMtu {
+            active: verbs.map(|v| v.active_mtu),
+            max: verbs.map(|v| v.max_mtu),
+            interface,
+        }
+    }
+
+    /// `, MTU 4096 (max 4096, interface 9000)`, what is known of it.
+    fn text(&self) -> String {
+        let mut within = Vec::new();
+        if let Some(m) = self.max {
+            within.push(format!("max {m}"));
+        }
+        if let Some(i) = self.interface {
+            within.push(format!("interface {i}"));
+        }
+        let within = if within.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", within.join(", "))
+        };
+        match (self.active, self.interface) {
+            (Some(a), _) => format!(", MTU {a}{within}"),
+            (None, Some(i)) => format!(", interface MTU {i}"),
+            (None, None) => String::new(),
+        }
+    }
+}
+
+/// One line per port of every device: state, link layer, rate, MTU, LID, PCI address.
+fn print_ports(root: &std::path::Path, devs: &[RdmaDevice]) {
     use ranks::devices;
     for d in devs {
         for p in &d.ports {
             println!(
-                "# {} port {}: {} ({}), {:?}{}, {}, LID 0x{:x}{}",
+                "# {} port {}: {} ({}), {:?}{}, {}{}, LID 0x{:x}{}",
                 d.name,
                 p.num,
                 p.state.1,
@@ -139,6 +187,7 @@ fn print_ports(devs: &[RdmaDevice]) {
                     ""
                 },
                 p.rate,
+                PortMtu::of(root, d, p).text(),
                 p.lid,
                 d.pci.as_deref().map(|x| format!(", PCI {x}")).unwrap_or_default()
             );
@@ -169,7 +218,7 @@ fn print_gpus(root: &std::path::Path, devs: &[RdmaDevice]) {
 }
 
 /// `devices --json`'s `devices`: every device, its ports and their GIDs.
-fn devices_doc(devs: &[RdmaDevice]) -> Vec<serde_json::Value> {
+fn devices_doc(root: &std::path::Path, devs: &[RdmaDevice]) -> Vec<serde_json::Value> {
     use ranks::devices::{self, GidKind};
     use serde_json::json;
     let gid = |g: &devices::Gid| {
@@ -190,15 +239,21 @@ fn devices_doc(devs: &[RdmaDevice]) -> Vec<serde_json::Value> {
             json!({
                 "name": d.name,
                 "pci": d.pci,
-                "ports": d.ports.iter().map(|p| json!({
-                    "port": p.num,
-                    "state": p.state.1,
-                    "phys_state": p.phys_state,
-                    "link_layer": format!("{:?}", p.link_layer),
-                    "rate": p.rate,
-                    "lid": p.lid,
-                    "gids": p.gids.iter().map(gid).collect::<Vec<_>>(),
-                })).collect::<Vec<_>>(),
+                "ports": d.ports.iter().map(|p| {
+                    let mtu = PortMtu::of(root, d, p);
+                    json!({
+                        "port": p.num,
+                        "state": p.state.1,
+                        "phys_state": p.phys_state,
+                        "link_layer": format!("{:?}", p.link_layer),
+                        "rate": p.rate,
+                        "active_mtu": mtu.active,
+                        "max_mtu": mtu.max,
+                        "interface_mtu": mtu.interface,
+                        "lid": p.lid,
+                        "gids": p.gids.iter().map(gid).collect::<Vec<_>>(),
+                    })
+                }).collect::<Vec<_>>(),
             })
         })
         .collect()

@@ -27,6 +27,14 @@ fn roce_host_table_and_choice() {
     r.expect_code(0);
     assert!(r.stdout.contains("n_gids_found=4"), "{}", r.stdout);
     assert!(r.stdout.contains("# mlx5_0 port 2: DOWN (3: Disabled)"), "{}", r.stdout);
+    // A fixture's device is not this machine's to query: its interface's MTU only (the active
+    // and largest MTU come from ibv_query_port, on a real /sys; the Soft-RoCE VM checks them).
+    assert!(
+        r.stdout.lines().any(|l| l.starts_with("# mlx5_0 port 1: ACTIVE")
+            && l.contains(", interface MTU 9000, LID ")),
+        "{}",
+        r.stdout
+    );
     assert!(
         r.stdout
             .trim_end()

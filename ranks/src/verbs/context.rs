@@ -42,6 +42,8 @@ pub struct PortInfo {
     /// Active MTU in bytes (256 .. 4096).
     pub active_mtu: u32,
     pub mtu_enum: u32,
+    /// The largest MTU the port supports, bytes.
+    pub max_mtu: u32,
     pub lid: u16,
     pub ethernet: bool,
     pub gid_tbl_len: i32,
@@ -148,6 +150,7 @@ impl Context {
             active: attr.state == ibv_port_state::IBV_PORT_ACTIVE,
             active_mtu: 128u32 << mtu_enum,
             mtu_enum,
+            max_mtu: 128u32 << attr.max_mtu,
             lid: attr.lid,
             ethernet: attr.link_layer == LINK_LAYER_ETHERNET,
             gid_tbl_len: attr.gid_tbl_len,

@@ -222,7 +222,7 @@ fn the_report_names_the_unstable_part_with_its_worst_pass() {
     o.over_time = Some(t);
     let report = text::render_judged(&o);
     assert!(
-        report.contains("# UNSTABLE HOST LINK h1 <-> h2: named in 1 of 4 passes (pass 3), fine in the others"),
+        report.contains("# UNSTABLE HOST LINK: h1 <-> h2: named in 1 of 4 passes (pass 3), fine in the others"),
         "{report}"
     );
     assert!(report.contains("worst pass 3 (+1m, "), "{report}");

@@ -167,7 +167,7 @@ fn spread_line(s: &mut String, passes: &[Pass], t: &OverTime) {
 /// `# SLOW ...` or `# UNSTABLE ...` over time, with the counters of its NICs by pass.
 fn named_line(s: &mut String, o: &PairwiseOutcome, t: &OverTime, x: &Named, slow: bool) {
     let u = &t.unit;
-    let name = format!("{} {}", x.part.level().to_uppercase(), x.part.name());
+    let name = format!("{}: {}", x.part.level().to_uppercase(), x.part.name());
     let figures = x.spread.map_or(String::new(), |sp| {
         format!(
             "; its median direction {:.2}-{:.2} {u} over the passes (median {:.2}), worst {}",
