@@ -30,8 +30,9 @@ fn roce_host_table_and_choice() {
     // A fixture's device is not this machine's to query: its interface's MTU only (the active
     // and largest MTU come from ibv_query_port, on a real /sys; the Soft-RoCE VM checks them).
     assert!(
-        r.stdout.lines().any(|l| l.starts_with("# mlx5_0 port 1: ACTIVE")
-            && l.contains(", interface MTU 9000, LID ")),
+        r.stdout
+            .lines()
+            .any(|l| l.starts_with("# mlx5_0 port 1: ACTIVE") && l.contains(", interface MTU 9000, LID ")),
         "{}",
         r.stdout
     );
