@@ -31,8 +31,8 @@ pub struct Bulk {
     /// Cells in the healthy bulk, of `cells`.
     pub healthy: usize,
     pub cells: usize,
-    /// A small population's noise (log units), measured on all its cells apart from the part
-    /// most likely at fault (`verdict/small.rs`): the spread where the healthy bulk has fewer
+    /// A small population's noise (log units), measured from its pairs' two directions
+    /// (`verdict/small.rs`): the spread where the healthy bulk has fewer
     /// than [`MIN_CELLS`] cells (instead of the assumed [`PRIOR_SPREAD`]), and the least spread
     /// where it has more. None for other populations.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,8 +52,8 @@ impl Bulk {
         Bulk::estimate(scores, min_spread, None)
     }
 
-    /// [`Bulk::of_at_least`] for a population whose noise was measured apart from its worst
-    /// part (`noise`, log units): while the healthy bulk has fewer than [`MIN_CELLS`] cells, that
+    /// [`Bulk::of_at_least`] for a small population whose noise was measured from its pairs'
+    /// two directions (`noise`, log units): while the healthy bulk has fewer than [`MIN_CELLS`] cells, that
     /// noise is its spread instead of the assumed [`PRIOR_SPREAD`], and the least spread after.
     /// The fastest quarter of 12 cells is 3, too few to estimate a spread from, and the prior
     /// (+-42%) then took in a node at 85% whose cells were half the population.
@@ -92,7 +92,7 @@ impl Bulk {
         let mut tried: Vec<Estimate> = Vec::new();
         let est = loop {
             let (m, s) = centre_and_spread(&mut bulk, small_noise);
-            // A small population's noise measured apart from its slow part rests on all its
+            // A small population's noise measured from its pairs' directions rests on all its
             // cells; the spread of the bulk grown from its fastest few is never narrower (grown
             // from below, a bulk whose spread was underestimated leaves its slowest healthy
             // cells out, and a spread of what is left is narrower still).
@@ -178,7 +178,7 @@ fn boundary(logs: &[f64]) -> Option<(f64, f64)> {
 }
 
 /// Median and robust spread of finite log scores (for too few cells, `small_noise` where the
-/// population's noise was measured apart from its worst part, else the prior spread).
+/// population's noise was measured from its pairs' directions, else the prior spread).
 fn centre_and_spread(bulk: &mut [f64], small_noise: Option<f64>) -> (f64, f64) {
     let few = small_noise.unwrap_or(PRIOR_SPREAD);
     let mut finite: Vec<f64> = bulk.iter().copied().filter(|x| x.is_finite()).collect();

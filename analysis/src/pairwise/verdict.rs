@@ -19,8 +19,8 @@
 //! The parts: `cells` (the first pass's cells by size, pair and population), `bars` (the
 //! bars and the suspects), `plan` (what to retest alone), `noise` (the retests' own noise),
 //! `settling` (what the confirmation passes run on), `judging` (the verdict), `unstable`
-//! (parts slow at times and fine at others) and `small` (the noise of a small population,
-//! measured apart from its likeliest slow part).
+//! (parts slow at times and fine at others) and `small` (the noise of a small population, from
+//! its pairs' two directions).
 
 mod bars;
 mod cells;

@@ -59,13 +59,13 @@ fn threshold_bar(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String], 
 /// The robust rule: each population's bar from its own distribution ([`Bulk`]).
 fn robust_bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(Population, Bulk)> {
     // A small population between hosts (a rail, or a few hosts' pairs) has its noise measured
-    // apart from its likeliest slow part, where the bulk is too small to measure its own.
+    // from its pairs' two directions, where the bulk is too small to measure its own.
     let apart = |p: Population| match p {
         Population::BetweenHosts => {
             let cells: Vec<&Measurement> = at_matrix_size(first, cfg)
                 .filter(|m| population(hosts, m) == p)
                 .collect();
-            noise_apart(&cells, hosts)
+            noise_apart(&cells)
         }
         Population::WithinHost => None,
     };

@@ -5,111 +5,60 @@
 //! 4 hosts with one node (or one rail's NIC) at 85% make 6 slow cells of 12, the assumed spread
 //! let all 12 into the bulk, and the run passed with the node's cells counted as noise.
 //!
-//! What a fault looks like says where to measure the noise instead: one slow node, NIC or link
-//! slows the cells that touch it and no other. So for each candidate part (each host, and each
-//! rank where hosts have several) the cells split into those touching it and the rest; the part
-//! whose cells sit furthest below the rest's is the likeliest fault, and each side of that split
-//! is one level plus noise (when exactly one part is slow; and where none is, any split is). The
-//! noise is the larger of the two sides' robust spreads about their own medians: a slow part's
-//! drop does not widen it, as it widens the spread of all cells about one median. A slow host
-//! link (a sixth of 4 hosts' cells) or an uplink between two leaves of two hosts (two thirds)
-//! leaves most of each side at one level, so the median deviation still reads the noise.
+//! What a fault looks like says where to measure the noise instead: a slow link, NIC, node or
+//! uplink slows both directions of each of its pairs alike, so the difference of a pair's two
+//! directions is noise alone (as the retests' pass-to-pass differences are), however many of the
+//! cells the fault slows: half of them for a node of 4 hosts, two thirds for an uplink between
+//! two leaves of two. Their median (a difference being two draws) is the noise. The bulk is then
+//! grown from the fastest quarter as always, with this noise as its spread while it has too few
+//! cells to measure its own, and as the least spread after; suspects are retested alone against
+//! references alone, as everywhere.
 //!
-//! The bulk is then grown from the fastest quarter as always, with this noise as its spread
-//! while it has too few cells to measure its own, and as the least spread after; suspects are
-//! retested alone against references alone, as everywhere.
+//! What it does not see: a part slow one way only (a node's way in) makes its pairs' directions
+//! differ, which widens this noise and the bar with it, as the assumed spread did. Measuring the
+//! noise on the cells apart from the likeliest slow part instead (or the smaller of the two) was
+//! tried: on the synthetic campaign's noisy models it read low by chance often enough to name
+//! healthy parts (clean 4-host fabrics with a finding: 6.5-17% against 1-3.5%;
+//! `docs/evidence/small-populations-2026-12-06/`).
+
+use std::collections::HashMap;
 
 use crate::pairwise::bulk::seed_size;
 use crate::pairwise::defaults::MIN_CELLS;
 use crate::pairwise::Measurement;
 use crate::stats::{median, MAD_TO_SD};
 
-/// The fewest cells measured apart from a slow part: 4 hosts of one rank each, 12 directions
-/// (or one rail of 4 hosts). Fewer (3 hosts: 6 cells, 2 apart from any host) cannot show the
-/// noise apart from a part, and keep the assumed spread.
+/// The fewest cells whose noise is measured from their pairs' directions: 4 hosts of one rank
+/// each, 12 directions (or one rail of 4 hosts). Fewer (3 hosts: 3 pairs) keep the assumed
+/// spread.
 pub(super) const SMALL_CELLS: usize = 12;
 
-/// The population's noise (log units) measured apart from its likeliest slow part, for a small
-/// population between hosts (`cells`, at the matrix size, with the host of each rank in
-/// `hosts`); None where the population is not small (the bulk measures its own spread) or too
-/// small to split ([`SMALL_CELLS`], fewer than 3 hosts).
-pub(super) fn noise_apart(cells: &[&Measurement], hosts: &[String]) -> Option<f64> {
+/// The noise (log units) of a small population between hosts (`cells`, at the matrix size),
+/// from its pairs' two directions; None where the population is not small (the bulk measures
+/// its own spread) or too small ([`SMALL_CELLS`]).
+pub(super) fn noise_apart(cells: &[&Measurement]) -> Option<f64> {
     let n = cells.len();
     if n < SMALL_CELLS || seed_size(n) >= MIN_CELLS {
         return None;
     }
     let logs: Vec<f64> = cells.iter().map(|m| m.score().max(f64::MIN_POSITIVE).ln()).collect();
-    candidates(cells, hosts)
-        .into_iter()
-        .filter_map(|touches| {
-            let t: Vec<bool> = cells.iter().map(|m| touches(m)).collect();
-            split(&logs, &t)
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, noise)| noise)
+    directions(cells, &logs)
 }
 
-/// A cell's membership test of one candidate part.
-type Touches<'a> = Box<dyn Fn(&Measurement) -> bool + 'a>;
+/// The fewest pairs measured both ways: fewer cannot show a spread.
+const FEWEST: usize = 4;
 
-/// The candidate parts of `cells`: each host, and each rank where a host has several ranks among
-/// them (with one rank a host, a rank is its host).
-fn candidates<'a>(cells: &[&Measurement], hosts: &'a [String]) -> Vec<Touches<'a>> {
-    let host = |r: usize| hosts.get(r).map_or("", String::as_str);
-    let mut names: Vec<&str> = cells.iter().flat_map(|m| [host(m.src), host(m.dst)]).collect();
-    names.sort_unstable();
-    names.dedup();
-    if names.len() < 3 {
-        return Vec::new();
-    }
-    let mut ranks: Vec<usize> = cells.iter().flat_map(|m| [m.src, m.dst]).collect();
-    ranks.sort_unstable();
-    ranks.dedup();
-    let mut parts: Vec<Touches<'a>> = names
-        .into_iter()
-        .map(|h| Box::new(move |m: &Measurement| host(m.src) == h || host(m.dst) == h) as Touches<'a>)
+/// The noise from the differences of each pair's two directions (log units): the robust standard
+/// deviation of one cell, a difference being two draws. None for fewer than [`FEWEST`] pairs
+/// measured both ways.
+fn directions(cells: &[&Measurement], logs: &[f64]) -> Option<f64> {
+    let at: HashMap<(usize, usize), f64> = cells.iter().zip(logs).map(|(m, &l)| ((m.src, m.dst), l)).collect();
+    let mut diffs: Vec<f64> = at
+        .iter()
+        .filter(|((s, d), _)| s < d)
+        .filter_map(|((s, d), l)| at.get(&(*d, *s)).map(|r| (l - r).abs()))
         .collect();
-    if ranks.len() > parts.len() {
-        parts.extend(
-            ranks
-                .into_iter()
-                .map(|r| Box::new(move |m: &Measurement| m.src == r || m.dst == r) as Touches<'a>),
-        );
-    }
-    parts
-}
-
-/// The fewest cells on either side of a split: fewer cannot show a spread.
-const SIDE_CELLS: usize = 4;
-
-/// One split of `logs` into the cells touching a part (`touching`) and the rest: how far the
-/// touching side's median is below the rest's, and the noise the split shows (log units): the
-/// larger of the two sides' robust spreads about their own medians, so that a slow part whose
-/// cells agree more closely than the healthy ones (a shaper holds them at its rate) does not
-/// narrow it. None where either side has fewer than [`SIDE_CELLS`] cells.
-fn split(logs: &[f64], touching: &[bool]) -> Option<(f64, f64)> {
-    let side = |t: bool| -> Vec<f64> {
-        logs.iter()
-            .zip(touching)
-            .filter(|(_, &x)| x == t)
-            .map(|(l, _)| *l)
-            .collect()
-    };
-    let (mut inside, mut rest) = (side(true), side(false));
-    if inside.len() < SIDE_CELLS || rest.len() < SIDE_CELLS {
-        return None;
-    }
-    let (mi, mr) = (median(&mut inside), median(&mut rest));
-    Some((mr - mi, mad(&inside, mi).max(mad(&rest, mr))))
-}
-
-/// The robust standard deviation of `v` about `centre`: the plain median of the absolute
-/// deviations, not the larger of it and the median of those above (as the healthy bulk's own
-/// spread), since a split by the wrong part (an uplink's two thirds, split by a host) leaves the
-/// slow level's cells on both sides with the fast third above each side's median.
-fn mad(v: &[f64], centre: f64) -> f64 {
-    let mut d: Vec<f64> = v.iter().map(|x| (x - centre).abs()).collect();
-    MAD_TO_SD * median(&mut d)
+    (diffs.len() >= FEWEST).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
 #[cfg(test)]
@@ -134,9 +83,9 @@ mod tests {
         (hosts, v)
     }
 
-    fn noise(hosts: &[String], ms: &[Measurement]) -> Option<f64> {
+    fn noise(_hosts: &[String], ms: &[Measurement]) -> Option<f64> {
         let refs: Vec<&Measurement> = ms.iter().collect();
-        noise_apart(&refs, hosts)
+        noise_apart(&refs)
     }
 
     /// +-0.5% of deterministic jitter.

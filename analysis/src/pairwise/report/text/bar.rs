@@ -38,7 +38,7 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 };
                 let assumed = match (assumed(j), b.small_noise) {
                     (true, _) => " assumed",
-                    (false, Some(_)) => " measured apart from its slowest part",
+                    (false, Some(_)) => " from its pairs' two directions",
                     (false, None) => "",
                 };
                 let _ = writeln!(
@@ -60,7 +60,7 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
 }
 
 /// Whether population `j`'s bar rests on an assumed spread: too few healthy cells to measure
-/// one, and no noise measured apart from a slow part (`verdict/small.rs`).
+/// one, and no noise measured from its pairs' directions (`verdict/small.rs`).
 fn assumed(j: &Judged) -> bool {
     j.bulk.healthy < MIN_CELLS && j.bulk.small_noise.is_none()
 }
