@@ -1,7 +1,8 @@
 //! How often the pairwise verdict is right, measured on synthetic fabrics (`bench/verdict-accuracy`).
 //!
 //! A fabric is H hosts of P ranks each, every direction between two ranks measured once (the
-//! all-pairs pass) at a healthy rate times noise; a fault makes one part slower by a drop D: a
+//! all-pairs pass; with `r` after P, `--rails`: only the directions between ranks of one local
+//! index, each rail its own population) at a healthy rate times noise; a fault makes one part slower by a drop D: a
 //! host link (every cell between two hosts), a NIC (every cell of one rank to other hosts), a
 //! node (every cell of one host to other hosts) or an uplink (every cell between two leaves,
 //! judged with a topology). The verdict then runs as on rank 0: its retest plan, the retests
@@ -28,11 +29,12 @@
 //! max(10%, 4 spreads), and at most 1% of clean fabrics with any finding. `--check` exits 1
 //! when a noise model misses it, naming the cell. The noise is seeded: a run is repeatable.
 //!
-//!   verdict_accuracy [--small] [--trials N] [--seed S] [--check] [--shape HOSTSxRANKS ...]
+//!   verdict_accuracy [--small] [--trials N] [--seed S] [--check] [--shape HOSTSxRANKS[r] ...]
 //!                    [--noise NAME ...]
 //!
 //! `VERDICT_ACCURACY_DEBUG=1` prints what the verdict named in each trial that did not name its
-//! fault alone (missed, or named with something more).
+//! fault alone (missed, or named with something more), and on each clean fabric it named
+//! anything on.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,118 +44,13 @@ use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict;
-use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
+use analysis::pairwise::{Measurement, OpName, PairwiseConfig, Selection};
 use analysis::schedule::Shifts;
 
-/// splitmix64: small, seedable, good enough for noise.
-struct Rng(u64);
+#[path = "verdict_accuracy/noise.rs"]
+mod noise;
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    /// A uniform draw in [0, 1).
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn normal(&mut self) -> f64 {
-        let (u, v) = (self.unit().max(1e-300), self.unit());
-        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.unit() * n as f64) as usize % n.max(1)
-    }
-}
-
-#[derive(Clone, Copy)]
-struct Noise {
-    name: &'static str,
-    spread: f64,
-    contended: f64,
-    alone_spread: f64,
-    alone_contended: f64,
-    /// Share of the first pass's cells in a tight clump (+-2%) this far above the centre (log
-    /// units): the clumped model, 0 elsewhere.
-    clump: f64,
-    clump_at: f64,
-}
-
-/// The model reported in the full table but not held to the target in the small run: a quiet
-/// fabric with a stall tail meets it in the full table (seed 1) and misses it by a few trials in
-/// one cell or another with other seeds (a link at 10%: 98.7% of 450 with seed 3,
-/// `docs/evidence/settled-in-two-2026-12-05/`);
-/// CI's 10 trials per cell would fail on one miss.
-const UNGATED: &str = "quiet-tail";
-
-const NOISES: [Noise; 5] = [
-    Noise {
-        name: "ib",
-        spread: 0.005,
-        contended: 0.0,
-        alone_spread: 0.005,
-        alone_contended: 0.0,
-        clump: 0.0,
-        clump_at: 0.0,
-    },
-    Noise {
-        name: "quiet",
-        spread: 0.01,
-        contended: 0.0,
-        alone_spread: 0.01,
-        alone_contended: 0.0,
-        clump: 0.0,
-        clump_at: 0.0,
-    },
-    Noise {
-        name: "quiet-tail",
-        spread: 0.01,
-        contended: 0.02,
-        alone_spread: 0.01,
-        alone_contended: 0.05,
-        clump: 0.0,
-        clump_at: 0.0,
-    },
-    Noise {
-        name: "noisy",
-        spread: 0.30,
-        contended: 0.05,
-        alone_spread: 0.15,
-        alone_contended: 0.02,
-        clump: 0.0,
-        clump_at: 0.0,
-    },
-    Noise {
-        name: "clumped",
-        spread: 0.30,
-        contended: 0.05,
-        alone_spread: 0.15,
-        alone_contended: 0.02,
-        clump: 0.25,
-        clump_at: 0.30,
-    },
-];
-
-impl Noise {
-    fn factor(&self, rng: &mut Rng, alone: bool) -> f64 {
-        let (s, c) = if alone {
-            (self.alone_spread, self.alone_contended)
-        } else {
-            (self.spread, self.contended)
-        };
-        if !alone && self.clump > 0.0 && rng.unit() < self.clump {
-            return (self.clump_at + 0.02 * rng.normal()).exp();
-        }
-        let mut f = (s * rng.normal()).exp();
-        if rng.unit() < c {
-            f /= 1.5 + 2.5 * rng.unit();
-        }
-        f
-    }
-}
+use noise::{Noise, Rng, NOISES, UNGATED};
 
 /// What a trial's slowdown slows: one host link, one rank's NIC, one node, or the uplink between
 /// the two leaves.
@@ -165,10 +62,12 @@ enum SlowdownKind {
     Uplink,
 }
 
-/// A fabric: which host each rank is on, which leaf each host is under.
+/// A fabric: which host each rank is on, which leaf each host is under, and whether its ranks
+/// are on rails (`--rails`: local rank i of every host on rail i).
 struct Shape {
     hosts: usize,
     ppn: usize,
+    rails: bool,
 }
 
 impl Shape {
@@ -177,6 +76,19 @@ impl Shape {
     }
     fn host(&self, r: usize) -> usize {
         r / self.ppn
+    }
+    /// Whether the all-pairs pass measures `src -> dst` (on rails: ranks of one local index).
+    fn measured(&self, src: usize, dst: usize) -> bool {
+        src != dst && (!self.rails || src % self.ppn == dst % self.ppn)
+    }
+    /// The faults a trial places here: on rails a host link or an uplink is one slow pair or
+    /// several per rail (each rail its own switches), not one part, so only NICs and nodes.
+    fn has(&self, kind: SlowdownKind) -> bool {
+        match kind {
+            SlowdownKind::Nic => self.ppn > 1,
+            SlowdownKind::Link | SlowdownKind::Uplink => !self.rails,
+            SlowdownKind::Node => true,
+        }
     }
     fn leaf(&self, h: usize) -> usize {
         usize::from(h >= self.hosts / 2)
@@ -284,6 +196,7 @@ impl Slowdown {
                 (host_a, host_b) == (&name(self.a), &name(self.b)) || (host_b, host_a) == (&name(self.a), &name(self.b))
             }
             (SlowdownKind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
+            (SlowdownKind::Nic, Part::RailNic { rank, .. }) => *rank == self.a,
             (SlowdownKind::Node, Part::Node { host, .. }) => *host == name(self.a),
             (SlowdownKind::Uplink, Part::Uplink { .. }) => true,
             // One rank per host: a NIC is its node, a link between two hosts its one rank pair.
@@ -319,13 +232,17 @@ fn cell(src: usize, dst: usize, gbps: f64, retest: bool) -> Measurement {
     Measurement::bandwidth(src, dst, 1 << 20, 100, gbps, retest)
 }
 
-fn config() -> PairwiseConfig {
-    PairwiseConfig {
+fn config(s: &Shape) -> PairwiseConfig {
+    let mut c = PairwiseConfig {
         window: 128,
         warmup: 8,
         op_timeout: Duration::from_secs(60),
         ..PairwiseConfig::synthetic(OpName::Write, 1 << 20, 100)
+    };
+    if s.rails {
+        c.selection = Selection::Rails { intra: false };
     }
+    c
 }
 
 /// One trial: the parts the verdict named.
@@ -354,14 +271,14 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {
-            if src != dst {
+            if s.measured(src, dst) {
                 let k = slot_of[src * n + dst];
                 first.push(cell(src, dst, rate(src, dst, u64::from(k), rng), false).in_slot(k));
             }
         }
     }
     let hosts = s.names();
-    let cfg = config();
+    let cfg = config(s);
     let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
     let mut retests = Vec::new();
     for pass in 0..RETEST_PASSES as u64 {
@@ -419,12 +336,15 @@ fn main() {
             .and_then(|v| v.parse::<u64>().ok())
     };
     let trials = value("--trials").unwrap_or(if small { 10 } else { 100 }) as usize;
-    // `--shape HxP` (repeatable): only these fabrics.
-    let only: Vec<(usize, usize)> = args
+    // `--shape HxP` or `HxPr` (rails; repeatable): only these fabrics.
+    let only: Vec<(usize, usize, bool)> = args
         .windows(2)
         .filter(|w| w[0] == "--shape")
         .filter_map(|w| w[1].split_once('x'))
-        .filter_map(|(h, p)| Some((h.parse().ok()?, p.parse().ok()?)))
+        .filter_map(|(h, p)| {
+            let rails = p.ends_with('r');
+            Some((h.parse().ok()?, p.trim_end_matches('r').parse().ok()?, rails))
+        })
         .collect();
     // `--noise NAME` (repeatable): only these noise models.
     let noises: Vec<&str> = args
@@ -452,21 +372,48 @@ pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
     run_models(small, trials, seed, &[], &[])
 }
 
-/// [`run`] on the fabrics `only` (hosts, ranks per host; the default ones when empty), with the
-/// noise models named in `noises` only (all when empty).
-pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)], noises: &[&str]) -> Vec<String> {
+/// [`run`] on the fabrics `only` (hosts, ranks per host, rails; the default ones when empty),
+/// with the noise models named in `noises` only (all when empty).
+pub fn run_models(
+    small: bool,
+    trials: usize,
+    seed: u64,
+    only: &[(usize, usize, bool)],
+    noises: &[&str],
+) -> Vec<String> {
     let mut missed_target = Vec::new();
     let mut rng = Rng(seed);
-    let shapes: Vec<(usize, usize)> = if !only.is_empty() {
+    // The small populations first (issue 56 item 4): 4 hosts of one rank (12 cells) and 4 hosts
+    // on 2 rails (12 cells a rail).
+    let shapes: Vec<(usize, usize, bool)> = if !only.is_empty() {
         only.to_vec()
     } else if small {
-        vec![(8, 1), (8, 2), (16, 4)]
+        vec![
+            (4, 1, false),
+            (4, 2, true),
+            (8, 1, false),
+            (8, 2, false),
+            (16, 4, false),
+        ]
     } else {
-        vec![(8, 1), (8, 2), (16, 4), (32, 8), (64, 2), (128, 1), (256, 1)]
+        vec![
+            (4, 1, false),
+            (4, 2, true),
+            (8, 1, false),
+            (8, 2, false),
+            (16, 4, false),
+            (32, 8, false),
+            (64, 2, false),
+            (128, 1, false),
+            (256, 1, false),
+        ]
     };
+    let label = |&(h, p, r): &(usize, usize, bool)| format!("{h}x{p}{}", if r { " rails" } else { "" });
+    let shape_names: Vec<String> = shapes.iter().map(label).collect();
     let drops: [f64; 7] = [0.05, 0.10, 0.15, 0.20, 0.30, 0.45, 0.60];
     println!(
-        "# meshrun verdict accuracy on synthetic fabrics: {trials} trials per cell, shapes (hosts x ranks) {shapes:?}"
+        "# meshrun verdict accuracy on synthetic fabrics: {trials} trials per cell, shapes (hosts x ranks) {}",
+        shape_names.join(", ")
     );
     println!(
         "# named = the fault's part alone; extra = it and more; clean = no fault, any finding is a false positive"
@@ -483,20 +430,28 @@ pub fn run_models(small: bool, trials: usize, seed: u64, only: &[(usize, usize)]
     for noise in NOISES.into_iter().filter(chosen) {
         let mut by: BTreeMap<(TableRow, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
-        for &(h, p) in &shapes {
-            let s = Shape { hosts: h, ppn: p };
+        for &(h, p, rails) in &shapes {
+            let s = Shape {
+                hosts: h,
+                ppn: p,
+                rails,
+            };
             let topo = s.topology();
             // Big fabrics cost more per trial: fewer of them, at least 3.
             let t = (trials * 64 / (h * p).max(64)).max(3);
             for _ in 0..t {
                 clean.trials += 1;
-                if !trial(&s, noise, None, None, &mut rng).is_empty() {
+                let parts = trial(&s, noise, None, None, &mut rng);
+                if !parts.is_empty() {
                     clean.extra += 1;
+                    if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() {
+                        eprintln!("false positive on {}: {parts:?}", label(&(h, p, rails)));
+                    }
                 }
             }
             for row in rows(small) {
                 let (kind, duty) = row;
-                if kind == SlowdownKind::Nic && p == 1 {
+                if !s.has(kind) {
                     continue;
                 }
                 for &d in &drops {

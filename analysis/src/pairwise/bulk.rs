@@ -31,6 +31,12 @@ pub struct Bulk {
     /// Cells in the healthy bulk, of `cells`.
     pub healthy: usize,
     pub cells: usize,
+    /// A small population's noise (log units), measured from its pairs' two directions
+    /// (`verdict/small.rs`): the spread where the healthy bulk has fewer
+    /// than [`MIN_CELLS`] cells (instead of the assumed [`PRIOR_SPREAD`]), and the least spread
+    /// where it has more. None for other populations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub small_noise: Option<f64>,
 }
 
 impl Bulk {
@@ -43,6 +49,19 @@ impl Bulk {
     /// [`Bulk::of`] with the spread never below `min_spread` (log units): for a population too
     /// small to show the run's noise, the noise the rest of the run shows.
     pub fn of_at_least(scores: &[f64], min_spread: f64) -> Option<Bulk> {
+        Bulk::estimate(scores, min_spread, None)
+    }
+
+    /// [`Bulk::of_at_least`] for a small population whose noise was measured from its pairs'
+    /// two directions (`noise`, log units): while the healthy bulk has fewer than [`MIN_CELLS`] cells, that
+    /// noise is its spread instead of the assumed [`PRIOR_SPREAD`], and the least spread after.
+    /// The fastest quarter of 12 cells is 3, too few to estimate a spread from, and the prior
+    /// (+-42%) then took in a node at 85% whose cells were half the population.
+    pub fn of_small(scores: &[f64], min_spread: f64, noise: f64) -> Option<Bulk> {
+        Bulk::estimate(scores, min_spread, Some(noise))
+    }
+
+    fn estimate(scores: &[f64], min_spread: f64, small_noise: Option<f64>) -> Option<Bulk> {
         let logs: Vec<f64> = scores
             .iter()
             .map(|&s| if s > 0.0 { s.ln() } else { f64::NEG_INFINITY })
@@ -72,8 +91,12 @@ impl Bulk {
         // it rests on the most data, and its suspects are retested alone in any case.
         let mut tried: Vec<Estimate> = Vec::new();
         let est = loop {
-            let (m, s) = centre_and_spread(&mut bulk);
-            let s = s.max(min_spread);
+            let (m, s) = centre_and_spread(&mut bulk, small_noise);
+            // A small population's noise measured from its pairs' directions rests on all its
+            // cells; the spread of the bulk grown from its fastest few is never narrower (grown
+            // from below, a bulk whose spread was underestimated leaves its slowest healthy
+            // cells out, and a spread of what is left is narrower still).
+            let s = s.max(min_spread).max(small_noise.unwrap_or(0.0));
             let e = Estimate {
                 from: bulk.len(),
                 median: m,
@@ -103,6 +126,7 @@ impl Bulk {
             bar: bar.exp(),
             healthy,
             cells: logs.len(),
+            small_noise,
         })
     }
 
@@ -130,7 +154,7 @@ struct Estimate {
 /// than the rest by luck (both ranks scheduled on one core's cache: 45 Gb/s among 8-11 seen in a
 /// 2-node Slurm job); one fast cell is likelier such luck than the only healthy link among slow
 /// ones. Two cells (one pair) cannot tell, so there the faster one seeds, as before.
-fn seed_size(n: usize) -> usize {
+pub(crate) fn seed_size(n: usize) -> usize {
     if n >= 3 {
         n.div_ceil(4).max(2)
     } else {
@@ -153,15 +177,17 @@ fn boundary(logs: &[f64]) -> Option<(f64, f64)> {
     (g >= GAP && g >= 2.0 * above).then(|| (x[i - 1], x[i]))
 }
 
-/// Median and robust spread of finite log scores (the prior spread for too few cells).
-fn centre_and_spread(bulk: &mut [f64]) -> (f64, f64) {
+/// Median and robust spread of finite log scores (for too few cells, `small_noise` where the
+/// population's noise was measured from its pairs' directions, else the prior spread).
+fn centre_and_spread(bulk: &mut [f64], small_noise: Option<f64>) -> (f64, f64) {
+    let few = small_noise.unwrap_or(PRIOR_SPREAD);
     let mut finite: Vec<f64> = bulk.iter().copied().filter(|x| x.is_finite()).collect();
     if finite.is_empty() {
-        return (f64::NEG_INFINITY, PRIOR_SPREAD);
+        return (f64::NEG_INFINITY, few);
     }
     let m = median(&mut finite);
     if finite.len() < MIN_CELLS {
-        return (m, PRIOR_SPREAD);
+        return (m, few);
     }
     let mut dev: Vec<f64> = finite.iter().map(|x| (x - m).abs()).collect();
     // The cells above the centre measure the noise alone: a fault only slows a cell, so none of

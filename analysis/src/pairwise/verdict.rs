@@ -18,8 +18,9 @@
 //!
 //! The parts: `cells` (the first pass's cells by size, pair and population), `bars` (the
 //! bars and the suspects), `plan` (what to retest alone), `noise` (the retests' own noise),
-//! `settling` (what the confirmation passes run on), `judging` (the verdict) and `unstable`
-//! (parts slow at times and fine at others).
+//! `settling` (what the confirmation passes run on), `judging` (the verdict), `unstable`
+//! (parts slow at times and fine at others) and `small` (the noise of a small population, from
+//! its pairs' two directions).
 
 mod bars;
 mod cells;
@@ -27,6 +28,7 @@ mod judging;
 mod noise;
 mod plan;
 mod settling;
+mod small;
 mod unstable;
 
 use serde::{Deserialize, Serialize};

@@ -2,6 +2,7 @@
 //! below them.
 
 use super::cells::{at_matrix_size, distinct_pairs, population, scores_in};
+use super::small::noise_apart;
 use super::{Population, Rule};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::OWN_NOISE_CELLS;
@@ -50,17 +51,34 @@ fn threshold_bar(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String], 
         bar: f * med,
         healthy: cells,
         cells,
+        small_noise: None,
     };
     Some((p, b))
 }
 
 /// The robust rule: each population's bar from its own distribution ([`Bulk`]).
 fn robust_bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> Vec<(Population, Bulk)> {
-    let own: Vec<(Population, Vec<f64>, Bulk)> = [Population::BetweenHosts, Population::WithinHost]
+    // A small population between hosts (a rail, or a few hosts' pairs) has its noise measured
+    // from its pairs' two directions, where the bulk is too small to measure its own.
+    let apart = |p: Population| match p {
+        Population::BetweenHosts => {
+            let cells: Vec<&Measurement> = at_matrix_size(first, cfg)
+                .filter(|m| population(hosts, m) == p)
+                .collect();
+            noise_apart(&cells)
+        }
+        Population::WithinHost => None,
+    };
+    let bulk = |s: &[f64], min_spread: f64, noise: Option<f64>| match noise {
+        Some(n) => Bulk::of_small(s, min_spread, n),
+        None => Bulk::of_at_least(s, min_spread),
+    };
+    let own: Vec<(Population, Vec<f64>, Option<f64>, Bulk)> = [Population::BetweenHosts, Population::WithinHost]
         .into_iter()
         .filter_map(|p| {
             let s = scores_in(first, cfg, hosts, Some(p));
-            Bulk::of(&s).map(|b| (p, s, b))
+            let noise = apart(p);
+            bulk(&s, 0.0, noise).map(|b| (p, s, noise, b))
         })
         .collect();
     // A population too small to show the run's noise (a few ranks per host: 8 cells at
@@ -69,15 +87,15 @@ fn robust_bars(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) ->
     // noise is +-30%. On a quiet fabric the other spread is small too, and nothing changes.
     let noise = |p: Population| {
         own.iter()
-            .filter(|(q, s, _)| *q != p && s.len() >= OWN_NOISE_CELLS)
-            .map(|(_, _, b)| b.spread)
+            .filter(|(q, s, _, _)| *q != p && s.len() >= OWN_NOISE_CELLS)
+            .map(|(_, _, _, b)| b.spread)
             .fold(0.0, f64::max)
     };
     own.iter()
-        .filter_map(|(p, s, b)| {
+        .filter_map(|(p, s, apart, b)| {
             let run_noise = noise(*p);
             let b = if s.len() < OWN_NOISE_CELLS && run_noise > b.spread {
-                Bulk::of_at_least(s, run_noise)?
+                bulk(s, run_noise, *apart)?
             } else {
                 *b
             };

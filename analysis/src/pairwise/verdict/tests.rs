@@ -6,6 +6,7 @@ mod bar_alone;
 mod retest_amount;
 mod robust_rule;
 mod settling;
+mod small_populations;
 mod threshold_rule;
 mod unstable;
 

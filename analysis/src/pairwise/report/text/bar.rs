@@ -28,7 +28,7 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     f * 100.0,
                     sc.val(b.median)
                 );
-                sensitivity(s, &sc, "", j);
+                sensitivity(s, &sc, "", j, false);
             }
             Rule::Robust => {
                 let pop = match (v.judged.len(), j.population) {
@@ -36,7 +36,11 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     (_, Population::BetweenHosts) => " (between hosts)",
                     (_, Population::WithinHost) => " (within a host)",
                 };
-                let assumed = if b.healthy < MIN_CELLS { " assumed" } else { "" };
+                let assumed = match (assumed(j), b.small_noise) {
+                    (true, _) => " assumed",
+                    (false, Some(_)) => " from its pairs' two directions",
+                    (false, None) => "",
+                };
                 let _ = writeln!(
                     s,
                     "# Slow{pop}: {cmp} {:.2} {u}, the larger of {DEVIATIONS} robust deviations and {:.0}% from the healthy bulk \
@@ -48,11 +52,17 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                     b.healthy,
                     b.cells
                 );
-                sensitivity(s, &sc, pop, j);
+                sensitivity(s, &sc, pop, j, true);
                 retested_alone(s, &sc, pop, j);
             }
         }
     }
+}
+
+/// Whether population `j`'s bar rests on an assumed spread: too few healthy cells to measure
+/// one, and no noise measured from its pairs' directions (`verdict/small.rs`).
+fn assumed(j: &Judged) -> bool {
+    j.bulk.healthy < MIN_CELLS && j.bulk.small_noise.is_none()
 }
 
 /// A robust spread (log scale) as a percentage either way.
@@ -60,8 +70,9 @@ fn pct(spread: f64) -> f64 {
     (spread.exp() - 1.0) * 100.0
 }
 
-/// `# Sensitivity: ...`: what the run could have named, from the same bar the verdict used.
-fn sensitivity(s: &mut String, sc: &Scale, pop: &str, j: &Judged) {
+/// `# Sensitivity: ...`: what the run could have named, from the same bar the verdict used
+/// (`robust`: under the robust rule, whose spread may have been assumed).
+fn sensitivity(s: &mut String, sc: &Scale, pop: &str, j: &Judged, robust: bool) {
     let d = j.sensitivity.clamp(0.0, 1.0);
     let what = match sc.test {
         // Bandwidth: a fraction below the median.
@@ -70,9 +81,19 @@ fn sensitivity(s: &mut String, sc: &Scale, pop: &str, j: &Judged) {
         TestKind::Lat if d < 1.0 => format!("{:.0}% or more above", (1.0 / (1.0 - d) - 1.0) * 100.0),
         TestKind::Lat => "any amount above".to_string(),
     };
+    // Where the spread was assumed, the run could not measure its noise: it says so rather
+    // than let a PASS read as a measured one.
+    let cannot_tell = if robust && assumed(j) {
+        format!(
+            "; too few cells to measure the noise, so +-{:.0}% was assumed and a smaller drop cannot be told from it",
+            pct(j.bulk.spread)
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        "# Sensitivity{pop}: a pair {what} the healthy bulk's {:.2} {} would have been named ({} cells judged)",
+        "# Sensitivity{pop}: a pair {what} the healthy bulk's {:.2} {} would have been named ({} cells judged{cannot_tell})",
         sc.val(j.bulk.median),
         sc.unit,
         j.bulk.cells
