@@ -71,7 +71,7 @@ fn run(args: Vec<String>) -> Result<(), String> {
     for h in &t.hops {
         let rtt = h
             .rtt
-            .map_or(String::new(), |d| format!("  {:.1} ms", d.as_secs_f64() * 1e3));
+            .map_or(String::new(), |d| format!("  {:.3} ms", d.as_secs_f64() * 1e3));
         match h.reply {
             Reply::Router(a) => println!("{:2}  {a}{rtt}", h.ttl),
             Reply::Destination => println!("{:2}  {} (destination){rtt}", h.ttl, dst.ip()),

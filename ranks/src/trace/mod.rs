@@ -28,7 +28,7 @@
 //! scripts/leafspine exec mrls-h4 target/debug/examples/trace --listen 5000 --for 30 &
 //! scripts/leafspine exec mrls-h0 target/debug/examples/trace 10.80.2.10:5000 --sport 40000 --connect
 //! ```
-//! prints each hop (`1  10.80.0.1  0.1 ms`), then whether the probes reached the destination.
+//! prints each hop (`1  10.80.0.1  0.062 ms`), then whether the probes reached the destination.
 //! Without `--connect` it traces the 5-tuple with no connection behind it.
 
 mod packet;

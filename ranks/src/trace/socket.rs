@@ -31,10 +31,15 @@ pub struct ProbeSockets {
 const READ_BUF: usize = 9216;
 
 fn raw(protocol: Protocol, what: &'static str) -> Result<Socket, TraceError> {
-    Socket::new(Domain::IPV4, Type::RAW, Some(protocol)).map_err(|e| match e.raw_os_error() {
+    Socket::new(Domain::IPV4, Type::RAW, Some(protocol)).map_err(|e| opening_failed(what, e))
+}
+
+/// Why a raw socket could not be opened: a refusal (no CAP_NET_RAW) is an error of its own.
+pub(super) fn opening_failed(what: &'static str, e: io::Error) -> TraceError {
+    match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => TraceError::NotPermitted,
         _ => TraceError::io(what, e),
-    })
+    }
 }
 
 impl ProbeSockets {

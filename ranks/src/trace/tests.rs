@@ -108,6 +108,16 @@ fn options_that_cannot_probe_are_refused_before_any_socket() {
 }
 
 #[test]
+fn a_socket_refused_for_want_of_cap_net_raw_is_the_refusal_and_other_failures_are_not() {
+    let refused = |errno| socket::opening_failed("raw TCP socket", io::Error::from_raw_os_error(errno));
+    assert!(matches!(refused(libc::EPERM), TraceError::NotPermitted));
+    assert!(matches!(refused(libc::EACCES), TraceError::NotPermitted));
+    let other = refused(libc::EMFILE);
+    assert!(matches!(other, TraceError::Io { .. }), "{other}");
+    assert!(other.to_string().starts_with("path trace: raw TCP socket: "), "{other}");
+}
+
+#[test]
 fn the_refusal_says_what_to_do() {
     let s = TraceError::NotPermitted.to_string();
     assert!(
