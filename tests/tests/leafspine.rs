@@ -112,6 +112,29 @@ fn bed_comes_up_hashes_over_every_spine_and_goes_down_clean() {
     let r = bed.script(&["shape-cable", "leaf3", "spine0", "60mbit"]);
     assert_eq!(r.code, Some(2), "{}", r.all());
     assert!(r.stderr.contains("leaf3 is not a leaf"), "{}", r.stderr);
+    // A flapping cable: at its first rate at once, both ends; back at the cable rate when
+    // stopped.
+    let rate = |ns: &str, dev: &str| {
+        let r = bed.script(&["router", ns, "tc", "class", "show", "dev", dev]);
+        r.expect_code(0);
+        r.stdout
+            .split_whitespace()
+            .skip_while(|w| *w != "rate")
+            .nth(1)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let r = bed.script(&["flap-cable", "leaf0", "spine1", "20mbit", "50mbit", "0.5", "30"]);
+    r.expect_code(0);
+    assert_eq!(
+        (rate("leaf0", "s1"), rate("spine1", "l0")),
+        ("20Mbit".into(), "20Mbit".into())
+    );
+    bed.script(&["unflap"]).expect_code(0);
+    assert_eq!(
+        (rate("leaf0", "s1"), rate("spine1", "l0")),
+        ("200Mbit".into(), "200Mbit".into())
+    );
     assert!(bed.down().is_empty(), "namespaces left after down");
 }
 
