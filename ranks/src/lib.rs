@@ -11,6 +11,7 @@ pub mod pci;
 pub mod postmortem;
 mod sys;
 pub mod tcp;
+pub mod trace;
 pub mod transport;
 pub mod verbs;
 pub mod verbs_mesh;

@@ -6,13 +6,14 @@
 //!
 //! The modules, each re-exported here: [`paths`] (the workspace, the binary, scratch
 //! directories), [`bounded`] (a command run within a limit), [`mpi`] (`meshrun` under `mpirun`
-//! or alone), [`tables`] and [`verdict`] (reading what it printed), [`netns`] and [`slurm`] (the
-//! clusters on this machine), [`tools`] (what this machine has, promtool, the podman image);
+//! or alone), [`tables`] and [`verdict`] (reading what it printed), [`netns`], [`leafspine`] and
+//! [`slurm`] (the clusters on this machine), [`tools`] (what this machine has, promtool, the podman image);
 //! [`limits`] holds the time limits several test files share.
 
 #![forbid(unsafe_code)]
 
 pub mod bounded;
+pub mod leafspine;
 pub mod limits;
 pub mod mpi;
 pub mod netns;
@@ -23,6 +24,7 @@ pub mod tools;
 pub mod verdict;
 
 pub use bounded::*;
+pub use leafspine::*;
 pub use mpi::*;
 pub use netns::*;
 pub use paths::*;
