@@ -95,17 +95,25 @@ fn a_slot_slow_everywhere_is_contention_not_instability() {
     assert!(v.pass);
 }
 
-/// Four hosts: h3 at a fifth in one slot (two of its three host links), the rest at speed.
-/// Small as the run is, nothing else was slow apart: h3 is unstable.
+/// Four hosts: h3 at a fifth in every slot of the first pass (its six directions, each beside
+/// one at speed) and fine alone: unstable. In one slot only (two of its six directions) it is
+/// not named: on 12 directions, six of them outside it and clean, two slow apart is what chance
+/// gives (Laplace's rate outside, 1/8: a tail of 0.17), and the synthetic noisy fabrics of four
+/// hosts named a clean part unstable in 1-4% of runs when a clean outside counted as no chance.
 #[test]
-fn four_hosts_a_node_slow_in_one_slot_is_unstable() {
+fn four_hosts_a_node_slow_in_every_slot_is_unstable_in_one_slot_is_not() {
+    let v = judge(4, |s, d, _| if s == 3 || d == 3 { 2.0 } else { 10.0 }, &robust_cfg());
+    // Slow in every slot but fine alone: named unstable, or (were it slow alone) slow; never
+    // passed.
+    assert_eq!(unstable_labels(&v), ["node h3"], "{v:#?}");
+    assert!(!v.pass);
     let v = judge(
         4,
         |s, d, k| if (s == 3 || d == 3) && k == 0 { 2.0 } else { 10.0 },
         &robust_cfg(),
     );
-    assert_eq!(unstable_labels(&v), ["node h3"], "{v:#?}");
-    assert!(!v.pass);
+    assert!(v.unstable.is_empty(), "{v:#?}");
+    assert!(v.pass, "{v:#?}");
 }
 
 /// Three directions slow apart, one each in three slots, on three different pairs with no host
