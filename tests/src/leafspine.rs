@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::netns::MachineLock;
-use crate::{meshrun_bin, mpi_env, root, run_bounded, Run};
+use crate::{mpi_env, root, run_bounded, Run};
 
 /// A leaf-spine bed for the duration of a test (one namespace bed at a time on this machine).
 pub struct LeafSpine {
@@ -102,17 +102,7 @@ impl LeafSpine {
 
     /// Run `meshrun launch --hostfile ... --rsh-agent ... ARGS` from the first host.
     pub fn launch(&self, launch_args: &[&str], rank_args: &[&str], limit: Duration) -> Run {
-        let mut line = vec![
-            meshrun_bin().display().to_string(),
-            "launch".into(),
-            "--hostfile".into(),
-            self.dir.join("hostfile").display().to_string(),
-            "--rsh-agent".into(),
-            self.dir.join("rsh-agent").display().to_string(),
-        ];
-        line.extend(launch_args.iter().map(|s| s.to_string()));
-        line.push("--".into());
-        line.extend(rank_args.iter().map(|s| s.to_string()));
+        let line = crate::netns::launch_line(&self.dir, launch_args, rank_args);
         let mut cmd = Command::new(root().join("scripts/leafspine"));
         mpi_env(&mut cmd)
             .env("MR_LS_DIR", &self.dir)

@@ -210,17 +210,7 @@ impl NetnsCluster {
 
     /// The command [`NetnsCluster::launch`] runs, for a test that acts on the cluster while it runs.
     pub fn launch_command(&self, launch_args: &[&str], rank_args: &[&str]) -> Command {
-        let mut line = vec![
-            meshrun_bin().display().to_string(),
-            "launch".into(),
-            "--hostfile".into(),
-            self.dir.join("hostfile").display().to_string(),
-            "--rsh-agent".into(),
-            self.dir.join("rsh-agent").display().to_string(),
-        ];
-        line.extend(launch_args.iter().map(|s| s.to_string()));
-        line.push("--".into());
-        line.extend(rank_args.iter().map(|s| s.to_string()));
+        let line = launch_line(&self.dir, launch_args, rank_args);
         let mut cmd = Command::new(root().join("scripts/netns-cluster"));
         mpi_env(&mut cmd)
             .env("MR_NETNS_DIR", &self.dir)
@@ -228,6 +218,23 @@ impl NetnsCluster {
             .args(&line);
         cmd
     }
+}
+
+/// `meshrun launch --hostfile DIR/hostfile --rsh-agent DIR/rsh-agent LAUNCH_ARGS -- RANK_ARGS`, as
+/// a namespace cluster's first host runs it (`dir`: the cluster's files).
+pub(crate) fn launch_line(dir: &std::path::Path, launch_args: &[&str], rank_args: &[&str]) -> Vec<String> {
+    let mut line = vec![
+        meshrun_bin().display().to_string(),
+        "launch".into(),
+        "--hostfile".into(),
+        dir.join("hostfile").display().to_string(),
+        "--rsh-agent".into(),
+        dir.join("rsh-agent").display().to_string(),
+    ];
+    line.extend(launch_args.iter().map(|s| s.to_string()));
+    line.push("--".into());
+    line.extend(rank_args.iter().map(|s| s.to_string()));
+    line
 }
 
 /// `d` as `scripts/netns-cluster` takes seconds: `1`, `0.5`, `0.25`.
