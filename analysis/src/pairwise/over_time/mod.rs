@@ -162,21 +162,12 @@ pub struct OverTime {
     pub pass: bool,
 }
 
-/// The parts a pass's verdict named: slow (blamed) and unstable, its rails' included.
+/// The parts a pass's verdict named: slow (blamed) and unstable. With rails the run's verdict
+/// holds every rail's parts, a node slow on all its rails as the node instead of its NICs, so
+/// the rails' own verdicts are not read again.
 fn named_by(o: &PairwiseOutcome) -> (Vec<&Part>, Vec<&Part>) {
-    let slow = o
-        .verdict
-        .blamed
-        .iter()
-        .chain(o.rails.iter().flat_map(|r| &r.verdict.blamed))
-        .collect();
-    let unstable = o
-        .verdict
-        .unstable
-        .iter()
-        .chain(o.rails.iter().flat_map(|r| &r.verdict.unstable))
-        .map(|u| &u.part)
-        .collect();
+    let slow = o.verdict.blamed.iter().collect();
+    let unstable = o.verdict.unstable.iter().map(|u| &u.part).collect();
     (slow, unstable)
 }
 

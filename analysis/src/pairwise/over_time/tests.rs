@@ -229,3 +229,62 @@ fn the_report_names_the_unstable_part_with_its_worst_pass() {
     assert!(report.contains("# FAIL over 4 passes: 1 unstable part(s)"), "{report}");
     assert!(!o.pass());
 }
+
+#[test]
+fn a_node_slow_on_every_rail_is_the_node_once_not_its_nics_too() {
+    // With rails the run's verdict holds the node (slow on both its rails); the rails' own
+    // verdicts name its NIC on each rail. Across passes the node alone is named, as in a pass.
+    let rail_nic = |rail: usize| Part::RailNic {
+        rail,
+        rank: 2 + rail,
+        host: "h1".into(),
+        nic: Some(format!("eth{rail}")),
+        counts: SlowCounts {
+            slow: 1,
+            of: 1,
+            slow_pairs: 1,
+            worst: 2.0,
+            worst_retest: Some(2.1),
+        },
+    };
+    let passes: Vec<Pass> = (1..=4)
+        .map(|i| {
+            let mut p = pass(i, 10.0, None, false);
+            if i == 2 {
+                let node = Part::Node {
+                    host: "h1".into(),
+                    counts: SlowCounts {
+                        slow: 2,
+                        of: 2,
+                        slow_pairs: 2,
+                        worst: 2.0,
+                        worst_retest: Some(2.1),
+                    },
+                };
+                p.outcome.verdict.blamed = vec![node];
+                p.outcome.verdict.pass = false;
+                p.outcome.rails = (0..2)
+                    .map(|rail| crate::pairwise::rails::RailOutcome {
+                        rail,
+                        ranks: vec![rail, 2 + rail],
+                        nics: vec![None, Some(format!("eth{rail}"))],
+                        verdict: Verdict {
+                            blamed: vec![rail_nic(rail)],
+                            ..p.outcome.verdict.clone()
+                        },
+                    })
+                    .collect();
+            }
+            p
+        })
+        .collect();
+    let t = judge(&passes, false);
+    assert!(t.slow.is_empty(), "{:?}", labels(&t.slow));
+    assert_eq!(
+        labels(&t.unstable),
+        ["node h1"],
+        "the node, not also its NIC on each rail"
+    );
+    assert_eq!(t.unstable[0].named_in(), [2]);
+    assert!(!t.pass);
+}
