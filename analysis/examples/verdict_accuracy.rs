@@ -47,182 +47,64 @@ use analysis::pairwise::verdict;
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig, Selection};
 use analysis::schedule::Shifts;
 
+#[path = "verdict_accuracy/campaign.rs"]
+mod campaign;
+#[path = "verdict_accuracy/fabric.rs"]
+mod fabric;
 #[path = "verdict_accuracy/noise.rs"]
 mod noise;
 
+use fabric::{Shape, Slowdown, SlowdownKind};
 use noise::{Noise, Rng, NOISES, UNGATED};
 
-/// What a trial's slowdown slows: one host link, one rank's NIC, one node, or the uplink between
-/// the two leaves.
+/// When a fault is slow: always; half the moments of each pass (each first-pass slot and
+/// retest pass slow or not by chance, as a part flapping faster than a pass); or in whole passes
+/// of a repeated run (`--repeat`): throughout `slow` of `of` passes, chosen at random, and
+/// absent from the others, as a part that flaps slower than a pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum SlowdownKind {
-    Link,
-    Nic,
-    Node,
-    Uplink,
+enum When {
+    Steady,
+    Half,
+    Passes { slow: u8, of: u8 },
 }
 
-/// A fabric: which host each rank is on, which leaf each host is under, and whether its ranks
-/// are on rails (`--rails`: local rank i of every host on rail i).
-struct Shape {
-    hosts: usize,
-    ppn: usize,
-    rails: bool,
-}
-
-impl Shape {
-    fn rank_count(&self) -> usize {
-        self.hosts * self.ppn
-    }
-    fn host(&self, r: usize) -> usize {
-        r / self.ppn
-    }
-    /// Whether the all-pairs pass measures `src -> dst` (on rails: ranks of one local index).
-    fn measured(&self, src: usize, dst: usize) -> bool {
-        src != dst && (!self.rails || src % self.ppn == dst % self.ppn)
-    }
-    /// The faults a trial places here: on rails a host link or an uplink is one slow pair or
-    /// several per rail (each rail its own switches), not one part, so only NICs and nodes.
-    fn has(&self, kind: SlowdownKind) -> bool {
-        match kind {
-            SlowdownKind::Nic => self.ppn > 1,
-            SlowdownKind::Link | SlowdownKind::Uplink => !self.rails,
-            SlowdownKind::Node => true,
-        }
-    }
-    fn leaf(&self, h: usize) -> usize {
-        usize::from(h >= self.hosts / 2)
-    }
-    fn names(&self) -> Vec<String> {
-        (0..self.rank_count())
-            .map(|r| format!("n{:04}", self.host(r)))
-            .collect()
-    }
-    fn topology(&self) -> Topology {
-        let half = self.hosts / 2;
-        let text = format!(
-            "leaf0: n[0000-{:04}]\nleaf1: n[{half:04}-{:04}]\n",
-            half - 1,
-            self.hosts - 1
-        );
-        Topology::parse(&text, "synthetic").expect("a synthetic topology parses")
-    }
-}
-
-/// The fault placed in a trial: which cells it slows.
-#[derive(Clone, Copy)]
-struct Slowdown {
-    kind: SlowdownKind,
-    a: usize,
-    b: usize,
-    keep: f64,
-    /// The share of moments it is slow (1 steady; below 1 intermittent, as a flapping link: each
-    /// first-pass slot and each retest pass slow or not by chance, drawn from `phase`).
-    duty: f64,
-    phase: u64,
-}
-
-impl Slowdown {
-    fn hits(&self, s: &Shape, src: usize, dst: usize) -> bool {
-        let (hs, hd) = (s.host(src), s.host(dst));
-        if hs == hd {
-            return false;
-        }
-        match self.kind {
-            SlowdownKind::Link => (hs.min(hd), hs.max(hd)) == (self.a, self.b),
-            SlowdownKind::Nic => src == self.a || dst == self.a,
-            SlowdownKind::Node => hs == self.a || hd == self.a,
-            SlowdownKind::Uplink => s.leaf(hs) != s.leaf(hd),
-        }
-    }
-
-    /// Whether it is slow at moment `t` (a first-pass slot, or a retest pass from [`RETEST_AT`]).
-    fn slow_at(&self, t: u64) -> bool {
-        let mut h = Rng(self.phase ^ t.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-        self.duty >= 1.0 || h.unit() < self.duty
-    }
-
-    fn place(kind: SlowdownKind, s: &Shape, drop: f64, duty: f64, rng: &mut Rng) -> Slowdown {
-        let keep = 1.0 - drop;
-        let phase = if duty < 1.0 { rng.next() } else { 0 };
-        match kind {
-            SlowdownKind::Link => {
-                let a = rng.below(s.hosts);
-                let mut b = rng.below(s.hosts - 1);
-                if b >= a {
-                    b += 1;
-                }
-                Slowdown {
-                    kind,
-                    a: a.min(b),
-                    b: a.max(b),
-                    keep,
-                    duty,
-                    phase,
-                }
-            }
-            SlowdownKind::Nic => Slowdown {
-                kind,
-                a: rng.below(s.rank_count()),
-                b: 0,
-                keep,
-                duty,
-                phase,
-            },
-            SlowdownKind::Node => Slowdown {
-                kind,
-                a: rng.below(s.hosts),
-                b: 0,
-                keep,
-                duty,
-                phase,
-            },
-            SlowdownKind::Uplink => Slowdown {
-                kind,
-                a: 0,
-                b: 1,
-                keep,
-                duty,
-                phase,
-            },
-        }
-    }
-
-    /// Whether `part` is this fault, named at its level.
-    fn is(&self, s: &Shape, part: &Part) -> bool {
-        let name = |h: usize| format!("n{h:04}");
-        match (self.kind, part) {
-            (SlowdownKind::Link, Part::HostLink { host_a, host_b, .. }) => {
-                (host_a, host_b) == (&name(self.a), &name(self.b)) || (host_b, host_a) == (&name(self.a), &name(self.b))
-            }
-            (SlowdownKind::Nic, Part::Nic { rank, .. }) => *rank == self.a,
-            (SlowdownKind::Nic, Part::RailNic { rank, .. }) => *rank == self.a,
-            (SlowdownKind::Node, Part::Node { host, .. }) => *host == name(self.a),
-            (SlowdownKind::Uplink, Part::Uplink { .. }) => true,
-            // One rank per host: a NIC is its node, a link between two hosts its one rank pair.
-            (SlowdownKind::Nic, Part::Node { host, .. }) => s.ppn == 1 && *host == name(s.host(self.a)),
-            _ => false,
-        }
-    }
-}
-
-/// A row of the table: the fault's kind and the percentage of moments it is slow (100: steady).
-type TableRow = (SlowdownKind, u8);
+/// A row of the table: the fault's kind and when it is slow.
+type TableRow = (SlowdownKind, When);
 
 /// The table's rows: every steady fault; in the full table also a link, a NIC and a node slow
-/// half the time (each first-pass slot and retest pass by chance), as flapping parts are. Those
-/// are reported, not held to the target: a part slow half the time is named slow where its
-/// retests all fell in slow moments, unstable where they did not and it has several members
-/// slow apart; a host link of one rank pair (one rank a host) is never named unstable.
+/// half the time, and every kind slow in one pass of four. Half-time faults are reported, not
+/// held to the target: a part slow half the time is named slow where its retests all fell in
+/// slow moments, unstable where they did not and it has several members slow apart; a host
+/// link of one rank pair (one rank a host) is never named unstable. A fault slow in one whole
+/// pass of four is held to the target, named alone as unstable over the passes: within its
+/// slow pass it is a steady fault, and the other passes are clean fabrics.
 fn rows(small: bool) -> Vec<TableRow> {
     use SlowdownKind::*;
-    let steady = [(Link, 100), (Nic, 100), (Node, 100), (Uplink, 100)];
-    let flapping = [(Link, 50), (Nic, 50), (Node, 50)];
-    let mut v = steady.to_vec();
+    let kinds = [Link, Nic, Node, Uplink];
+    let mut v: Vec<TableRow> = kinds.iter().map(|&k| (k, When::Steady)).collect();
     if !small {
-        v.extend(flapping);
+        v.extend([Link, Nic, Node].map(|k| (k, When::Half)));
+        v.extend(kinds.map(|k| (k, When::Passes { slow: 1, of: 4 })));
     }
     v
+}
+
+/// How many passes a repeated run of the table has, where it has any.
+fn campaign_passes(small: bool) -> Option<usize> {
+    rows(small).iter().find_map(|(_, w)| match w {
+        When::Passes { of, .. } => Some(usize::from(*of)),
+        _ => None,
+    })
+}
+
+/// A row's label in the table.
+fn row_label((kind, when): TableRow) -> String {
+    let kind = format!("{kind:?}").to_lowercase();
+    match when {
+        When::Steady => kind,
+        When::Half => format!("{kind}~50"),
+        When::Passes { slow, of } => format!("{kind} {slow}/{of}p"),
+    }
 }
 
 /// The moments of the retest passes come after every first-pass slot.
@@ -245,8 +127,35 @@ fn config(s: &Shape) -> PairwiseConfig {
     c
 }
 
+/// One pass as rank 0 has it at the end: the first pass's cells, the retests, the verdict (and
+/// each rail's).
+struct Judged {
+    rounds: usize,
+    first: Vec<Measurement>,
+    retests: Vec<Measurement>,
+    verdict: verdict::Verdict,
+    rails: Vec<rails::RailOutcome>,
+}
+
+impl Judged {
+    /// The parts the verdict named, slow or unstable (a part named unstable is a finding as a
+    /// slow one is); with rails the run's verdict holds every rail's.
+    fn parts(self) -> Vec<Part> {
+        let v = self.verdict;
+        v.blamed
+            .into_iter()
+            .chain(v.unstable.into_iter().map(|u| u.part))
+            .collect()
+    }
+}
+
 /// One trial: the parts the verdict named.
 fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Vec<Part> {
+    run_pass(s, noise, fault, topo, rng).parts()
+}
+
+/// One pass over the fabric: every direction once, the retests, the verdict.
+fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Judged {
     // The moment `t` a cell runs at: its first-pass slot, or RETEST_AT + its retest pass.
     let rate = |src: usize, dst: usize, t: u64, rng: &mut Rng| {
         let base = if s.host(src) == s.host(dst) { 200.0 } else { 100.0 };
@@ -301,7 +210,7 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
             retests.push(cell(b, a, rate(b, a, t, rng), true));
         }
     }
-    let v = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric).0;
+    let (v, rail_outcomes) = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric);
     if std::env::var("VERDICT_ACCURACY_DEBUG").is_ok_and(|d| d == "2") {
         let slow: Vec<(usize, usize, f64)> = first
             .iter()
@@ -311,11 +220,13 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
         let re: Vec<(usize, usize, f64)> = retests.iter().map(|m| (m.src, m.dst, m.score())).collect();
         eprintln!("  first pass below 90: {slow:.1?}\n  plan {plan:?}\n  retests {re:.1?}\n  judged {:?}\n  cleared {:?}\n  confirmed {:?}", v.judged, v.cleared, v.confirmed.iter().map(|c| (c.a, c.b)).collect::<Vec<_>>());
     }
-    // A part named unstable is a finding as a slow one is.
-    v.blamed
-        .into_iter()
-        .chain(v.unstable.into_iter().map(|u| u.part))
-        .collect()
+    Judged {
+        rounds: shifts.len(),
+        first,
+        retests,
+        verdict: v,
+        rails: rail_outcomes,
+    }
 }
 
 #[derive(Default)]
@@ -383,6 +294,7 @@ pub fn run_models(
 ) -> Vec<String> {
     let mut missed_target = Vec::new();
     let mut rng = Rng(seed);
+    let mut crng = Rng(seed ^ 0x5eed_0f7e_9ea7);
     // The small populations first (issue 56 item 4): 4 hosts of one rank (12 cells) and 4 hosts
     // on 2 rails (12 cells a rail).
     let shapes: Vec<(usize, usize, bool)> = if !only.is_empty() {
@@ -430,6 +342,7 @@ pub fn run_models(
     for noise in NOISES.into_iter().filter(chosen) {
         let mut by: BTreeMap<(TableRow, u32), Tally> = BTreeMap::new();
         let mut clean = Tally::default();
+        let mut clean_over = Tally::default();
         for &(h, p, rails) in &shapes {
             let s = Shape {
                 hosts: h,
@@ -449,33 +362,61 @@ pub fn run_models(
                     }
                 }
             }
+            // Repeated runs draw from their own stream, so the rows of single runs stay the
+            // same draws with or without them.
+            if let Some(of) = campaign_passes(small) {
+                for _ in 0..t {
+                    clean_over.trials += 1;
+                    let named = campaign::campaign(&s, noise, None, &vec![false; of], None, &mut crng);
+                    if named.all().next().is_some() {
+                        clean_over.extra += 1;
+                        if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() {
+                            eprintln!(
+                                "false positive over {of} passes on {}: {:?}",
+                                label(&(h, p, rails)),
+                                named.all().collect::<Vec<_>>()
+                            );
+                        }
+                    }
+                }
+            }
             for row in rows(small) {
-                let (kind, duty) = row;
+                let (kind, when) = row;
                 if !s.has(kind) {
                     continue;
                 }
                 for &d in &drops {
                     let tally = by.entry((row, (d * 100.0).round() as u32)).or_default();
                     for _ in 0..t {
-                        let f = Slowdown::place(kind, &s, d, f64::from(duty) / 100.0, &mut rng);
                         let topo = (kind == SlowdownKind::Uplink).then_some(&topo);
-                        let parts = trial(&s, noise, Some(f), topo, &mut rng);
-                        let alone = parts.len() == 1 && f.is(&s, &parts[0]);
+                        // Named alone: the fault's part and nothing else; over passes, named
+                        // unstable (it was slow in some passes only).
+                        let (parts, alone) = match when {
+                            When::Steady | When::Half => {
+                                let duty = if when == When::Half { 0.5 } else { 1.0 };
+                                let f = Slowdown::place(kind, &s, d, duty, &mut rng);
+                                let parts = trial(&s, noise, Some(f), topo, &mut rng);
+                                let alone = parts.len() == 1 && f.is(&s, &parts[0]);
+                                (parts.iter().map(|x| f.is(&s, x)).collect::<Vec<bool>>(), alone)
+                            }
+                            When::Passes { slow, of } => {
+                                let f = Slowdown::place(kind, &s, d, 1.0, &mut crng);
+                                let slow_in = campaign::slow_passes(slow.into(), of.into(), &mut crng);
+                                let named = campaign::campaign(&s, noise, Some(f), &slow_in, topo, &mut crng);
+                                let alone =
+                                    named.slow.is_empty() && named.unstable.len() == 1 && f.is(&s, &named.unstable[0]);
+                                (named.all().map(|x| f.is(&s, x)).collect(), alone)
+                            }
+                        };
                         if std::env::var_os("VERDICT_ACCURACY_DEBUG").is_some() && !alone {
-                            let how = if parts.iter().any(|x| f.is(&s, x)) {
-                                "extra"
-                            } else {
-                                "missed"
-                            };
-                            eprintln!("{how} {kind:?} {d} on {h}x{p}: {parts:?}");
+                            let how = if parts.contains(&true) { "extra" } else { "missed" };
+                            eprintln!("{how} {} {d} on {h}x{p}: {} part(s) named", row_label(row), parts.len());
                         }
                         tally.trials += 1;
-                        if parts.iter().any(|x| f.is(&s, x)) {
-                            if parts.len() == 1 {
-                                tally.named += 1;
-                            } else {
-                                tally.extra += 1;
-                            }
+                        if alone {
+                            tally.named += 1;
+                        } else if parts.contains(&true) {
+                            tally.extra += 1;
                         }
                     }
                 }
@@ -501,16 +442,28 @@ pub fn run_models(
                 noise.name, clean.extra, clean.trials
             ));
         }
-        print!("#  fault  ");
+        if let Some(of) = campaign_passes(small) {
+            println!(
+                "#   over {of} passes (--repeat {of}): clean fabrics with a finding: {} of {} ({:.1}%)",
+                clean_over.extra,
+                clean_over.trials,
+                100.0 * clean_over.extra as f64 / clean_over.trials.max(1) as f64
+            );
+            if clean_over.extra * 100 > clean_over.trials {
+                missed_target.push(format!(
+                    "noise {}: {} of {} clean fabrics over {of} passes had a finding",
+                    noise.name, clean_over.extra, clean_over.trials
+                ));
+            }
+        }
+        print!("#  fault      ");
         for d in drops {
             print!("  drop {:>2.0}%", d * 100.0);
         }
         println!("   (named alone %, trials)");
         for row in rows(small) {
-            let (kind, duty) = row;
-            let steady = duty == 100;
-            let label = format!("{kind:?}").to_lowercase();
-            print!("  {:<7}", if steady { label } else { format!("{label}~{duty}") });
+            let (_, when) = row;
+            print!("  {:<11}", row_label(row));
             let mut n = 0;
             // No NIC faults on fabrics of one rank per host (a NIC is its node there).
             if !by.contains_key(&(row, (drops[0] * 100.0).round() as u32)) {
@@ -523,11 +476,12 @@ pub fn run_models(
                 let recall = t.named as f64 / t.trials.max(1) as f64;
                 print!("  {:>8.1}", 100.0 * recall);
                 let detectable = -(1.0 - d).ln() >= (4.0 * noise.spread).max(-(0.9f64).ln()) - 1e-12;
-                // Intermittent faults are measured, not held to the target (see `rows`).
-                if steady && detectable && recall < 0.99 {
+                // Faults slow half of each pass are measured, not held to the target (see `rows`).
+                if when != When::Half && detectable && recall < 0.99 {
                     missed_target.push(format!(
-                        "noise {}: {kind:?} at {:.0}% named alone in {:.1}% of {} trials",
+                        "noise {}: {} at {:.0}% named alone in {:.1}% of {} trials",
                         noise.name,
+                        row_label(row),
                         d * 100.0,
                         recall * 100.0,
                         t.trials
