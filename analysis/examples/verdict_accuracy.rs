@@ -297,28 +297,21 @@ pub fn run_models(
     let mut crng = Rng(seed ^ 0x5eed_0f7e_9ea7);
     // The small populations first (issue 56 item 4): 4 hosts of one rank (12 cells) and 4 hosts
     // on 2 rails (12 cells a rail).
+    // The CI size's shapes, then the big fabrics of the full table.
+    const CI_SHAPES: [(usize, usize, bool); 5] = [
+        (4, 1, false),
+        (4, 2, true),
+        (8, 1, false),
+        (8, 2, false),
+        (16, 4, false),
+    ];
+    const BIG_SHAPES: [(usize, usize, bool); 4] = [(32, 8, false), (64, 2, false), (128, 1, false), (256, 1, false)];
     let shapes: Vec<(usize, usize, bool)> = if !only.is_empty() {
         only.to_vec()
     } else if small {
-        vec![
-            (4, 1, false),
-            (4, 2, true),
-            (8, 1, false),
-            (8, 2, false),
-            (16, 4, false),
-        ]
+        CI_SHAPES.to_vec()
     } else {
-        vec![
-            (4, 1, false),
-            (4, 2, true),
-            (8, 1, false),
-            (8, 2, false),
-            (16, 4, false),
-            (32, 8, false),
-            (64, 2, false),
-            (128, 1, false),
-            (256, 1, false),
-        ]
+        CI_SHAPES.iter().chain(&BIG_SHAPES).copied().collect()
     };
     let label = |&(h, p, r): &(usize, usize, bool)| format!("{h}x{p}{}", if r { " rails" } else { "" });
     let shape_names: Vec<String> = shapes.iter().map(label).collect();
