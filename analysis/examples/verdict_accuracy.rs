@@ -30,7 +30,7 @@
 //! when a noise model misses it, naming the cell. The noise is seeded: a run is repeatable.
 //!
 //!   verdict_accuracy [--small] [--trials N] [--seed S] [--check] [--shape HOSTSxRANKS[r] ...]
-//!                    [--noise NAME ...]
+//!                    [--noise NAME ...] [--passes-only]
 //!
 //! `VERDICT_ACCURACY_DEBUG=1` prints what the verdict named in each trial that did not name its
 //! fault alone (missed, or named with something more), and on each clean fabric it named
@@ -81,12 +81,21 @@ type TableRow = (SlowdownKind, When);
 fn rows(small: bool) -> Vec<TableRow> {
     use SlowdownKind::*;
     let kinds = [Link, Nic, Node, Uplink];
+    let passes = kinds.map(|k| (k, When::Passes { slow: 1, of: 4 }));
+    if passes_only() {
+        return passes.to_vec();
+    }
     let mut v: Vec<TableRow> = kinds.iter().map(|&k| (k, When::Steady)).collect();
     if !small {
         v.extend([Link, Nic, Node].map(|k| (k, When::Half)));
-        v.extend(kinds.map(|k| (k, When::Passes { slow: 1, of: 4 })));
+        v.extend(passes);
     }
     v
+}
+
+/// `--passes-only`: the repeated-run rows alone (and the clean fabrics).
+fn passes_only() -> bool {
+    std::env::args().any(|a| a == "--passes-only")
 }
 
 /// How many passes a repeated run of the table has, where it has any.
