@@ -80,9 +80,7 @@ impl Request {
     }
 
     fn pad(&mut self) {
-        while self.bytes.len() % 4 != 0 {
-            self.bytes.push(0);
-        }
+        self.bytes.resize(self.bytes.len().next_multiple_of(4), 0);
     }
 
     /// The message, its length written in.
@@ -100,9 +98,7 @@ pub fn attr_bytes(kind: u16, payload: &[u8]) -> Vec<u8> {
     b.extend_from_slice(&((4 + payload.len()) as u16).to_ne_bytes());
     b.extend_from_slice(&kind.to_ne_bytes());
     b.extend_from_slice(payload);
-    while b.len() % 4 != 0 {
-        b.push(0);
-    }
+    b.resize(b.len().next_multiple_of(4), 0);
     b
 }
 

@@ -69,7 +69,7 @@ pub struct Finding {
 
 /// What pairwise and the collectives already judge in their `# Config:` lines, from the NIC the
 /// run uses: its port rate, MTUs, its PCIe link, GPUs far from every NIC.
-const IN_CONFIG: &[&str] = &["rate", "mtu", "netdev_mtu", "nic_pcie", "gpu_affinity"];
+const IN_CONFIG: &[&str] = &["rate", "mtu", "netdev_mtu", "active_mtu", "nic_pcie", "gpu_affinity"];
 
 /// The findings a run's `# Config:` lines do not already give: port rates, MTUs, the NIC's PCIe
 /// link, GPUs far from every NIC.
@@ -104,6 +104,17 @@ impl Inventory {
     pub fn rank_label(&self) -> String {
         format!("{} rank {}", self.host, self.rank)
     }
+}
+
+/// A RoCE port's active MTU that differs where its interface's MTU differs too, on the same nodes:
+/// the kernel derives the one from the other, so the interface's line says it.
+fn follows_interface(f: &Finding, all: &[Finding]) -> bool {
+    let Some(scope) = f.text.split(": active_mtu ").next().filter(|_| f.about == "active_mtu") else {
+        return false;
+    };
+    all.iter().any(|o| {
+        o.about == "netdev_mtu" && o.subjects == f.subjects && o.text.starts_with(&format!("{scope}: netdev_mtu "))
+    })
 }
 
 /// Everything rank 0 found: the node's own problems, then the odd ones against the majority,
@@ -144,6 +155,7 @@ pub fn judge(all: &[Inventory], expected: Option<&expect::Expectations>) -> Vec<
             !local
                 .iter()
                 .any(|l| head(&l.text) == head(&c.text) && c.subjects.iter().all(|s| l.subjects.contains(s)))
+                && !follows_interface(c, compared)
         })
         .cloned()
         .collect();
