@@ -202,6 +202,43 @@ mod tests {
     }
 
     #[test]
+    fn a_port_mtu_that_follows_its_interface_s_is_named_once() {
+        let port = |host: &str, netdev: &str, active: &str, pfc: &str| Inventory {
+            host: host.to_string(),
+            node: vec![
+                Fact::new("mlx5_0 port 1", "netdev_mtu", netdev, Severity::Error),
+                Fact::new("mlx5_0 port 1", "active_mtu", active, Severity::Error),
+                Fact::new("mlx5_0 port 1", "pfc", pfc, Severity::Warning),
+            ],
+            ..Inventory::default()
+        };
+        let all = vec![
+            port("h0", "9000", "4096", "3"),
+            port("h1", "9000", "4096", "3"),
+            port("h2", "1500", "1024", "3"),
+            port("h3", "9000", "4096", "off"),
+        ];
+        let texts: Vec<String> = judge(&all, None).into_iter().map(|f| f.text).collect();
+        assert!(
+            texts.contains(&"mlx5_0 port 1: netdev_mtu 1500, 3 others 9000".to_string()),
+            "{texts:?}"
+        );
+        assert!(!texts.iter().any(|t| t.contains("active_mtu")), "{texts:?}");
+        assert!(
+            texts.contains(&"mlx5_0 port 1: pfc off, 3 others 3".to_string()),
+            "{texts:?}"
+        );
+        // An active MTU that differs on its own (a device capped lower) is named.
+        let all = vec![
+            port("h0", "9000", "4096", "3"),
+            port("h1", "9000", "4096", "3"),
+            port("h2", "9000", "2048", "3"),
+        ];
+        let texts: Vec<String> = judge(&all, None).into_iter().map(|f| f.text).collect();
+        assert_eq!(texts, vec!["mlx5_0 port 1: active_mtu 2048, 2 others 4096"]);
+    }
+
+    #[test]
     fn a_rank_problem_is_said_once_per_host_and_not_again_by_the_majority() {
         let all = vec![
             inv(0, "h0", "1", "unlimited", false),
