@@ -29,7 +29,7 @@ pub fn read(a: &Rank, rank: usize, host: &str, needs: &Needs, node: bool, memloc
         ..Inventory::default()
     };
     if node {
-        let (facts, local) = inventory::node(root, proc_root, host, needs);
+        let (facts, local) = inventory::node(root, proc_root, inventory::probe::for_root(root), host, needs);
         inv.node = facts;
         inv.local = local;
     }

@@ -9,8 +9,15 @@ use std::path::Path;
 
 use analysis::preflight::{Fact, Finding, Severity};
 
-use crate::devices::{self, GidKind, LinkLayer, RdmaDevice};
+use crate::devices::{self, LinkLayer, RdmaDevice};
 use crate::pci;
+
+mod iwarp;
+mod ports;
+pub mod probe;
+
+pub use ports::roce_mtu;
+pub use probe::Probe;
 
 /// What the caller knows of the run to come, for the limits it needs.
 #[derive(Debug, Clone)]
@@ -23,12 +30,12 @@ pub struct Needs {
     pub device: Option<String>,
 }
 
-fn read(p: &Path) -> Option<String> {
+pub(crate) fn read(p: &Path) -> Option<String> {
     crate::devices::read_attr(p).filter(|s| !s.is_empty())
 }
 
 /// `link_layer` as sysfs writes it.
-fn link_layer(l: LinkLayer) -> &'static str {
+pub(crate) fn link_layer(l: LinkLayer) -> &'static str {
     match l {
         LinkLayer::InfiniBand => "InfiniBand",
         LinkLayer::Ethernet => "Ethernet",
@@ -38,7 +45,7 @@ fn link_layer(l: LinkLayer) -> &'static str {
 
 /// The kernel module behind a device directory (`.../device/driver/module`), and its version
 /// where the module says one.
-fn driver(sysfs_root: &Path, dev_dir: &Path) -> Option<(String, Option<String>)> {
+pub(crate) fn driver(sysfs_root: &Path, dev_dir: &Path) -> Option<(String, Option<String>)> {
     let module = std::fs::read_link(dev_dir.join("device/driver/module"))
         .or_else(|_| std::fs::read_link(dev_dir.join("device/driver")))
         .ok()?;
@@ -47,96 +54,7 @@ fn driver(sysfs_root: &Path, dev_dir: &Path) -> Option<(String, Option<String>)>
     Some((name, version))
 }
 
-/// The facts of one RDMA device and its ports, and the problems it has on its own.
-fn rdma_device(root: &Path, d: &RdmaDevice, out: &mut Vec<Fact>, local: &mut Vec<Finding>, host: &str) {
-    let dir = root.join("class/infiniband").join(&d.name);
-    let warn = Severity::Warning;
-    let err = Severity::Error;
-    let scope = d.name.as_str();
-    for (name, file) in [("fw_ver", "fw_ver"), ("board_id", "board_id"), ("hca_type", "hca_type")] {
-        if let Some(v) = read(&dir.join(file)) {
-            out.push(Fact::new(scope, name, v, warn));
-        }
-    }
-    if let Some((name, version)) = driver(root, &dir) {
-        out.push(Fact::new(scope, "driver", name, warn));
-        if let Some(v) = version {
-            out.push(Fact::new(scope, "driver_version", v, warn));
-        }
-    }
-    if let Some(p) = d.pci.as_deref().and_then(|a| pci::link(root, a)) {
-        out.push(Fact::new(scope, "pcie", p.describe(), warn));
-        if p.degraded() {
-            local.push(finding(
-                warn,
-                host,
-                "nic_pcie",
-                format!(
-                    "{scope}: PCIe link trained at {} (reseat or move the card; check BIOS slot settings)",
-                    p.describe()
-                ),
-            ));
-        }
-    }
-    for p in &d.ports {
-        let scope = format!("{} port {}", d.name, p.num);
-        let scope = scope.as_str();
-        out.push(Fact::new(scope, "state", format!("{}: {}", p.state.0, p.state.1), err));
-        out.push(Fact::new(scope, "phys_state", p.phys_state.clone(), err));
-        out.push(Fact::new(scope, "link_layer", link_layer(p.link_layer), err));
-        out.push(Fact::new(scope, "rate", p.rate.clone(), warn));
-        if let Some(g) = p.best_gid() {
-            let kind = match (p.link_layer, g.kind) {
-                (LinkLayer::InfiniBand, _) => "IB",
-                (_, Some(GidKind::RoceV2)) => "RoCE v2",
-                (_, Some(GidKind::IbRoceV1)) => "RoCE v1",
-                (_, None) => "none",
-            };
-            let family = if g.ipv4().is_some() {
-                "IPv4"
-            } else if g.is_link_local() {
-                "IPv6 link-local"
-            } else {
-                "IPv6"
-            };
-            // The GID a run would choose: its type and family must match at both ends of a pair
-            // (NCCL's "error 12"); its index may differ, which roce_v2_ipv4_index says.
-            out.push(Fact::new(scope, "gid", format!("{kind} {family}"), err));
-        }
-        if p.link_layer == LinkLayer::Ethernet {
-            let v2_ipv4 = p
-                .gids
-                .iter()
-                .find(|g| g.kind == Some(GidKind::RoceV2) && g.ipv4().is_some())
-                .map_or_else(|| "none".to_string(), |g| g.index.to_string());
-            out.push(Fact::new(scope, "roce_v2_ipv4_index", v2_ipv4, warn));
-            if let Some(ndev) = p.gids.iter().find_map(|g| g.netdev.clone()) {
-                if let Some(mtu) = read(&root.join("class/net").join(&ndev).join("mtu")) {
-                    out.push(Fact::new(scope, "netdev_mtu", mtu, err));
-                }
-            }
-        }
-        // Error counters already counting before any traffic of ours.
-        let counted: Vec<String> = crate::counters::port_counters(root, &d.name, p.num)
-            .into_iter()
-            .filter(|(k, v)| *v > 0 && analysis::counters::meaning(scope, k) == analysis::counters::Meaning::Error)
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect();
-        if !counted.is_empty() {
-            local.push(finding(
-                warn,
-                host,
-                "counters",
-                format!(
-                    "{scope}: error counters already non-zero: {} (since the last reset; clear them and rerun to see if they grow)",
-                    counted.join(", ")
-                ),
-            ));
-        }
-    }
-}
-
-fn finding(severity: Severity, subject: &str, about: &str, text: String) -> Finding {
+pub(crate) fn finding(severity: Severity, subject: &str, about: &str, text: String) -> Finding {
     Finding {
         severity,
         subjects: vec![subject.to_string()],
@@ -332,8 +250,9 @@ fn gpus(root: &Path, proc_root: &Path, nics: &[RdmaDevice], out: &mut Vec<Fact>,
     }
 }
 
-/// The node's facts and its own problems (read once per host).
-pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fact>, Vec<Finding>) {
+/// The node's facts and its own problems (read once per host); what sysfs does not hold is asked
+/// of `probe` ([`probe::for_root`] gives the one for a root).
+pub fn node(root: &Path, proc_root: &Path, probe: &dyn Probe, host: &str, needs: &Needs) -> (Vec<Fact>, Vec<Finding>) {
     let warn = Severity::Warning;
     let mut out = Vec::new();
     let mut local = Vec::new();
@@ -351,7 +270,7 @@ pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fa
         Severity::Error,
     ));
     for d in &nics {
-        rdma_device(root, d, &mut out, &mut local, host);
+        ports::rdma_device(root, probe, d, &mut out, &mut local, host);
     }
     if !nics.is_empty() {
         let wanted: Vec<&RdmaDevice> = match &needs.device {
@@ -381,6 +300,7 @@ pub fn node(root: &Path, proc_root: &Path, host: &str, needs: &Needs) -> (Vec<Fa
             ));
         }
     }
+    iwarp::port_mapper(proc_root, &nics, &mut out, &mut local, host);
     let iommu = iommu_mode(root, &nics);
     out.push(Fact::new("node", "iommu", iommu, warn));
     interfaces(root, &mut out);
@@ -518,3 +438,6 @@ pub fn job_variables(vars: impl Iterator<Item = (String, String)>) -> Vec<(Strin
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod roce_tests;

@@ -3,10 +3,12 @@
 
 pub mod counters;
 pub mod devices;
+pub mod flow_control;
 pub mod inventory;
 pub mod limits;
 pub mod mesh;
 pub mod netif;
+pub mod netlink;
 pub mod pci;
 pub mod postmortem;
 mod sys;

@@ -18,7 +18,8 @@
 //! memlock_kib = ">= 1048576"          # with >=, <=, >, < against the value's leading number
 //! ```
 //!
-//! A part's findings are errors unless it says `severity = "warning"`.
+//! A part's findings are errors unless it says `severity = "warning"`; a fact the node was asked
+//! and would not give (`unknown`: pause or PFC on a driver without them) is a warning.
 
 use super::{Fact, Finding, Severity};
 
@@ -194,7 +195,18 @@ impl Expectations {
                         .map(|f| f.value.as_str());
                     match value {
                         Some(v) if matches(pattern, v) => {}
-                        Some(v) => out.push(finding(format!("{scope}: {name} {v}, expected {pattern}{label}"), name)),
+                        // Read and not answered (a driver without it): the check could not be made.
+                        Some(UNKNOWN) => out.push(Finding {
+                            severity: Severity::Warning,
+                            ..finding(
+                                format!("{scope}: {name} unknown (this node would not say), expected {pattern}{label}"),
+                                name,
+                            )
+                        }),
+                        Some(v) => out.push(finding(
+                            format!("{scope}: {name} {v}, expected {pattern}{label}{}", hint(name)),
+                            name,
+                        )),
                         None => out.push(finding(
                             format!("{scope}: {name} not known, expected {pattern}{label}"),
                             name,
@@ -204,6 +216,18 @@ impl Expectations {
             }
         }
         out
+    }
+}
+
+/// The value of a fact that was asked for and that the node would not give (`pause` and `pfc` on a
+/// driver without them): never an error against an expectation.
+pub const UNKNOWN: &str = "unknown";
+
+/// How to reach the expected value, where one line can say it.
+fn hint(name: &str) -> &'static str {
+    match name {
+        "active_mtu" => " (a RoCE port gets 4096 from an interface MTU of 4200 or more)",
+        _ => "",
     }
 }
 
@@ -328,6 +352,26 @@ severity = "warning"
         );
         let unlimited = vec![Fact::new("process", "memlock_kib", "unlimited", Severity::Error)];
         assert!(e.check("h2 rank 3", &unlimited).is_empty());
+        let e = Expectations::parse(
+            "[[part]]\nscope = \"mlx5_* port 1\"\nactive_mtu = \">= 4096\"\npfc = \"3\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        let port = |mtu: &str, pfc: &str| {
+            vec![
+                Fact::new("mlx5_0 port 1", "active_mtu", mtu, Severity::Error),
+                Fact::new("mlx5_0 port 1", "pfc", pfc, Severity::Warning),
+            ]
+        };
+        assert!(e.check("h0", &port("4096", "3")).is_empty());
+        assert_eq!(
+            lines(&e.check("h1", &port("1024", "unknown"))),
+            vec![
+                "error h1: mlx5_0 port 1: active_mtu 1024, expected >= 4096 (a RoCE port gets 4096 from an interface \
+                 MTU of 4200 or more)",
+                "warning h1: mlx5_0 port 1: pfc unknown (this node would not say), expected 3",
+            ]
+        );
     }
 
     #[test]

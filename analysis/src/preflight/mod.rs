@@ -69,7 +69,7 @@ pub struct Finding {
 
 /// What pairwise and the collectives already judge in their `# Config:` lines, from the NIC the
 /// run uses: its port rate, MTUs, its PCIe link, GPUs far from every NIC.
-const IN_CONFIG: &[&str] = &["rate", "mtu", "netdev_mtu", "nic_pcie", "gpu_affinity"];
+const IN_CONFIG: &[&str] = &["rate", "mtu", "netdev_mtu", "active_mtu", "nic_pcie", "gpu_affinity"];
 
 /// The findings a run's `# Config:` lines do not already give: port rates, MTUs, the NIC's PCIe
 /// link, GPUs far from every NIC.
@@ -104,6 +104,17 @@ impl Inventory {
     pub fn rank_label(&self) -> String {
         format!("{} rank {}", self.host, self.rank)
     }
+}
+
+/// A RoCE port's active MTU that differs where its interface's MTU differs too, on the same nodes:
+/// the kernel derives the one from the other, so the interface's line says it.
+fn follows_interface(f: &Finding, all: &[Finding]) -> bool {
+    let Some(scope) = f.text.split(": active_mtu ").next().filter(|_| f.about == "active_mtu") else {
+        return false;
+    };
+    all.iter().any(|o| {
+        o.about == "netdev_mtu" && o.subjects == f.subjects && o.text.starts_with(&format!("{scope}: netdev_mtu "))
+    })
 }
 
 /// Everything rank 0 found: the node's own problems, then the odd ones against the majority,
@@ -144,6 +155,7 @@ pub fn judge(all: &[Inventory], expected: Option<&expect::Expectations>) -> Vec<
             !local
                 .iter()
                 .any(|l| head(&l.text) == head(&c.text) && c.subjects.iter().all(|s| l.subjects.contains(s)))
+                && !follows_interface(c, compared)
         })
         .cloned()
         .collect();
@@ -187,6 +199,43 @@ mod tests {
             process: vec![Fact::new("process", "memlock_kib", memlock, Severity::Warning)],
             local,
         }
+    }
+
+    #[test]
+    fn a_port_mtu_that_follows_its_interface_s_is_named_once() {
+        let port = |host: &str, netdev: &str, active: &str, pfc: &str| Inventory {
+            host: host.to_string(),
+            node: vec![
+                Fact::new("mlx5_0 port 1", "netdev_mtu", netdev, Severity::Error),
+                Fact::new("mlx5_0 port 1", "active_mtu", active, Severity::Error),
+                Fact::new("mlx5_0 port 1", "pfc", pfc, Severity::Warning),
+            ],
+            ..Inventory::default()
+        };
+        let all = vec![
+            port("h0", "9000", "4096", "3"),
+            port("h1", "9000", "4096", "3"),
+            port("h2", "1500", "1024", "3"),
+            port("h3", "9000", "4096", "off"),
+        ];
+        let texts: Vec<String> = judge(&all, None).into_iter().map(|f| f.text).collect();
+        assert!(
+            texts.contains(&"mlx5_0 port 1: netdev_mtu 1500, 3 others 9000".to_string()),
+            "{texts:?}"
+        );
+        assert!(!texts.iter().any(|t| t.contains("active_mtu")), "{texts:?}");
+        assert!(
+            texts.contains(&"mlx5_0 port 1: pfc off, 3 others 3".to_string()),
+            "{texts:?}"
+        );
+        // An active MTU that differs on its own (a device capped lower) is named.
+        let all = vec![
+            port("h0", "9000", "4096", "3"),
+            port("h1", "9000", "4096", "3"),
+            port("h2", "9000", "2048", "3"),
+        ];
+        let texts: Vec<String> = judge(&all, None).into_iter().map(|f| f.text).collect();
+        assert_eq!(texts, vec!["mlx5_0 port 1: active_mtu 2048, 2 others 4096"]);
     }
 
     #[test]

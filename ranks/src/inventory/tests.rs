@@ -2,13 +2,13 @@ use std::path::{Path, PathBuf};
 
 use super::*;
 
-fn fixture(name: &str) -> PathBuf {
+pub(super) fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/sysfs")
         .join(name)
 }
 
-fn needs() -> Needs {
+pub(super) fn needs() -> Needs {
     Needs {
         ranks: 4,
         memlock: 64 << 20,
@@ -16,7 +16,7 @@ fn needs() -> Needs {
     }
 }
 
-fn value<'a>(facts: &'a [Fact], scope: &str, name: &str) -> Option<&'a str> {
+pub(super) fn value<'a>(facts: &'a [Fact], scope: &str, name: &str) -> Option<&'a str> {
     facts
         .iter()
         .find(|f| f.scope == scope && f.name == name)
@@ -24,7 +24,7 @@ fn value<'a>(facts: &'a [Fact], scope: &str, name: &str) -> Option<&'a str> {
 }
 
 /// A copy of a fixture tree to plant a defect in (symlinks kept: they are relative).
-fn copy(name: &str, to: &Path) -> PathBuf {
+pub(super) fn copy(name: &str, to: &Path) -> PathBuf {
     let dst = to.join(name);
     let ok = std::process::Command::new("cp")
         .arg("-a")
@@ -38,7 +38,13 @@ fn copy(name: &str, to: &Path) -> PathBuf {
 
 #[test]
 fn a_roce_node_s_ports_gids_and_firmware() {
-    let (facts, local) = node(&fixture("mlx5-roce"), Path::new("/nonexistent"), "h0", &needs());
+    let (facts, local) = node(
+        &fixture("mlx5-roce"),
+        Path::new("/nonexistent"),
+        &probe::TreeOnly,
+        "h0",
+        &needs(),
+    );
     assert_eq!(value(&facts, "node", "rdma_devices"), Some("1"));
     assert_eq!(value(&facts, "mlx5_0 port 1", "state"), Some("4: ACTIVE"));
     assert_eq!(value(&facts, "mlx5_0 port 1", "link_layer"), Some("Ethernet"));
@@ -52,7 +58,7 @@ fn a_roce_node_s_ports_gids_and_firmware() {
 #[test]
 fn a_gpu_node_without_defects_and_with_acs_and_counters_planted() {
     let root = fixture("gpu-2socket");
-    let (facts, local) = node(&root, Path::new("/nonexistent"), "h0", &needs());
+    let (facts, local) = node(&root, Path::new("/nonexistent"), &probe::TreeOnly, "h0", &needs());
     assert_eq!(value(&facts, "node", "gpus"), Some("3"));
     assert_eq!(value(&facts, "gpu 0000:18:00.0", "closest_nic"), Some("mlx5_0 PIX"));
     let texts: Vec<&str> = local.iter().map(|f| f.text.as_str()).collect();
@@ -87,7 +93,7 @@ fn a_gpu_node_without_defects_and_with_acs_and_counters_planted() {
     std::fs::write(counters.join("symbol_error"), "1204\n").unwrap();
     std::fs::write(counters.join("port_xmit_data"), "99999\n").unwrap();
     std::fs::create_dir_all(root.join("module/nvidia_peermem")).unwrap();
-    let (facts, local) = node(&root, Path::new("/nonexistent"), "h0", &needs());
+    let (facts, local) = node(&root, Path::new("/nonexistent"), &probe::TreeOnly, "h0", &needs());
     let texts: Vec<&str> = local.iter().map(|f| f.text.as_str()).collect();
     assert_eq!(value(&facts, "node", "nvidia_peermem"), Some("loaded"));
     assert!(
@@ -114,7 +120,7 @@ fn a_port_down_or_a_missing_device_breaks_the_run() {
     let tmp = tempdir();
     let root = copy("mlx5-roce", &tmp);
     std::fs::write(root.join("class/infiniband/mlx5_0/ports/1/state"), "1: DOWN\n").unwrap();
-    let (_, local) = node(&root, Path::new("/nonexistent"), "h0", &needs());
+    let (_, local) = node(&root, Path::new("/nonexistent"), &probe::TreeOnly, "h0", &needs());
     assert!(
         local
             .iter()
@@ -125,7 +131,13 @@ fn a_port_down_or_a_missing_device_breaks_the_run() {
         device: Some("mlx5_4".into()),
         ..needs()
     };
-    let (_, local) = node(&fixture("mlx5-roce"), Path::new("/nonexistent"), "h0", &n);
+    let (_, local) = node(
+        &fixture("mlx5-roce"),
+        Path::new("/nonexistent"),
+        &probe::TreeOnly,
+        "h0",
+        &n,
+    );
     assert_eq!(local[0].text, "RDMA device mlx5_4 not found (this node has mlx5_0)");
     let _ = std::fs::remove_dir_all(&tmp);
 }
@@ -197,7 +209,7 @@ fn rdma_core_from_the_mapped_library() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-fn tempdir() -> PathBuf {
+pub(super) fn tempdir() -> PathBuf {
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("meshrun-inventory-{}-{n}", std::process::id()));
@@ -226,13 +238,13 @@ fn the_nvidia_driver_and_dma_buf() {
     std::fs::create_dir_all(tmp.join("sys/kernel")).unwrap();
     std::fs::write(tmp.join("driver/nvidia/version"), open).unwrap();
     std::fs::write(tmp.join("sys/kernel/osrelease"), "6.1.0-18-amd64\n").unwrap();
-    let (facts, local) = node(&fixture("gpu-2socket"), &tmp, "h0", &needs());
+    let (facts, local) = node(&fixture("gpu-2socket"), &tmp, &probe::TreeOnly, "h0", &needs());
     assert_eq!(value(&facts, "node", "nvidia_driver"), Some("535.104.05"));
     assert_eq!(value(&facts, "node", "dma_buf"), Some("possible"));
     assert!(!local.iter().any(|f| f.about == "peermem"), "{local:?}");
     // The proprietary driver on the same kernel: warned, with the reason.
     std::fs::write(tmp.join("driver/nvidia/version"), proprietary).unwrap();
-    let (_, local) = node(&fixture("gpu-2socket"), &tmp, "h0", &needs());
+    let (_, local) = node(&fixture("gpu-2socket"), &tmp, &probe::TreeOnly, "h0", &needs());
     let w = local.iter().find(|f| f.about == "peermem").map(|f| f.text.as_str());
     assert_eq!(
         w,
