@@ -246,6 +246,11 @@ pub trait Transport {
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {
         None
     }
+    /// The TCP mesh, for what only it offers (a test's connections of its own,
+    /// [`crate::tcp::TestStreams`]); None for other transports.
+    fn tcp(&mut self) -> Option<&mut crate::tcp::TcpMesh> {
+        None
+    }
 }
 
 impl dyn Transport + '_ {
