@@ -125,8 +125,9 @@ pub struct PairwiseConfig {
     /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX): one line for the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
-    /// Queue pairs per bandwidth test (`-q`, NCCL_IB_QPS_PER_CONNECTION; RDMA only), each
-    /// posting the test's iterations.
+    /// Queue pairs per bandwidth test (`-q`, NCCL_IB_QPS_PER_CONNECTION over RDMA), each
+    /// posting the test's iterations; over TCP, connections per test, the test's messages dealt
+    /// out over them ([`connections`]).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub qps: usize,
     /// `--on-unstable warn`: a part slow at times and fine at others is reported, and the run
