@@ -90,7 +90,7 @@ pub fn untraced(ms: &[Measurement]) -> Vec<(&str, usize)> {
             }
         }
     }
-    out.sort_by(|a, b| b.1.cmp(&a.1));
+    out.sort_by_key(|x| std::cmp::Reverse(x.1));
     out
 }
 

@@ -1,5 +1,5 @@
 //! `-q N` over TCP: one direction of a bandwidth test over N connections of its own
-//! ([`ranks::tcp::TestStreams`]), each from its own source port, the test's messages dealt out
+//! ([`ranks::transport::Streams`]), each from its own source port, the test's messages dealt out
 //! over them (connection k carries messages k, k + N, ...). The sender times each connection to
 //! the receiver's answer for its last byte: the test's Gb/s is all the bytes over the slowest
 //! connection's time, each connection's its own bytes over its own time. Then, where asked, the
@@ -13,6 +13,7 @@ use analysis::pairwise::connections::{Connection, Path};
 use analysis::pairwise::formulas::{gbps, mpps, BwResult};
 use analysis::pairwise::Amount;
 use ranks::trace::{self, TraceError, TraceOptions};
+use ranks::transport::Streams;
 use ranks::{Transport, TransportError};
 
 use super::measure::MeasureSpec;
@@ -55,9 +56,9 @@ fn iterations(spec: &MeasureSpec) -> Result<u64, TransportError> {
     }
 }
 
-fn streams_of(t: &mut dyn Transport) -> Result<&mut ranks::tcp::TcpMesh, TransportError> {
+fn streams_of(t: &mut dyn Transport) -> Result<&mut dyn Streams, TransportError> {
     let kind = t.kind();
-    t.tcp()
+    t.streams()
         .ok_or_else(|| TransportError::Setup(format!("the {kind} transport has no TCP connections of its own for -q")))
 }
 

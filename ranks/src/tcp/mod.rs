@@ -102,7 +102,7 @@ impl Transport for TcpMesh {
     ) -> Result<(), TransportError> {
         self.exchange_batch(ops, deadline, work)
     }
-    fn tcp(&mut self) -> Option<&mut TcpMesh> {
+    fn streams(&mut self) -> Option<&mut dyn crate::transport::Streams> {
         Some(self)
     }
 }
@@ -112,6 +112,7 @@ mod tests {
     use super::connect::hello;
     use super::frame::scatter;
     use super::*;
+    use crate::transport::Streams;
     use std::net::Ipv4Addr;
 
     /// A mesh of `n` ranks inside one process, one thread per rank.

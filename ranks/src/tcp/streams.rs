@@ -14,6 +14,7 @@
 
 use super::progress::poll_timeout;
 use super::*;
+use crate::transport::{StreamSet, Streams};
 
 /// Bytes written or read per call.
 const CHUNK: usize = 256 * 1024;
@@ -27,16 +28,14 @@ pub struct TestStreams {
     conns: Vec<TcpStream>,
 }
 
-impl TcpMesh {
-    /// Open `n` connections with `peer` for one test: the receiver listens and accepts, the
-    /// sender (`sender`) connects; both by `deadline`.
-    pub fn open_streams(
+impl Streams for TcpMesh {
+    fn open_streams(
         &mut self,
         peer: usize,
         n: usize,
         sender: bool,
         deadline: Instant,
-    ) -> Result<TestStreams, TransportError> {
+    ) -> Result<Box<dyn StreamSet>, TransportError> {
         if peer >= self.size || peer == self.rank {
             return Err(TransportError::BadPeer {
                 rank: self.rank,
@@ -80,7 +79,7 @@ impl TcpMesh {
                 .and_then(|()| s.set_nodelay(true))
                 .map_err(|e| t.io("configuring a test connection", e))?;
         }
-        Ok(t)
+        Ok(Box::new(t))
     }
 }
 
@@ -95,23 +94,6 @@ fn listen(ip: IpAddr) -> io::Result<TcpListener> {
 }
 
 impl TestStreams {
-    /// Each connection's two ends: (this rank's, the peer's), in the order opened.
-    pub fn ends(&self) -> Vec<(SocketAddr, SocketAddr)> {
-        self.conns
-            .iter()
-            .filter_map(|s| Some((s.local_addr().ok()?, s.peer_addr().ok()?)))
-            .collect()
-    }
-
-    /// How many connections there are.
-    pub fn len(&self) -> usize {
-        self.conns.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.conns.is_empty()
-    }
-
     fn io(&self, what: &str, e: io::Error) -> TransportError {
         if matches!(
             e.kind(),
@@ -214,9 +196,40 @@ impl TestStreams {
         }
     }
 
+    /// Connection k's answer: the count it read, written whole by `deadline`.
+    fn answer(&self, k: usize, count: u64, deadline: Instant) -> Result<(), TransportError> {
+        let b = count.to_bytes();
+        let mut at = 0;
+        let t0 = Instant::now();
+        while at < b.len() {
+            match (&self.conns[k]).write(&b[at..]) {
+                Ok(w) => at += w,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(self.timeout(t0, "answering a test connection"));
+                    }
+                    let mut fds = [PollFd::new(self.conns[k].as_fd(), PollFlags::POLLOUT)];
+                    let _ = poll(&mut fds, poll_timeout(left));
+                }
+                Err(e) => return Err(self.io("answering a test connection", e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl StreamSet for TestStreams {
+    fn ends(&self) -> Vec<(SocketAddr, SocketAddr)> {
+        self.conns
+            .iter()
+            .filter_map(|s| Some((s.local_addr().ok()?, s.peer_addr().ok()?)))
+            .collect()
+    }
+
     /// Send `counts[k]` bytes on connection k, every connection at once, and wait for each one's
     /// answer; each connection's seconds from the start to its answer, by `deadline`.
-    pub fn send(&mut self, counts: &[u64], deadline: Instant) -> Result<Vec<f64>, TransportError> {
+    fn send(&mut self, counts: &[u64], deadline: Instant) -> Result<Vec<f64>, TransportError> {
         let data: Vec<u8> = (0..CHUNK).map(|i| i as u8).collect();
         let n = self.conns.len();
         // Each connection's stream: the count, then its bytes; how far it got; its answer.
@@ -286,7 +299,7 @@ impl TestStreams {
 
     /// Read what the peer's [`TestStreams::send`] sends on every connection and answer each once
     /// it has all its bytes, by `deadline`.
-    pub fn receive(&mut self, deadline: Instant) -> Result<(), TransportError> {
+    fn receive(&mut self, deadline: Instant) -> Result<(), TransportError> {
         let n = self.conns.len();
         let mut scratch = vec![0u8; CHUNK];
         let mut header = vec![[0u8; 8]; n];
@@ -331,28 +344,6 @@ impl TestStreams {
                     self.answer(k, count, deadline)?;
                     done[k] = true;
                 }
-            }
-        }
-        Ok(())
-    }
-
-    /// Connection k's answer: the count it read, written whole by `deadline`.
-    fn answer(&self, k: usize, count: u64, deadline: Instant) -> Result<(), TransportError> {
-        let b = count.to_bytes();
-        let mut at = 0;
-        let t0 = Instant::now();
-        while at < b.len() {
-            match (&self.conns[k]).write(&b[at..]) {
-                Ok(w) => at += w,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::Interrupted => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(self.timeout(t0, "answering a test connection"));
-                    }
-                    let mut fds = [PollFd::new(self.conns[k].as_fd(), PollFlags::POLLOUT)];
-                    let _ = poll(&mut fds, poll_timeout(left));
-                }
-                Err(e) => return Err(self.io("answering a test connection", e)),
             }
         }
         Ok(())

@@ -8,11 +8,13 @@
 //! is the [`Rdma`] extension, reached through [`Transport::rdma`].
 
 pub mod rdma;
+pub mod streams;
 
 pub use rdma::{
     DirectKind, DirectOp, DmaBuf, ForeignPath, Memory, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma,
     RegionId, Span, WindowMemory,
 };
+pub use streams::{StreamSet, Streams};
 
 use std::time::{Duration, Instant};
 
@@ -246,9 +248,8 @@ pub trait Transport {
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {
         None
     }
-    /// The TCP mesh, for what only it offers (a test's connections of its own,
-    /// [`crate::tcp::TestStreams`]); None for other transports.
-    fn tcp(&mut self) -> Option<&mut crate::tcp::TcpMesh> {
+    /// A test's connections of its own ([`Streams`]); None for transports without them (verbs).
+    fn streams(&mut self) -> Option<&mut dyn Streams> {
         None
     }
 }
