@@ -115,7 +115,7 @@ fn measure_pair(
                     m.connections = conns;
                     out.push(m);
                 } else {
-                    streams::bw_recv(t, src, &spec)?;
+                    streams::bw_recv(t, src, &spec, traced)?;
                 }
             }
         }

@@ -3,8 +3,9 @@
 //! over them (connection k carries messages k, k + N, ...). The sender times each connection to
 //! the receiver's answer for its last byte: the test's Gb/s is all the bytes over the slowest
 //! connection's time, each connection's its own bytes over its own time. Then, where asked, the
-//! sender traces each connection's 5-tuple ([`ranks::trace`]) while it is still open and idle, all
-//! of a test's traces within [`TRACE_BUDGET`].
+//! sender traces each connection's 5-tuple ([`ranks::trace`]) while both ends hold it open and
+//! idle, all of a test's traces within [`TRACE_BUDGET`], and tells the receiver over the mesh when
+//! it is done.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use analysis::pairwise::formulas::{gbps, mpps, BwResult};
 use analysis::pairwise::Amount;
 use ranks::trace::{self, TraceError, TraceOptions};
 use ranks::transport::Streams;
-use ranks::{Transport, TransportError};
+use ranks::{Op, Transport, TransportError};
 
 use super::measure::MeasureSpec;
 
@@ -102,21 +103,34 @@ pub fn bw_send(
             path: traced.then(|| path_of(from, to, end, budget)),
         })
         .collect();
-    // Held open, idle, while traced: the receiver has closed its end by now, and a probe that
-    // reaches it still draws an answer there.
+    if traced {
+        // The receiver held its ends open and idle while they were traced (its FIN must not
+        // read as a probe's answer); now both close.
+        t.exchange(
+            &mut [Op::send(peer, &0u64.to_le_bytes())],
+            Instant::now() + spec.op_timeout,
+        )?;
+    }
     drop(s);
     Ok((result, conns))
 }
 
-/// The receiver's side.
-pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<(), TransportError> {
+/// The receiver's side; with `traced` (as the sender's), its ends stay open until the sender
+/// has traced them.
+pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec, traced: bool) -> Result<(), TransportError> {
     let iters = iterations(spec)?;
     let mesh = streams_of(t)?;
     let mut s = mesh.open_streams(peer, spec.qps, false, Instant::now() + spec.op_timeout)?;
     if spec.warmup > 0 {
         s.receive(phase_deadline(spec, spec.warmup))?;
     }
-    s.receive(phase_deadline(spec, iters))
+    s.receive(phase_deadline(spec, iters))?;
+    if traced {
+        let mut done = [0u8; 8];
+        t.exchange(&mut [Op::recv(peer, &mut done)], Instant::now() + spec.op_timeout)?;
+    }
+    drop(s);
+    Ok(())
 }
 
 /// The path of the connection `from` -> `to`, traced by `end` (the test's `budget` for traces).

@@ -16,8 +16,9 @@
 //! error about a probe also reaches the local end of the traced connection, which ignores it:
 //! its sequence number is outside what that end has in flight.
 //!
-//! Any TCP segment from the far end of the 5-tuple after a probe counts as the answer, so trace
-//! a connection while it is idle (before or after a measurement), not while it carries data.
+//! A bare ACK or a reset from the far end of the 5-tuple after a probe counts as the answer (its
+//! data, SYN or FIN do not: [`is_own_traffic`]), so trace a connection while it is idle (before or
+//! after a measurement), not while it carries data.
 //!
 //! Raw sockets need CAP_NET_RAW: without it [`trace`] fails with [`TraceError::NotPermitted`],
 //! and a caller goes on without paths.
@@ -38,7 +39,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-pub use packet::{parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, IcmpError, IcmpKind};
+pub use packet::{is_own_traffic, parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, IcmpError, IcmpKind};
 use socket::{Datagram, ProbeSockets};
 
 /// The connection whose path is traced: the probes carry these addresses and ports.
@@ -229,7 +230,7 @@ fn answer(d: &Datagram, c: Connection, seq: u32) -> Option<Reply> {
                 IcmpKind::Unreachable(code) => Reply::Unreachable(e.from, code),
             })
         }
-        Datagram::Tcp(b) => (parse_tcp(b)? == (c.remote, c.local)).then_some(Reply::Destination),
+        Datagram::Tcp(b) => (parse_tcp(b)? == (c.remote, c.local) && !is_own_traffic(b)).then_some(Reply::Destination),
     }
 }
 
