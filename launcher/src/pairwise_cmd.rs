@@ -73,6 +73,7 @@ pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Resul
         nic_choice,
         qps: qps as usize,
         unstable_warns: a.on_unstable == OnUnstable::Warn,
+        no_trace: a.no_trace,
     })
 }
 
@@ -133,10 +134,11 @@ fn queue_pairs(
         ));
     }
     if qps > 1 {
-        if !transport.has_rdma() {
+        // Over TCP, -q N opens N connections per test, each from its own source port
+        // (collectives::pairwise::streams), one direction at a time.
+        if !transport.has_rdma() && s.args.bidirectional {
             return Err(format!(
-                "-q {qps}: several queue pairs per test need RDMA verbs, and this job's mesh is {transport} \
-                 (no usable RDMA device, or --transport tcp); drop -q, or run where `meshrun devices` lists a device"
+                "-q {qps} over {transport}: a test's connections carry one direction at a time; drop -b, or drop -q"
             ));
         }
         if test == TestKind::Lat {

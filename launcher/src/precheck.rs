@@ -161,6 +161,7 @@ mod tests {
             "pairwise --use_cuda_dmabuf -s 1M",
             "pairwise -q 4 -s 1M -n 100 --report_gbits",
             "pairwise --qp 8 -b -s 64K",
+            "pairwise -q 4 --transport tcp -s 64K -n 16 --no-trace",
         ] {
             assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
         }
@@ -170,8 +171,8 @@ mod tests {
                 "-q 4: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat",
             ),
             (
-                "pairwise -q 4 --transport tcp",
-                "-q 4: several queue pairs per test need RDMA verbs, and this job's mesh is tcp",
+                "pairwise -q 4 --transport tcp -b",
+                "-q 4 over tcp: a test's connections carry one direction at a time; drop -b, or drop -q",
             ),
             (
                 "pairwise -q 2 -D 5",

@@ -174,9 +174,33 @@ fn q_refused_on_tcp(args: &[&str], what: &str) {
 }
 
 #[test]
-fn queue_pairs_need_rdma_and_nccls_variable_waits_for_it() {
-    // -q (and MESHRUN_QP) on a TCP mesh: refused in one line naming the mesh and the fix.
-    q_refused_on_tcp(&["pairwise", "-s", "4K", "-n", "20"], "per test");
+fn queue_pairs_are_connections_over_tcp_and_nccls_variable_waits_for_rdma() {
+    // -q (and MESHRUN_QP) on a TCP mesh: that many connections per test; -b is refused with it.
+    for (args, env) in [
+        (&["-s", "4K", "-n", "20", "-q", "4"][..], &[][..]),
+        (&["-s", "4K", "-n", "20"][..], &[("MESHRUN_QP", "4")][..]),
+    ] {
+        let r = pairwise_unjudged(2, args, env, limits::SMALL_JOB);
+        r.expect_code(0);
+        assert!(
+            r.stdout.contains("# Connections: 4 TCP connections per test"),
+            "{}",
+            r.stdout
+        );
+    }
+    let r = mpirun(
+        2,
+        &["pairwise", "-s", "4K", "-n", "20", "-q", "4", "-b"],
+        &[],
+        limits::SMALL_JOB,
+    );
+    assert_eq!(r.code, Some(2), "{}", r.all());
+    assert!(
+        r.stderr
+            .contains("-q 4 over tcp: a test's connections carry one direction at a time"),
+        "{}",
+        r.all()
+    );
     // NCCL's variable is an RDMA setting: a job on TCP runs as without it, and says nothing of it.
     let r = pairwise_unjudged(
         2,

@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod blame;
 pub mod bulk;
+pub mod connections;
 pub mod defaults;
 pub mod follow_up;
 pub mod formulas;
@@ -124,14 +125,18 @@ pub struct PairwiseConfig {
     /// NCCL_SOCKET_IFNAME, NCCL_IB_HCA, NCCL_IB_GID_INDEX): one line for the header.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
-    /// Queue pairs per bandwidth test (`-q`, NCCL_IB_QPS_PER_CONNECTION; RDMA only), each
-    /// posting the test's iterations.
+    /// Queue pairs per bandwidth test (`-q`, NCCL_IB_QPS_PER_CONNECTION over RDMA), each
+    /// posting the test's iterations; over TCP, connections per test, the test's messages dealt
+    /// out over them ([`connections`]).
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub qps: usize,
     /// `--on-unstable warn`: a part slow at times and fine at others is reported, and the run
     /// passes if nothing else is slow (by default such a part fails it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unstable_warns: bool,
+    /// `--no-trace`: the paths of `-q` TCP connections are not traced.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_trace: bool,
 }
 
 fn one() -> usize {
@@ -180,6 +185,7 @@ impl PairwiseConfig {
             nic_choice: None,
             qps: 1,
             unstable_warns: false,
+            no_trace: false,
         }
     }
 
@@ -204,6 +210,10 @@ pub struct Measurement {
     /// own time (bidirectional: both directions of queue pair k together); empty with one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<f64>,
+    /// With several TCP connections per test (`-q` over TCP): each one's ends, bytes, Gb/s and
+    /// path ([`connections`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<connections::Connection>,
     /// The first pass's round or shift slot it ran in (0 first): what ran beside it, at the
     /// same time. None for retests, and in runs saved before slots were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,6 +239,7 @@ impl Measurement {
             iterations,
             retest,
             paths: Vec::new(),
+            connections: Vec::new(),
             slot: None,
         }
     }

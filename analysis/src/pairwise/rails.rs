@@ -317,6 +317,7 @@ mod tests {
             iterations: 10,
             retest: false,
             paths: Vec::new(),
+            connections: Vec::new(),
             slot: None,
         }
     }

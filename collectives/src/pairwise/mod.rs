@@ -4,6 +4,7 @@
 //! how its results are judged and reported is `analysis::pairwise`; this module measures.
 
 pub mod measure;
+pub mod streams;
 
 use ranks::wire::WireError;
 use ranks::{Transport, TransportError, World};
@@ -40,6 +41,7 @@ fn measure_pair(
         iterations,
         retest,
         paths,
+        connections: Vec::new(),
         slot: None,
     };
     // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
@@ -99,6 +101,21 @@ fn measure_pair(
                         (initiator, target)
                     };
                     out.push(rec(src, dst, Some(r), None, r.iterations, paths));
+                }
+            }
+        }
+        TestKind::Bw if spec.qps > 1 && t.kind() == ranks::TransportKind::Tcp => {
+            // `-q` over TCP: each direction on connections of its own, the sender's traced in
+            // the first pass at the matrix size.
+            let traced = !cfg.no_trace && !retest && bytes == cfg.matrix_size();
+            for (src, dst) in [(lo, hi), (hi, lo)] {
+                if me == src {
+                    let (r, conns) = streams::bw_send(t, dst, &spec, traced)?;
+                    let mut m = rec(src, dst, Some(r), None, r.iterations, Vec::new());
+                    m.connections = conns;
+                    out.push(m);
+                } else {
+                    streams::bw_recv(t, src, &spec, traced)?;
                 }
             }
         }
@@ -228,7 +245,8 @@ pub const MIN_SHIFT_HOSTS: usize = 5;
 
 /// Whether the all-pairs rounds run as directed shifts ([`Shifts`], [`measure_shifts`]): every
 /// pair of every rank on at least [`MIN_SHIFT_HOSTS`] hosts, bandwidth one direction per stream
-/// (not `-b`), a count of messages (not `-D`), over two-sided messages (TCP). Elsewhere, and on
+/// (not `-b`), a count of messages (not `-D`), over two-sided messages (TCP) on the mesh's own
+/// connections (not `-q`, whose tests open connections of their own). Elsewhere, and on
 /// RDMA, the circle rounds measure each pair's directions one after the other.
 fn in_shifts(world: &World, t: &dyn Transport, cfg: &PairwiseConfig) -> bool {
     world.node_count() >= MIN_SHIFT_HOSTS
@@ -239,6 +257,7 @@ fn in_shifts(world: &World, t: &dyn Transport, cfg: &PairwiseConfig) -> bool {
         && !t.kind().has_rdma()
         && cfg.pattern == Pattern::All
         && matches!(cfg.selection, Selection::All)
+        && cfg.qps <= 1
 }
 
 /// The rounds as directed shifts: in each slot every rank streams to one peer while it receives
@@ -267,6 +286,7 @@ fn measure_shifts(
                     iterations: r.iterations,
                     retest: false,
                     paths: Vec::new(),
+                    connections: Vec::new(),
                     slot: None,
                 });
             }

@@ -171,9 +171,15 @@ pub struct PairwiseArgs {
     pub report_gbits: bool,
     /// Queue pairs per bandwidth test, 1-128 (perftest's -q/--qp; else NCCL_IB_QPS_PER_CONNECTION):
     /// each posts -n operations and carries its own flow label, so on RoCE v2 each takes its own
-    /// ECMP path; the report gives each one's Gb/s [default: 1]
+    /// ECMP path; the report gives each one's Gb/s. Over TCP, N connections per test, each from its
+    /// own source port, the -n messages dealt over them; the report gives each one's Gb/s and the
+    /// path it took (traced, see --no-trace) [default: 1]
     #[arg(short = 'q', long = "qp", value_name = "QPS")]
     pub qps: Option<u32>,
+    /// With -q over TCP: do not trace each connection's path (by default traced where raw
+    /// sockets may be opened, CAP_NET_RAW; else the report says why not, once)
+    #[arg(long = "no-trace")]
+    pub no_trace: bool,
     /// perftest's -R: the same as --rdma-cm
     #[arg(short = 'R', id = "perftest_rdma_cm", hide = true)]
     pub perftest_rdma_cm: bool,

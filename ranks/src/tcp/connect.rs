@@ -83,6 +83,7 @@ impl TcpListening {
             hosts,
             peers,
             address,
+            token,
         })
     }
 

@@ -10,10 +10,13 @@
 //! alignment; a stream whose payloads start 8 bytes past a cache line (an 8-byte header alone)
 //! copies 2-2.7x slower than an aligned one (1 MiB swapped both ways over loopback, plain C:
 //! 318 us aligned, 660-880 us at offset 8).
+//!
+//! A bandwidth test may also open connections of its own with a peer ([`TestStreams`], `-q`).
 
 mod connect;
 mod frame;
 mod progress;
+mod streams;
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
@@ -31,6 +34,7 @@ use progress::PeerConn;
 pub use crate::wire::JobToken;
 pub use connect::{random_token, TcpListening};
 pub use frame::{ALIGN, ALIGN_MIN};
+pub use streams::TestStreams;
 
 /// Receives at least this large go straight into the user's buffer; smaller ones through a staging buffer.
 const DIRECT_READ_MIN: usize = 64 * 1024;
@@ -50,6 +54,8 @@ pub struct TcpMesh {
     peers: Vec<Option<PeerConn>>,
     /// The address this rank listens on.
     address: std::net::IpAddr,
+    /// This job's token, which a test's own connections open with too ([`TestStreams`]).
+    token: JobToken,
 }
 
 impl TcpMesh {
@@ -96,6 +102,9 @@ impl Transport for TcpMesh {
     ) -> Result<(), TransportError> {
         self.exchange_batch(ops, deadline, work)
     }
+    fn streams(&mut self) -> Option<&mut dyn crate::transport::Streams> {
+        Some(self)
+    }
 }
 
 #[cfg(test)]
@@ -103,6 +112,7 @@ mod tests {
     use super::connect::hello;
     use super::frame::scatter;
     use super::*;
+    use crate::transport::Streams;
     use std::net::Ipv4Addr;
 
     /// A mesh of `n` ranks inside one process, one thread per rank.
@@ -327,6 +337,56 @@ mod tests {
         m.exchange_overlapped(&mut [], Instant::now() + Duration::from_secs(1), &mut work)
             .unwrap();
         assert_eq!(runs, 1);
+    }
+
+    #[test]
+    fn a_tests_own_connections_carry_their_counts_each_from_its_own_port() {
+        let mut meshes = local_mesh(2);
+        let mut receiver = meshes.pop().unwrap();
+        let t = std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            let mut s = receiver.open_streams(0, 3, false, deadline).unwrap();
+            s.receive(deadline).unwrap();
+            // The mesh still carries messages in step after the test.
+            let mut b = [0u8; 3];
+            receiver.exchange(&mut [Op::recv(0, &mut b)], deadline).unwrap();
+            b
+        });
+        let mut sender = meshes.pop().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut s = sender.open_streams(1, 3, true, deadline).unwrap();
+        let ends = s.ends();
+        assert_eq!(ends.len(), 3);
+        let ports: std::collections::BTreeSet<u16> = ends.iter().map(|(l, _)| l.port()).collect();
+        assert_eq!(ports.len(), 3, "each from its own source port: {ends:?}");
+        assert!(
+            ends.iter().all(|(_, r)| *r == ends[0].1),
+            "all to one listener: {ends:?}"
+        );
+        let secs = s.send(&[3 << 20, 0, 5], deadline).unwrap();
+        assert_eq!(secs.len(), 3);
+        assert!(secs.iter().all(|&x| x > 0.0), "{secs:?}");
+        sender.exchange(&mut [Op::send(1, b"end")], deadline).unwrap();
+        assert_eq!(&t.join().unwrap(), b"end");
+    }
+
+    #[test]
+    fn a_test_connection_whose_peer_is_gone_fails_at_once() {
+        let mut meshes = local_mesh(2);
+        let mut receiver = meshes.pop().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let t = std::thread::spawn(move || {
+            // Opens, then leaves without reading.
+            let s = receiver.open_streams(0, 2, false, deadline).unwrap();
+            drop(s);
+        });
+        let mut sender = meshes.pop().unwrap();
+        let mut s = sender.open_streams(1, 2, true, deadline).unwrap();
+        t.join().unwrap();
+        let t0 = Instant::now();
+        let e = s.send(&[64 << 20, 64 << 20], deadline).unwrap_err().to_string();
+        assert!(t0.elapsed() < Duration::from_secs(10), "{e}");
+        assert!(e.contains("rank 1 (h1) closed the connection"), "{e}");
     }
 
     #[test]

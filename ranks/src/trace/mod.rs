@@ -16,8 +16,9 @@
 //! error about a probe also reaches the local end of the traced connection, which ignores it:
 //! its sequence number is outside what that end has in flight.
 //!
-//! Any TCP segment from the far end of the 5-tuple after a probe counts as the answer, so trace
-//! a connection while it is idle (before or after a measurement), not while it carries data.
+//! A bare ACK or a reset from the far end of the 5-tuple after a probe counts as the answer (its
+//! data, SYN or FIN do not: [`is_own_traffic`]), so trace a connection while it is idle (before or
+//! after a measurement), not while it carries data.
 //!
 //! Raw sockets need CAP_NET_RAW: without it [`trace`] fails with [`TraceError::NotPermitted`],
 //! and a caller goes on without paths.
@@ -38,7 +39,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-pub use packet::{parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, IcmpError, IcmpKind};
+pub use packet::{is_own_traffic, parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, IcmpError, IcmpKind};
 use socket::{Datagram, ProbeSockets};
 
 /// The connection whose path is traced: the probes carry these addresses and ports.
@@ -59,6 +60,9 @@ pub struct TraceOptions {
     pub attempts: u8,
     /// The trace gives up after this many silent TTLs in a row.
     pub gap_limit: u8,
+    /// The whole trace's bound: no probe is sent, and none waited for, past it (the hops found
+    /// by then are the trace, short of the far end).
+    pub total: Duration,
 }
 
 impl Default for TraceOptions {
@@ -70,6 +74,7 @@ impl Default for TraceOptions {
             probe_timeout: Duration::from_millis(600),
             attempts: 2,
             gap_limit: 3,
+            total: Duration::from_secs(10),
         }
     }
 }
@@ -144,20 +149,24 @@ impl TraceError {
 }
 
 /// Trace `connection`'s path: TTL 1, 2, ... until the far end answers, a router says it is
-/// unreachable, `gap_limit` TTLs in a row stay silent, or `max_hops`. Every wait is bounded:
-/// at most `max_hops x attempts x probe_timeout` in all.
+/// unreachable, `gap_limit` TTLs in a row stay silent, `max_hops`, or `total` has passed. Every
+/// wait is bounded: at most `max_hops x attempts x probe_timeout` in all, and never past `total`.
 pub fn trace(connection: Connection, options: &TraceOptions) -> Result<Trace, TraceError> {
-    if options.max_hops == 0 || options.attempts == 0 || options.probe_timeout.is_zero() {
+    if options.max_hops == 0 || options.attempts == 0 || options.probe_timeout.is_zero() || options.total.is_zero() {
         return Err(TraceError::Options(
-            "max hops, attempts and the probe timeout must be above 0",
+            "max hops, attempts, the probe timeout and the total must be above 0",
         ));
     }
+    let end = Instant::now() + options.total;
     let sockets = ProbeSockets::open(*connection.local.ip())?;
     let base = random_base()?;
     let mut hops = Vec::new();
     let mut silent = 0u8;
     for ttl in 1..=options.max_hops {
-        let hop = probe_ttl(&sockets, connection, base, ttl, options)?;
+        if Instant::now() >= end {
+            break;
+        }
+        let hop = probe_ttl(&sockets, connection, base, ttl, options, end)?;
         silent = if hop.reply == Reply::Silent { silent + 1 } else { 0 };
         let last = matches!(hop.reply, Reply::Destination | Reply::Unreachable(..));
         hops.push(hop);
@@ -179,14 +188,18 @@ fn probe_ttl(
     base: u32,
     ttl: u8,
     options: &TraceOptions,
+    end: Instant,
 ) -> Result<Hop, TraceError> {
     for attempt in 0..options.attempts {
+        if Instant::now() >= end {
+            break;
+        }
         let seq = probe_seq(base, ttl, attempt);
         // The ACK number is as arbitrary as the sequence number: nothing acts on it.
         let segment = tcp_probe(c.local, c.remote, seq, seq.rotate_left(16));
         let sent = Instant::now();
         sockets.send(ttl, &segment, *c.remote.ip())?;
-        let deadline = sent + options.probe_timeout;
+        let deadline = (sent + options.probe_timeout).min(end);
         while let Some(d) = sockets.next(deadline)? {
             if let Some(reply) = answer(&d, c, seq) {
                 return Ok(Hop {
@@ -217,7 +230,7 @@ fn answer(d: &Datagram, c: Connection, seq: u32) -> Option<Reply> {
                 IcmpKind::Unreachable(code) => Reply::Unreachable(e.from, code),
             })
         }
-        Datagram::Tcp(b) => (parse_tcp(b)? == (c.remote, c.local)).then_some(Reply::Destination),
+        Datagram::Tcp(b) => (parse_tcp(b)? == (c.remote, c.local) && !is_own_traffic(b)).then_some(Reply::Destination),
     }
 }
 

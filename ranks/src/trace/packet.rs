@@ -12,6 +12,9 @@ const PROTO_ICMP: u8 = 1;
 const ICMP_UNREACHABLE: u8 = 3;
 const ICMP_TIME_EXCEEDED: u8 = 11;
 const FLAG_ACK: u8 = 0x10;
+const FLAG_FIN: u8 = 0x01;
+const FLAG_SYN: u8 = 0x02;
+const FLAG_RST: u8 = 0x04;
 
 /// The probe for one TTL: a bare ACK of the connection (its own source and destination ports, so
 /// an L4 hash sends it the connection's way), no data, sequence number `seq` (which names the
@@ -142,6 +145,23 @@ pub fn parse_tcp(datagram: &[u8]) -> Option<(SocketAddrV4, SocketAddrV4)> {
     ))
 }
 
+/// Whether a TCP segment read on a raw socket (IPv4 header first) is the connection's own
+/// traffic rather than an answer to a probe: it carries data, or a SYN or FIN. The far end answers
+/// a probe with a bare ACK (a duplicate) or a reset; its FIN when it closes the connection, or a
+/// late data segment, must not read as the probe's answer.
+pub fn is_own_traffic(datagram: &[u8]) -> bool {
+    let Some((ihl, _, _, _)) = ipv4(datagram) else {
+        return false;
+    };
+    let total = be16(datagram, 2).map_or(datagram.len(), usize::from);
+    let tcp = &datagram[ihl..];
+    let (Some(&offset), Some(&flags)) = (tcp.get(12), tcp.get(13)) else {
+        return false;
+    };
+    let header = ihl + usize::from(offset >> 4) * 4;
+    flags & FLAG_RST == 0 && (flags & (FLAG_SYN | FLAG_FIN) != 0 || total > header)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +274,26 @@ mod tests {
         d.extend(back);
         assert_eq!(parse_tcp(&d), Some((a("10.80.2.10:5000"), a("10.80.0.10:40000"))));
         assert_eq!(parse_tcp(&d[..23]), None);
+        assert!(!is_own_traffic(&d), "a bare ACK answers a probe");
+        // A reset answers it too; a FIN, a SYN or data is the connection's own traffic.
+        for (flags, own) in [
+            (FLAG_RST | FLAG_ACK, false),
+            (FLAG_FIN | FLAG_ACK, true),
+            (FLAG_SYN, true),
+        ] {
+            let mut f = d.clone();
+            f[20 + 13] = flags;
+            assert_eq!(is_own_traffic(&f), own, "flags {flags:#04x}");
+        }
+        let mut data = ip_header(
+            PROTO_TCP,
+            Ipv4Addr::new(10, 80, 2, 10),
+            Ipv4Addr::new(10, 80, 0, 10),
+            28,
+        );
+        data.extend(back);
+        data.extend([0u8; 8]);
+        assert!(is_own_traffic(&data), "8 bytes of data");
         d[9] = PROTO_ICMP;
         assert_eq!(parse_tcp(&d), None);
     }

@@ -102,6 +102,10 @@ fn options_that_cannot_probe_are_refused_before_any_socket() {
             probe_timeout: Duration::ZERO,
             ..Default::default()
         },
+        TraceOptions {
+            total: Duration::ZERO,
+            ..Default::default()
+        },
     ] {
         assert!(matches!(trace(conn(), &o), Err(TraceError::Options(_))));
     }

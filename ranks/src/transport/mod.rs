@@ -8,11 +8,13 @@
 //! is the [`Rdma`] extension, reached through [`Transport::rdma`].
 
 pub mod rdma;
+pub mod streams;
 
 pub use rdma::{
     DirectKind, DirectOp, DmaBuf, ForeignPath, Memory, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma,
     RegionId, Span, WindowMemory,
 };
+pub use streams::{StreamSet, Streams};
 
 use std::time::{Duration, Instant};
 
@@ -244,6 +246,10 @@ pub trait Transport {
     }
     /// What only RDMA can do; None for transports without it (TCP).
     fn rdma(&mut self) -> Option<&mut dyn Rdma> {
+        None
+    }
+    /// A test's connections of its own ([`Streams`]); None for transports without them (verbs).
+    fn streams(&mut self) -> Option<&mut dyn Streams> {
         None
     }
 }

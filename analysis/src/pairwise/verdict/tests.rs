@@ -53,6 +53,7 @@ fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
         iterations: 10,
         retest: false,
         paths: Vec::new(),
+        connections: Vec::new(),
         slot: None,
     }
 }

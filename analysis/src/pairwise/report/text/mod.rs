@@ -1,10 +1,11 @@
 //! Human text on stdout ([`PairwiseText`]): a header block and per-pair rows in perftest's
 //! columns (with source and destination rank and host after them), the N x N matrix, per-host
 //! summaries and the verdict. One file per section: `header`, `matrix`, the verdict's `bar` and
-//! `blamed` lines, `paths`.
+//! `blamed` lines, `paths`; `connections`, the TCP connections of each test under `-q`.
 
 mod bar;
 mod blamed;
+mod connections;
 mod header;
 mod matrix;
 mod over_time;
@@ -45,6 +46,7 @@ pub fn render(o: &PairwiseOutcome) -> String {
     let mut s = String::new();
     header::header(&mut s, o);
     header::rows(&mut s, o);
+    connections::connections(&mut s, o);
     s.push_str(&render_judged(o));
     s
 }

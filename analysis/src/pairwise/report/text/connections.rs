@@ -1,0 +1,85 @@
+//! `-q N` over TCP: each direction's connections, by source port, with their own Gb/s; where a
+//! direction's connections took different paths, a letter per connection and a line naming each
+//! path's routers; why paths were not traced, once for the run.
+
+use std::fmt::Write as _;
+
+use crate::pairwise::connections::{distinct_paths, untraced};
+use crate::pairwise::PairwiseOutcome;
+
+/// The section, after the rows (nothing where no test had several connections).
+pub(super) fn connections(s: &mut String, o: &PairwiseOutcome) {
+    let with: Vec<_> = o.measurements.iter().filter(|m| !m.connections.is_empty()).collect();
+    let Some(n) = with.iter().map(|m| m.connections.len()).max() else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "# Connections: {n} TCP connections per test, each from its own source port; each one's Gb/s by its source \
+         port, and where a test's connections took different paths, which path (letters) and its routers"
+    );
+    let width = super::host_width(o);
+    for m in with {
+        let paths = distinct_paths(&m.connections);
+        let letter = |k: usize| -> String {
+            if paths.len() < 2 {
+                return String::new();
+            }
+            paths
+                .iter()
+                .position(|(_, ks)| ks.contains(&k))
+                .map_or(" -".into(), |p| format!(" {}", path_letter(p)))
+        };
+        let each: Vec<String> = m
+            .connections
+            .iter()
+            .enumerate()
+            .map(|(k, c)| format!("{} {:.2}{}", c.from.port(), c.gbps, letter(k)))
+            .collect();
+        let _ = writeln!(
+            s,
+            "# {:>4} -> {:<4} {:>width$} -> {:<width$} {:>8}B: {}",
+            m.src,
+            m.dst,
+            o.hosts[m.src],
+            o.hosts[m.dst],
+            m.bytes,
+            each.join("  ")
+        );
+        if paths.len() >= 2 {
+            let named: Vec<String> = paths
+                .iter()
+                .enumerate()
+                .map(|(p, (path, _))| format!("{}: {}", path_letter(p), path.phrase()))
+                .collect();
+            let _ = writeln!(s, "#   {} paths: {}", paths.len(), named.join("; "));
+        }
+    }
+    let total: usize = o.measurements.iter().map(|m| m.connections.len()).sum();
+    for (reason, k) in untraced(&o.measurements) {
+        let _ = writeln!(s, "# Paths not traced ({k} of {total} connections): {reason}");
+    }
+}
+
+/// Path p's letter: A, B, .. Z, then AA, AB, ...
+fn path_letter(p: usize) -> String {
+    let letter = |i: usize| char::from(b'A' + (i % 26) as u8);
+    if p < 26 {
+        letter(p).to_string()
+    } else {
+        format!("{}{}", letter(p / 26 - 1), letter(p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_lettered_past_z() {
+        assert_eq!(path_letter(0), "A");
+        assert_eq!(path_letter(25), "Z");
+        assert_eq!(path_letter(26), "AA");
+        assert_eq!(path_letter(27), "AB");
+    }
+}
