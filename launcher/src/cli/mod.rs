@@ -5,6 +5,7 @@
 
 mod coll;
 mod pairwise;
+pub mod perftest;
 
 use analysis::units;
 use std::path::PathBuf;
