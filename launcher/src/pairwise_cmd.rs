@@ -101,6 +101,12 @@ fn operation(s: &settings::PairwiseSettings, test: TestKind, transport: Transpor
         None if can_write && test == TestKind::Bw => OpName::Write,
         None => OpName::Send,
     };
+    if a.bidirectional && a.duration.is_some() && !transport.has_rdma() {
+        return Err(format!(
+            "-b with -D: over {transport} both directions run a count of messages; use -n ITERS (over RDMA, \
+             -b -D runs for the duration as perftest's)"
+        ));
+    }
     if s.use_cuda.is_some() && !transport.has_rdma() {
         return Err(format!(
             "--use-cuda: the {transport} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
@@ -156,7 +162,8 @@ fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportK
     if let Some(r) = &a.refused.refusal {
         return Err(r.to_string());
     }
-    if let (Some(tc), false) = (s.rank.tclass, transport.has_rdma()) {
+    // The flag only: NCCL_IB_TC is NCCL's, which ignores it where it falls back to sockets.
+    if let (Some(tc), false) = (a.rank.tclass, transport.has_rdma()) {
         return Err(format!(
             "-T/--tclass {tc} sets the RDMA queue pairs' traffic class, and this job's mesh is {transport}; \
              drop it (or run where `meshrun devices` lists a device)"

@@ -169,6 +169,7 @@ mod tests {
             "pairwise --tos 41 -c RC -Q 100 -u 14 -l 1",
             "pairwise --op read -D 3 -q 4 --use_cuda=0",
             "pairwise --op send -D 3 --use-cuda",
+            "pairwise -b -D 5 -q 2",
         ] {
             assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
         }
@@ -197,6 +198,10 @@ mod tests {
             ("pairwise --run_infinitely", "use --repeat-for DURATION"),
             ("pairwise -e", "meshrun polls completions"),
             ("pairwise -D 60 --timeout 30", "give --timeout 121 or more"),
+            (
+                "pairwise -b -D 5 --transport tcp",
+                "-b with -D: over tcp both directions run a count",
+            ),
             ("pairwise -q 129", "-q 129: expected 1 to 128 queue pairs per test"),
             (
                 "pairwise -R --transport tcp",

@@ -246,7 +246,7 @@ pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Resul
         Amount::Iterations(n) => n,
         Amount::Duration(_) => {
             return Err(TransportError::Setup(
-                "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
+                "-D (duration) with -b over TCP: both directions run a count of messages; use -n".into(),
             ))
         }
     };
@@ -498,18 +498,14 @@ pub fn latency_one_sided(
 
 /// One-sided bandwidth both ways at once (`-b` with write or read): each side exposes a window
 /// and posts into the other's. As for send, the lower rank's result counts both directions, over
-/// the slower side's time.
+/// the slower side's time. A timed run (`-D`) probes both ways and runs the smaller of the two
+/// sides' counts.
 pub fn bw_one_sided_bidir(
     t: &mut dyn Transport,
     peer: usize,
     spec: &MeasureSpec,
     op: OneSidedOp,
 ) -> Result<Option<(BwResult, Vec<f64>)>, TransportError> {
-    let Amount::Iterations(iters) = spec.amount else {
-        return Err(TransportError::Setup(
-            "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
-        ));
-    };
     let deadline = || Instant::now() + spec.op_timeout;
     let both = |count| OneSidedRole::Both {
         op,
@@ -519,7 +515,19 @@ pub fn bw_one_sided_bidir(
     if spec.warmup > 0 {
         one_sided(t)?.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
     }
-    let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), deadline())?;
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(secs) => {
+            let probe = probe_len(spec);
+            let r = one_sided(t)?.one_sided(peer, spec.bytes, both(probe), deadline())?;
+            let took = r.completions.last().copied().unwrap_or(0.0);
+            let mine = count_for(secs, took / probe as f64, spec.window);
+            let mut theirs = [0u8; 8];
+            crate::swap(t, peer, &mine.to_le_bytes(), &mut theirs, deadline())?;
+            mine.min(u64::from_le_bytes(theirs))
+        }
+    };
+    let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), run_deadline(spec))?;
     // Each side's last completion, then each queue pair's (with several), swapped.
     let mut mine = vec![r.completions.last().copied().unwrap_or(0.0)];
     mine.extend(r.per_qp.iter().map(|c| c.last().copied().unwrap_or(0.0)));

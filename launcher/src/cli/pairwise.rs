@@ -72,8 +72,9 @@ pub struct PairwiseArgs {
     /// Iterations per measurement (default 5000 for bw, 1000 for lat)
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "duration")]
     pub iters: Option<u64>,
-    /// Seconds per measurement instead of an iteration count (bandwidth, unidirectional)
-    #[arg(short = 'D', long, value_parser = units::parse_duration, conflicts_with_all = ["bidirectional"])]
+    /// Seconds per measurement instead of an iteration count, as perftest's -D (bandwidth; with
+    /// -b over RDMA only)
+    #[arg(short = 'D', long, value_parser = units::parse_duration)]
     pub duration: Option<f64>,
     /// Outstanding messages per batch (perftest's TX depth)
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=16384))]
