@@ -330,7 +330,7 @@ pub fn latency(
 /// initiator posts `iterations` operations of `bytes` into (or from) the target's window, `window`
 /// at a time, and times them from its first post to each completion, as perftest's ib_write_bw /
 /// ib_read_bw / ib_send_bw do. A timed run (`-D`, as perftest's) first posts a probe
-/// ([`probe_len`]) and runs as many operations as fill the duration at the probe's rate, the
+/// of four windows and runs as many operations as fill the duration at the probe's rate, the
 /// count sent to the target. Returns the initiator's result.
 pub fn bw_one_sided(
     t: &mut dyn Transport,
