@@ -22,6 +22,9 @@ use crate::exit::{RankFailure, Status};
 use crate::rank::Mesh;
 use crate::settings::{self, Rank};
 
+#[cfg(test)]
+mod tests;
+
 /// Pairwise's configuration over a mesh of `transport`, or what is wrong with the flags (the
 /// first problem, in the order below).
 pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Result<PairwiseConfig, String> {

@@ -502,3 +502,58 @@ fn flags(m: &ArgMatches) -> Option<String> {
         Some(format!("{spelled} {v} ({}): {}", r.what, r.instead))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, FromArgMatches};
+
+    /// The refusal `meshrun pairwise ARGS` parses to.
+    fn refusal(args: &[&str]) -> Option<String> {
+        let argv = ["meshrun", "pairwise"].into_iter().chain(args.iter().copied());
+        let m = crate::cli::Cli::command()
+            .try_get_matches_from(argv)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let cli = crate::cli::Cli::from_arg_matches(&m).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let crate::cli::Command::Pairwise(a) = cli.command else {
+            panic!("pairwise")
+        };
+        a.refused.refusal.map(String::from)
+    }
+
+    #[test]
+    fn every_refused_flag_in_every_spelling_is_one_line_saying_what_to_do() {
+        for r in REFUSED {
+            let mut spellings: Vec<String> = r.long.iter().map(|l| format!("--{l}")).collect();
+            spellings.extend(r.short.map(|c| format!("-{c}")));
+            for s in spellings {
+                let args: Vec<&str> = if r.takes_value { vec![&s, "7"] } else { vec![&s] };
+                let line = refusal(&args).unwrap_or_else(|| panic!("{s} was not refused"));
+                assert!(!line.contains('\n'), "{line}");
+                assert!(line.contains(r.what) && line.ends_with(r.instead), "{line}");
+            }
+        }
+    }
+
+    #[test]
+    fn values_meaning_what_meshrun_does_are_accepted_and_a_server_address_is_refused() {
+        for args in [
+            &["-c", "RC"][..],
+            &["-c", "rc"],
+            &["-Q", "100"],
+            &["-u", "14"],
+            &["-l", "1"],
+            &[],
+        ] {
+            assert_eq!(refusal(args), None, "{args:?}");
+        }
+        assert!(
+            refusal(&["-c", "UD"]).is_some_and(|l| l.starts_with("-c/--connection UD (perftest's connection type)"))
+        );
+        let l = refusal(&["10.0.0.1"]).unwrap_or_default();
+        assert!(l.starts_with("10.0.0.1 (perftest's server address"), "{l}");
+        // A flag is reported before the address, whatever their order.
+        let l = refusal(&["10.0.0.1", "--cpu_util"]).unwrap_or_default();
+        assert!(l.starts_with("--cpu_util"), "{l}");
+    }
+}
