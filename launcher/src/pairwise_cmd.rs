@@ -22,6 +22,9 @@ use crate::exit::{RankFailure, Status};
 use crate::rank::Mesh;
 use crate::settings::{self, Rank};
 
+#[cfg(test)]
+mod tests;
+
 /// Pairwise's configuration over a mesh of `transport`, or what is wrong with the flags (the
 /// first problem, in the order below).
 pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Result<PairwiseConfig, String> {
@@ -30,11 +33,11 @@ pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Resul
         TestArg::Bw => TestKind::Bw,
         TestArg::Lat => TestKind::Lat,
     };
+    refused(s, test, transport)?;
     let op = operation(s, test, transport)?;
     // -q (or MESHRUN_QP), else NCCL_IB_QPS_PER_CONNECTION where the mesh has RDMA.
     let mut nic_choice = s.rank.nic_choice.clone();
     let qps = queue_pairs(s, test, transport, &mut nic_choice)?;
-    refused(s, test, transport)?;
     let sizes: Vec<usize> = if a.all_sizes {
         sweep_sizes()
     } else {
@@ -97,15 +100,21 @@ fn operation(s: &settings::PairwiseSettings, test: TestKind, transport: Transpor
         Some(OpArg::Write) => OpName::Write,
         Some(OpArg::Read) => OpName::Read,
         Some(OpArg::Send) => OpName::Send,
-        // perftest's ib_write_bw where one-sided writes exist; otherwise (latency, -b, -D) send
-        // unless --op says write or read.
-        None if can_write && test == TestKind::Bw && !a.bidirectional && a.duration.is_none() => OpName::Write,
+        // perftest's ib_write_bw (with -b and -D too) where one-sided writes exist; otherwise
+        // (latency, TCP) send unless --op says write or read.
+        None if can_write && test == TestKind::Bw => OpName::Write,
         None => OpName::Send,
     };
-    if op != OpName::Send && a.duration.is_some() {
+    if a.bidirectional && a.duration.is_some() && !transport.has_rdma() {
         return Err(format!(
-            "--op {} counts operations: use -n ITERS (-D SECONDS is for --op send)",
-            op.as_str()
+            "-b with -D: over {transport} both directions run a count of messages; use -n ITERS (over RDMA, \
+             -b -D runs for the duration as perftest's)"
+        ));
+    }
+    if s.use_cuda.is_some() && !transport.has_rdma() {
+        return Err(format!(
+            "--use-cuda: the {transport} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
+             (--op write, read or send over --transport verbs); drop --use-cuda"
         ));
     }
     if s.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
@@ -146,20 +155,31 @@ fn queue_pairs(
                 "-q {qps}: several queue pairs are for bandwidth tests, as in perftest; drop -q for --test lat"
             ));
         }
-        if s.args.duration.is_some() {
-            return Err(format!(
-                "-q {qps} with -D: a timed send test runs through the mesh's own queue pair; use -n ITERS \
-                 (each queue pair posts ITERS)"
-            ));
-        }
     }
     Ok(qps)
 }
 
-/// Flags refused with what to do instead: `-R` without RDMA, perftest's `-p` and
+/// Flags refused with what to do instead: perftest's that meshrun does not run as perftest does
+/// ([`crate::cli::perftest::REFUSED`]), `-R` or `-m` without RDMA, perftest's `-p` and
 /// `--use_cuda_bus_id`, `-D` or `-b` with `--test lat`.
 fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportKind) -> Result<(), String> {
     let a = &s.args;
+    if let Some(r) = &a.refused.refusal {
+        return Err(r.to_string());
+    }
+    // The flag only: NCCL_IB_TC is NCCL's, which ignores it where it falls back to sockets.
+    if let (Some(tc), false) = (a.rank.tclass, transport.has_rdma()) {
+        return Err(format!(
+            "-T/--tclass {tc} sets the RDMA queue pairs' traffic class, and this job's mesh is {transport}; \
+             drop it (or run where `meshrun devices` lists a device)"
+        ));
+    }
+    if let (Some(m), false) = (a.mtu, transport.has_rdma()) {
+        return Err(format!(
+            "-m {m} sets an RDMA queue pair's path MTU, and this job's mesh is {transport}: TCP's packets \
+             follow the interface's MTU (ip link set dev IF mtu N); drop -m"
+        ));
+    }
     if s.rank.rdma_cm && !transport.has_rdma() {
         return Err(format!(
             "-R/--rdma-cm connects RDMA queue pairs, and this job's mesh is {transport} (no usable RDMA device, \

@@ -120,6 +120,9 @@ pub fn clap_line(e: &clap::Error) -> String {
 }
 
 #[cfg(test)]
+mod perftest_lines;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -162,6 +165,12 @@ mod tests {
             "pairwise -q 4 -s 1M -n 100 --report_gbits",
             "pairwise --qp 8 -b -s 64K",
             "pairwise -q 4 --transport tcp -s 64K -n 16 --no-trace",
+            "pairwise -q 2 -D 5",
+            "pairwise -T 41 -m 1024",
+            "pairwise --tos 41 -c RC -Q 100 -u 14 -l 1",
+            "pairwise --op read -D 3 -q 4 --use_cuda=0",
+            "pairwise --op send -D 3 --use-cuda",
+            "pairwise -b -D 5 -q 2",
         ] {
             assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
         }
@@ -175,8 +184,24 @@ mod tests {
                 "-q 4 over tcp: a test's connections carry one direction at a time; drop -b, or drop -q",
             ),
             (
-                "pairwise -q 2 -D 5",
-                "-q 2 with -D: a timed send test runs through the mesh's own queue pair",
+                "pairwise -T 41 --transport tcp",
+                "-T/--tclass 41 sets the RDMA queue pairs' traffic class, and this job's mesh is tcp",
+            ),
+            (
+                "pairwise -m 4096 --transport tcp",
+                "-m 4096 sets an RDMA queue pair's path MTU, and this job's mesh is tcp",
+            ),
+            (
+                "pairwise --use_cuda=0 --transport tcp",
+                "--use-cuda: the tcp transport cannot reach GPU memory",
+            ),
+            ("pairwise -c UD", "-c/--connection UD (perftest's connection type)"),
+            ("pairwise --run_infinitely", "use --repeat-for DURATION"),
+            ("pairwise -e", "meshrun polls completions"),
+            ("pairwise -D 60 --timeout 30", "give --timeout 121 or more"),
+            (
+                "pairwise -b -D 5 --transport tcp",
+                "-b with -D: over tcp both directions run a count",
             ),
             ("pairwise -q 129", "-q 129: expected 1 to 128 queue pairs per test"),
             (

@@ -217,6 +217,7 @@ fn verbs_options(args: &Rank) -> VerbsOptions {
         },
         rdma_cm: args.rdma_cm,
         lanes: args.lanes.max(1),
+        mtu: args.mtu,
     }
 }
 

@@ -147,6 +147,7 @@ fn main() -> ExitCode {
         qos: ranks::verbs::Qos::default(),
         rdma_cm: false,
         lanes: 1,
+        mtu: None,
     };
     let result = verbs_mesh::connect(&world, &opts)
         .map_err(|e| e.to_string())

@@ -23,7 +23,18 @@ fn frozen_rank_in_setup_phases_is_named() {
 }
 
 /// A short pairwise run over TCP with the fault jobs' per-wait deadline.
-const PAIRWISE: &[&str] = &["pairwise", "-s", "64K", "-n", "20", "-T", "3", "--transport", "tcp"];
+/// (`--timeout`, not `-T`: on pairwise `-T` is perftest's type of service.)
+const PAIRWISE: &[&str] = &[
+    "pairwise",
+    "-s",
+    "64K",
+    "-n",
+    "20",
+    "--timeout",
+    "3",
+    "--transport",
+    "tcp",
+];
 
 #[test]
 fn frozen_rank_in_a_pairwise_round_is_named() {
@@ -40,7 +51,7 @@ const RETESTED: &[&str] = &[
     "64K",
     "-D",
     "0.5",
-    "-T",
+    "--timeout",
     "4",
     "--expect-gbps",
     "1000000",

@@ -371,7 +371,17 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         // deadline of the ranks waiting for it, before the cut). Even so a -D pair calibrated
         // on a moment of less load runs long, and with a 6 s deadline a rank waiting at a
         // round's end raised its alarm before the cut on a heavily loaded machine: 20 s.
-        &["pairwise", "-s", "1M", "-D", "4", "-T", "20", "--transport", "tcp"],
+        &[
+            "pairwise",
+            "-s",
+            "1M",
+            "-D",
+            "4",
+            "--timeout",
+            "20",
+            "--transport",
+            "tcp",
+        ],
     );
     let job = Background::start(cmd, &c.dir, "cut");
     // The progress line of round 1 says the rounds run (nothing is on stdout before the end).
@@ -448,7 +458,17 @@ fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
     // have passed), so the drop, once round 1's line is out, falls inside them on any machine.
     let cmd = c.launch_command(
         &[],
-        &["pairwise", "-s", "1M", "-D", "4", "-T", "20", "--transport", "tcp"],
+        &[
+            "pairwise",
+            "-s",
+            "1M",
+            "-D",
+            "4",
+            "--timeout",
+            "20",
+            "--transport",
+            "tcp",
+        ],
     );
     let job = Background::start(cmd, &c.dir, "drop");
     let running = job.stderr_shows("round 1/", Duration::from_secs(90));

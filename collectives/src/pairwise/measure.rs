@@ -11,6 +11,8 @@ use analysis::pairwise::formulas::{gbps, mpps, peak_gbps, per_qp_gbps, BwResult,
 use analysis::pairwise::{Amount, PairwiseConfig};
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 
+use super::timed::{count_for, probe_len, run_deadline};
+
 /// Settings for one measurement.
 #[derive(Debug, Clone, Copy)]
 pub struct MeasureSpec {
@@ -123,12 +125,11 @@ pub fn bw_send(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
         Amount::Iterations(n) => n,
         Amount::Duration(secs) => {
             // Calibrate: time a few windows, then size the run to the duration asked for.
-            let probe = (spec.window as u64 * 4).max(8);
+            let probe = probe_len(spec);
             let t0 = Instant::now();
             send_n(t, peer, &buf, probe, spec.window, spec.op_timeout)?;
             t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
-            let per_msg = t0.elapsed().as_secs_f64() / probe as f64;
-            let n = ((secs / per_msg.max(1e-9)) as u64).clamp(spec.window as u64, 100_000_000);
+            let n = count_for(secs, t0.elapsed().as_secs_f64() / probe as f64, spec.window);
             t.exchange(&mut [Op::send(peer, &n.to_le_bytes())], deadline())?;
             n
         }
@@ -168,7 +169,7 @@ pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     let iters = match spec.amount {
         Amount::Iterations(n) => n,
         Amount::Duration(_) => {
-            let probe = (spec.window as u64 * 4).max(8);
+            let probe = probe_len(spec);
             recv_n(t, peer, spec, probe, &mut scratch, None)?;
             t.exchange(&mut [Op::send(peer, &0f64.to_le_bytes())], deadline())?;
             let mut n = [0u8; 8];
@@ -245,7 +246,7 @@ pub fn bw_bidir(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Resul
         Amount::Iterations(n) => n,
         Amount::Duration(_) => {
             return Err(TransportError::Setup(
-                "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
+                "-D (duration) with -b over TCP: both directions run a count of messages; use -n".into(),
             ))
         }
     };
@@ -328,7 +329,9 @@ pub fn latency(
 /// One-sided bandwidth (RDMA write or read, or SEND into the peer's posted receives): the
 /// initiator posts `iterations` operations of `bytes` into (or from) the target's window, `window`
 /// at a time, and times them from its first post to each completion, as perftest's ib_write_bw /
-/// ib_read_bw / ib_send_bw do. Returns the initiator's result.
+/// ib_read_bw / ib_send_bw do. A timed run (`-D`, as perftest's) first posts a probe
+/// of four windows and runs as many operations as fill the duration at the probe's rate, the
+/// count sent to the target. Returns the initiator's result.
 pub fn bw_one_sided(
     t: &mut dyn Transport,
     peer: usize,
@@ -336,11 +339,6 @@ pub fn bw_one_sided(
     op: OneSidedOp,
     initiator: bool,
 ) -> Result<Option<(BwResult, Vec<f64>)>, TransportError> {
-    let Amount::Iterations(iters) = spec.amount else {
-        return Err(TransportError::Setup(
-            "-D (duration) is not supported with --op write/read; use -n".into(),
-        ));
-    };
     let deadline = || Instant::now() + spec.op_timeout;
     if !initiator {
         // A SEND's peer posts the receives, so it must know how many; a write's or read's only
@@ -355,31 +353,38 @@ pub fn bw_one_sided(
         if spec.warmup > 0 {
             one_sided(t)?.one_sided(peer, spec.bytes, target(spec.warmup), deadline())?;
         }
-        one_sided(t)?.one_sided(peer, spec.bytes, target(iters), deadline())?;
+        let iters = match spec.amount {
+            Amount::Iterations(n) => n,
+            Amount::Duration(_) => {
+                one_sided(t)?.one_sided(peer, spec.bytes, target(probe_len(spec)), deadline())?;
+                let mut n = [0u8; 8];
+                t.exchange(&mut [Op::recv(peer, &mut n)], deadline())?;
+                u64::from_le_bytes(n)
+            }
+        };
+        one_sided(t)?.one_sided(peer, spec.bytes, target(iters), run_deadline(spec))?;
         return Ok(None);
     }
+    let initiate = |count| OneSidedRole::Initiator {
+        op,
+        count,
+        window: spec.window,
+    };
     if spec.warmup > 0 {
-        one_sided(t)?.one_sided(
-            peer,
-            spec.bytes,
-            OneSidedRole::Initiator {
-                op,
-                count: spec.warmup,
-                window: spec.window,
-            },
-            deadline(),
-        )?;
+        one_sided(t)?.one_sided(peer, spec.bytes, initiate(spec.warmup), deadline())?;
     }
-    let r = one_sided(t)?.one_sided(
-        peer,
-        spec.bytes,
-        OneSidedRole::Initiator {
-            op,
-            count: iters,
-            window: spec.window,
-        },
-        deadline(),
-    )?;
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(secs) => {
+            let probe = probe_len(spec);
+            let r = one_sided(t)?.one_sided(peer, spec.bytes, initiate(probe), deadline())?;
+            let took = r.completions.last().copied().unwrap_or(0.0);
+            let n = count_for(secs, took / probe as f64, spec.window);
+            t.exchange(&mut [Op::send(peer, &n.to_le_bytes())], deadline())?;
+            n
+        }
+    };
+    let r = one_sided(t)?.one_sided(peer, spec.bytes, initiate(iters), run_deadline(spec))?;
     Ok(Some(initiator_result(spec, iters, &r)))
 }
 
@@ -493,18 +498,14 @@ pub fn latency_one_sided(
 
 /// One-sided bandwidth both ways at once (`-b` with write or read): each side exposes a window
 /// and posts into the other's. As for send, the lower rank's result counts both directions, over
-/// the slower side's time.
+/// the slower side's time. A timed run (`-D`) probes both ways and runs the smaller of the two
+/// sides' counts.
 pub fn bw_one_sided_bidir(
     t: &mut dyn Transport,
     peer: usize,
     spec: &MeasureSpec,
     op: OneSidedOp,
 ) -> Result<Option<(BwResult, Vec<f64>)>, TransportError> {
-    let Amount::Iterations(iters) = spec.amount else {
-        return Err(TransportError::Setup(
-            "-D (duration) cannot be combined with -b (bidirectional); use -n".into(),
-        ));
-    };
     let deadline = || Instant::now() + spec.op_timeout;
     let both = |count| OneSidedRole::Both {
         op,
@@ -514,7 +515,19 @@ pub fn bw_one_sided_bidir(
     if spec.warmup > 0 {
         one_sided(t)?.one_sided(peer, spec.bytes, both(spec.warmup), deadline())?;
     }
-    let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), deadline())?;
+    let iters = match spec.amount {
+        Amount::Iterations(n) => n,
+        Amount::Duration(secs) => {
+            let probe = probe_len(spec);
+            let r = one_sided(t)?.one_sided(peer, spec.bytes, both(probe), deadline())?;
+            let took = r.completions.last().copied().unwrap_or(0.0);
+            let mine = count_for(secs, took / probe as f64, spec.window);
+            let mut theirs = [0u8; 8];
+            crate::swap(t, peer, &mine.to_le_bytes(), &mut theirs, deadline())?;
+            mine.min(u64::from_le_bytes(theirs))
+        }
+    };
+    let r = one_sided(t)?.one_sided(peer, spec.bytes, both(iters), run_deadline(spec))?;
     // Each side's last completion, then each queue pair's (with several), swapped.
     let mut mine = vec![r.completions.last().copied().unwrap_or(0.0)];
     mine.extend(r.per_qp.iter().map(|c| c.last().copied().unwrap_or(0.0)));

@@ -5,6 +5,7 @@
 
 pub mod measure;
 pub mod streams;
+mod timed;
 
 use ranks::wire::WireError;
 use ranks::{Transport, TransportError, World};
@@ -45,14 +46,12 @@ fn measure_pair(
         slot: None,
     };
     // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
-    // on a queue pair of its own, as ib_send_bw); elsewhere (TCP), and for -D runs, through
-    // two-sided messages.
+    // on a queue pair of its own, as ib_send_bw, -D runs too); elsewhere (TCP) through two-sided
+    // messages.
     let one_sided = match cfg.op {
         OpName::Write => Some(ranks::OneSidedOp::Write),
         OpName::Read => Some(ranks::OneSidedOp::Read),
-        OpName::Send if t.kind().has_rdma() && matches!(spec.amount, Amount::Iterations(_)) => {
-            Some(ranks::OneSidedOp::Send)
-        }
+        OpName::Send if t.kind().has_rdma() => Some(ranks::OneSidedOp::Send),
         OpName::Send => None,
     };
     match cfg.test {

@@ -5,6 +5,7 @@
 
 mod coll;
 mod pairwise;
+pub mod perftest;
 
 use analysis::units;
 use std::path::PathBuf;
@@ -195,7 +196,8 @@ pub struct RankArgs {
     #[arg(short = 'S', long, value_name = "SL", value_parser = clap::value_parser!(u8).range(0..=15))]
     pub sl: Option<u8>,
     /// Traffic class of every queue pair (RoCE v2: the IP DSCP/ECN byte, DSCP 26 = 104; the
-    /// class a switch's PFC/ECN settings apply to; perftest's --tclass; else NCCL_IB_TC; default 0)
+    /// class a switch's PFC/ECN settings apply to; perftest's --tclass, and on pairwise its
+    /// -T/--tos; else NCCL_IB_TC; default 0)
     #[arg(long, value_name = "TC")]
     pub tclass: Option<u8>,
     /// Connect the verbs mesh through the RDMA connection manager (rdma_cm; perftest's -R):
@@ -212,7 +214,8 @@ pub struct RankArgs {
     /// interface per rail
     #[arg(long = "tcp-if", value_delimiter = ',', value_name = "NAME|CIDR,...")]
     pub tcp_if: Vec<String>,
-    /// Deadline in seconds for any one wait (connect, receive, MPI step)
+    /// Deadline in seconds for any one wait (connect, receive, MPI step); -T everywhere but on
+    /// pairwise, where -T is perftest's type of service (--tclass)
     #[arg(short = 'T', long, default_value_t = 60.0, value_parser = units::parse_timeout)]
     pub timeout: f64,
     /// When a deadline expires, also print every rank's own wait and, from the rank that names

@@ -5,7 +5,18 @@ use std::path::PathBuf;
 use analysis::units;
 use clap::Args;
 
+use super::perftest::PerftestRefused;
 use super::RankArgs;
+
+/// perftest's `-m`: an InfiniBand MTU in bytes (256, 512, 1024, 2048 or 4096).
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if ranks::verbs_mesh::mtu::enum_of(n).is_some() => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not an InfiniBand MTU; expected 256, 512, 1024, 2048 or 4096 (bytes)"
+        )),
+    }
+}
 
 fn parse_pattern(s: &str) -> Result<analysis::schedule::Pattern, String> {
     analysis::schedule::Pattern::parse(s)
@@ -36,8 +47,13 @@ pub enum OpArg {
     Send,
 }
 
+/// On `pairwise`, `-T` is perftest's `-T`/`--tos` (the traffic class, meshrun's `--tclass`), not
+/// the shared timeout (`--timeout` only here; the other rank commands keep `-T` for it, as
+/// nccl-tests' `-T`).
 #[derive(Args, Debug)]
 #[command(group(clap::ArgGroup::new("selection").args(["pair", "inter_node", "intra_node"])))]
+#[command(mut_arg("timeout", |a| a.short(None)))]
+#[command(mut_arg("tclass", |a| a.short('T').visible_alias("tos")))]
 pub struct PairwiseArgs {
     #[command(flatten)]
     pub rank: RankArgs,
@@ -56,8 +72,9 @@ pub struct PairwiseArgs {
     /// Iterations per measurement (default 5000 for bw, 1000 for lat)
     #[arg(short = 'n', long, value_parser = clap::value_parser!(u64).range(1..=100_000_000), conflicts_with = "duration")]
     pub iters: Option<u64>,
-    /// Seconds per measurement instead of an iteration count (bandwidth, unidirectional)
-    #[arg(short = 'D', long, value_parser = units::parse_duration, conflicts_with_all = ["bidirectional"])]
+    /// Seconds per measurement instead of an iteration count, as perftest's -D (bandwidth; with
+    /// -b over RDMA only)
+    #[arg(short = 'D', long, value_parser = units::parse_duration)]
     pub duration: Option<f64>,
     /// Outstanding messages per batch (perftest's TX depth)
     #[arg(short = 't', long = "tx-depth", default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=16384))]
@@ -164,7 +181,7 @@ pub struct PairwiseArgs {
     pub use_cuda_bus_id: Option<String>,
     /// perftest's -F (do not fail on CPU frequency warnings): accepted, no effect (meshrun does
     /// not read the CPU frequency)
-    #[arg(short = 'F')]
+    #[arg(short = 'F', long = "CPU-freq")]
     pub perftest_f: bool,
     /// perftest's --report_gbits: accepted, no effect (meshrun reports Gb/s)
     #[arg(long = "report-gbits", alias = "report_gbits")]
@@ -181,11 +198,18 @@ pub struct PairwiseArgs {
     #[arg(long = "no-trace")]
     pub no_trace: bool,
     /// perftest's -R: the same as --rdma-cm
-    #[arg(short = 'R', id = "perftest_rdma_cm", hide = true)]
+    #[arg(short = 'R', long = "rdma_cm", id = "perftest_rdma_cm", hide = true)]
     pub perftest_rdma_cm: bool,
     /// perftest's -p (the TCP port of its endpoint exchange): refused with the reason
-    #[arg(short = 'p', value_name = "PORT", hide = true)]
+    #[arg(short = 'p', long = "port", value_name = "PORT", hide = true)]
     pub perftest_port: Option<u16>,
+    /// Path MTU of the RDMA queue pairs in bytes, as perftest's -m: 256, 512, 1024, 2048 or 4096,
+    /// at most the port's active MTU [default: the port's active MTU]
+    #[arg(short = 'm', long = "mtu", value_name = "BYTES", value_parser = parse_mtu)]
+    pub mtu: Option<u32>,
+    /// perftest's flags meshrun does not run as perftest does: each refused in one line
+    #[command(flatten)]
+    pub refused: PerftestRefused,
 }
 
 /// What to do to a blamed node.

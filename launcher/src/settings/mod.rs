@@ -64,7 +64,8 @@ pub struct PairwiseSettings {
 impl PairwiseSettings {
     /// The flags with `rank` (their rank options resolved) and `qps`; perftest's -d/-i/-x are
     /// the same as --ib-dev/--ib-port/--gid-index (and win, as those flags do, over a choice
-    /// made from NCCL's variables), -R as --rdma-cm.
+    /// made from NCCL's variables), -R as --rdma-cm, -m the queue pairs' path MTU (-T/--tos is
+    /// --tclass itself, in `rank`).
     pub fn new(args: PairwiseArgs, mut rank: Rank, qps: Qps) -> PairwiseSettings {
         let mut use_cuda = args.use_cuda.clone();
         if args.use_cuda_dmabuf && use_cuda.is_none() {
@@ -82,12 +83,42 @@ impl PairwiseSettings {
         if args.perftest_rdma_cm {
             rank.rdma_cm = true;
         }
+        rank.mtu = args.mtu;
         PairwiseSettings {
             args,
             rank,
             use_cuda,
             qps,
         }
+    }
+
+    /// A timed run's (`-D`) deadline for any one wait, which must outlast a round: a round
+    /// runs both directions of a pair for `-D` seconds each at every size while a rank without
+    /// a partner (an odd rank count, the retests) waits in MPI. Where `--timeout` (or
+    /// `MESHRUN_TIMEOUT`) was not `chosen`, the default grows to cover it; a chosen one too short
+    /// is one line.
+    pub fn fit_timeout(mut self, chosen: bool) -> Result<PairwiseSettings, String> {
+        let Some(d) = self.args.duration else {
+            return Ok(self);
+        };
+        let sizes = if self.args.all_sizes {
+            analysis::pairwise::defaults::sweep_sizes().len()
+        } else {
+            1
+        };
+        let round = 2.0 * d * sizes as f64;
+        let t = self.rank.timeout;
+        if !chosen {
+            self.rank.timeout = t.max(round + t);
+        } else if t <= round {
+            return Err(format!(
+                "-D {d} with --timeout {t}: a round runs each pair's two directions for {d} s at {sizes} size(s), \
+                 about {round} s, while a rank without a partner waits in MPI; give --timeout {} or more, \
+                 or leave it out (a -D run's default covers its rounds)",
+                (round + 1.0).ceil()
+            ));
+        }
+        Ok(self)
     }
 }
 
@@ -144,7 +175,10 @@ pub fn resolve(
         }),
         cli::Command::Pairwise(args) => {
             let (r, q) = (rank(&args.rank)?, qps(args.qps));
-            Resolved::Pairwise(PairwiseSettings::new(args, r, q))
+            let chosen = sub
+                .value_source("timeout")
+                .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
+            Resolved::Pairwise(PairwiseSettings::new(args, r, q).fit_timeout(chosen)?)
         }
         cli::Command::Coll(c) => {
             let (r, q) = (rank(&c.args.rank)?, qps(c.args.qps));

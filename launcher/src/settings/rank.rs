@@ -33,8 +33,11 @@ pub struct Rank {
     pub sysfs_root: PathBuf,
     /// One interface or CIDR per local rank: `--tcp-if`, or what `NCCL_SOCKET_IFNAME` matched here.
     pub tcp_if: Vec<String>,
-    /// `-T`: the deadline of any one wait, seconds.
+    /// `--timeout` (`-T` but on pairwise): the deadline of any one wait, seconds.
     pub timeout: f64,
+    /// The RDMA queue pairs' path MTU in bytes (pairwise's `-m`, as perftest's; None: the port's
+    /// active MTU).
+    pub mtu: Option<u32>,
     /// `--verbose`.
     pub verbose: bool,
     /// Where the NIC choices came from, for the run header (None: all flags or defaults).
@@ -102,6 +105,7 @@ impl Rank {
             sysfs_root: a.sysfs_root.clone(),
             tcp_if: a.tcp_if.clone(),
             timeout: a.timeout,
+            mtu: None,
             verbose: a.verbose,
             nic_choice: None,
             lanes: 0,

@@ -72,7 +72,9 @@ pub fn with_env(cmd: clap::Command) -> clap::Command {
     let cmd = cmd.mut_args(|a| {
         match a.get_long().map(str::to_string) {
             // clap keeps a `&'static str`: one small string per flag, once per process.
-            Some(long) if long != "help" && long != "version" => a.env(&*Box::leak(env_name(&long).into_boxed_str())),
+            Some(long) if long != "help" && long != "version" && !crate::cli::perftest::is_refused(&a) => {
+                a.env(&*Box::leak(env_name(&long).into_boxed_str()))
+            }
             _ => a,
         }
     });

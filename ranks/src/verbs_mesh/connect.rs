@@ -38,6 +38,8 @@ fn setup_local(
             choice.device, choice.port
         ));
     }
+    let cap = mtu::cap_for(opts.mtu, (&choice.device, choice.port), &info, false)?;
+    let info = mtu::lowered(info, cap);
     let gid = ctx
         .query_gid(choice.port, choice.gid.index as i32)
         .map_err(|e| e.to_string())?;
@@ -301,6 +303,7 @@ fn assemble(
         qos: opts.qos,
         mtu: c.mtu,
         path_mtu,
+        mtu_cap: opts.mtu.and_then(mtu::enum_of),
         max_inline,
         use_send: false,
         window_mem: None,
@@ -333,6 +336,8 @@ fn setup_cm(world: &World, opts: &VerbsOptions, lanes: usize) -> Result<CmSetup,
             choice.device, choice.port
         ));
     }
+    // The connection manager sets the path MTU from the route: -m is refused below it.
+    mtu::cap_for(opts.mtu, (&choice.device, choice.port), &info, true)?;
     let pd = cm.ctx.alloc_pd().map_err(|e| e.to_string())?;
     let cq = cm.ctx.create_cq(cq_depth(n, slots, lanes)).map_err(|e| e.to_string())?;
     Ok(CmSetup {

@@ -15,6 +15,7 @@ mod connect;
 mod details;
 mod direct;
 mod inbox;
+pub mod mtu;
 mod progress;
 mod test_links;
 mod wr;
@@ -117,6 +118,9 @@ pub struct VerbsOptions {
     /// Queue pairs per peer (NCCL_IB_QPS_PER_CONNECTION): the two-sided stream is striped over
     /// them fragment by fragment; at most [`max_lanes`] for the job's size.
     pub lanes: usize,
+    /// The path MTU in bytes of every queue pair (perftest's `-m`; None: the port's active MTU).
+    /// Larger than the active MTU, or not an InfiniBand MTU, is a setup error.
+    pub mtu: Option<u32>,
 }
 
 impl VerbsOptions {
@@ -249,6 +253,8 @@ pub struct VerbsMesh {
     mtu: u32,
     /// Smallest and largest path MTU to a peer (each pair runs at its smaller end's MTU).
     path_mtu: (u32, u32),
+    /// `-m` as an IBV_MTU_* value: the test links' MTU is at most this.
+    mtu_cap: Option<u32>,
     /// Two-sided messages as SEND-with-immediate (pairwise --op send, as ib_send_bw) instead of
     /// RDMA WRITE-with-immediate (the default, and what collectives use).
     use_send: bool,

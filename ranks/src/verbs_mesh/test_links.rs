@@ -191,6 +191,7 @@ impl VerbsMesh {
     ) -> Result<TestLink, TransportError> {
         let port = self.choice.port;
         let info = self._ctx.query_port(port).map_err(|e| self.verbs_err(e))?;
+        let info = super::mtu::lowered(info, self.mtu_cap);
         let gid = self
             ._ctx
             .query_gid(port, self.choice.gid.index as i32)

@@ -183,9 +183,9 @@ pub fn frozen(rank: usize, phase: &str, args: &[&str]) {
 pub fn killed(rank: usize, phase: &str, args: &[&str]) {
     let fault = format!("kill:rank={rank}:phase={phase}");
     let mut args = args.to_vec();
-    match args.iter().position(|a| *a == "-T") {
+    match args.iter().position(|a| *a == "-T" || *a == "--timeout") {
         Some(i) => args[i + 1] = KILL_T,
-        None => args.extend_from_slice(&["-T", KILL_T]),
+        None => args.extend_from_slice(&["--timeout", KILL_T]),
     }
     let o = fault_job(4, &fault, &args);
     let after = struck(&o, &fault);
