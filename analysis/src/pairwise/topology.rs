@@ -5,6 +5,11 @@
 //! - `SWITCH: HOSTLIST`, e.g. `leaf1: node[01-16]`;
 //! - Slurm's `topology.conf`: `SwitchName=leaf1 Nodes=node[01-16]`. Lines naming only
 //!   `Switches=` (spines) place no host and are accepted without effect.
+//!
+//! Or a whole file of `ibnetdiscover` output (InfiniBand: each host under the switch its HCA is
+//! cabled to, named from the HCAs' NodeDescriptions; [`ibnetdiscover`]).
+
+mod ibnetdiscover;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -35,6 +40,15 @@ impl Topology {
     }
 
     pub fn parse(text: &str, file: &str) -> Result<Topology, TopologyError> {
+        if ibnetdiscover::looks_like(text) {
+            return ibnetdiscover::parse(text)
+                .map(|switch_of| Topology { switch_of })
+                .map_err(|(line, why)| TopologyError {
+                    file: file.to_string(),
+                    line,
+                    why,
+                });
+        }
         let mut t = Topology::default();
         for (i, raw) in text.lines().enumerate() {
             let err = |why: String| TopologyError {
