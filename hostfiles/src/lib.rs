@@ -13,11 +13,13 @@
 
 #![forbid(unsafe_code)]
 
+mod compress;
 mod error;
 mod hostlist;
 mod parse;
 mod placement;
 
+pub use compress::compress_hostlist;
 pub use error::{HostfileError, HostlistError};
 pub use hostlist::{expand_hostlist, MAX_EXPANDED_HOSTS};
 pub use parse::{parse_hostfile, parse_hostfile_str, valid_hostname, HostSlots};

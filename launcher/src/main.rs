@@ -26,6 +26,7 @@ mod report_files;
 mod settings;
 mod shell;
 mod stall_json;
+mod topology_cmd;
 mod verdict_cmd;
 mod workers;
 
@@ -50,6 +51,7 @@ fn main() -> ExitCode {
         Resolved::Devices(a) => devices_cmd::run(a),
         Resolved::Compare(a) => compare_cmd::run(&a),
         Resolved::Verdict(a) => verdict_cmd::run(&a),
+        Resolved::Topology(a) => topology_cmd::run(&a),
         Resolved::Pairwise(s) => driver::drive(pairwise_cmd::Pairwise::new(s)),
         Resolved::Preflight(s) => preflight_cmd::run(s),
         Resolved::Coll(s) => coll_cmd::run(s),

@@ -82,6 +82,15 @@ impl Topology {
         Ok(t)
     }
 
+    /// Each leaf switch with the hosts under it, in name order.
+    pub fn leaves(&self) -> BTreeMap<&str, Vec<&str>> {
+        let mut out: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (h, s) in &self.switch_of {
+            out.entry(s.as_str()).or_default().push(h.as_str());
+        }
+        out
+    }
+
     /// The leaf switch of `host`, if the file places it.
     pub fn switch_of(&self, host: &str) -> Option<&str> {
         self.switch_of.get(host).map(String::as_str)

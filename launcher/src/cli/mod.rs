@@ -50,6 +50,9 @@ pub enum Command {
     /// Judge a saved `pairwise --json` run again offline: under another rule, or against an
     /// earlier good run of the same hosts (--baseline)
     Verdict(VerdictArgs),
+    /// What meshrun reads in a --topology file (leaf lines, Slurm's topology.conf, or
+    /// ibnetdiscover output): each leaf switch and the hosts under it
+    Topology(TopologyArgs),
     /// Set outputs side by side: nccl-tests and meshrun tables or -J files, perftest or meshrun
     /// pairwise reports; ratios to the first file, a summary, and a pass/fail bar
     Compare(CompareArgs),
@@ -95,6 +98,12 @@ pub struct VerdictArgs {
     /// An earlier `pairwise --json` run of the same hosts: name what is slower than it was
     #[arg(long, value_name = "GOOD.json")]
     pub baseline: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct TopologyArgs {
+    /// The file, as pairwise --topology takes it
+    pub file: PathBuf,
 }
 
 #[derive(Args, Debug)]

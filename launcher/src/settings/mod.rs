@@ -17,7 +17,7 @@ use analysis::coll::BusbwBar;
 
 use crate::cli::{
     self, CollArgs, CompareArgs, CompletionsArgs, DevicesArgs, LaunchArgs, MeshCheckArgs, PairwiseArgs, PreflightArgs,
-    VerdictArgs,
+    TopologyArgs, VerdictArgs,
 };
 
 pub use qps::Qps;
@@ -32,6 +32,7 @@ pub enum Resolved {
     Pairwise(PairwiseSettings),
     Coll(CollSettings),
     Verdict(VerdictArgs),
+    Topology(TopologyArgs),
     Compare(CompareArgs),
     Completions(CompletionsArgs),
     Manpage,
@@ -192,6 +193,7 @@ pub fn resolve(
             })
         }
         cli::Command::Verdict(a) => Resolved::Verdict(a),
+        cli::Command::Topology(a) => Resolved::Topology(a),
         cli::Command::Compare(a) => Resolved::Compare(a),
         cli::Command::Completions(a) => Resolved::Completions(a),
         cli::Command::Manpage => Resolved::Manpage,
