@@ -238,6 +238,14 @@ impl World {
     pub fn local_size(&self) -> usize {
         self.local_size
     }
+    /// Ranks on this rank's machine: those with its kernel boot id (namespaces or pods on one
+    /// node count together), at least those on its host.
+    pub fn machine_size(&self) -> usize {
+        match self.boot_ids.get(self.rank) {
+            Some(me) if !me.is_empty() => self.boot_ids.iter().filter(|b| *b == me).count().max(self.local_size),
+            _ => self.local_size,
+        }
+    }
     pub fn mpi_timeout(&self) -> Duration {
         self.mpi_timeout
     }
