@@ -445,7 +445,7 @@ done
 # the first run that fails (without a driver: two ranks' messages, as every other -g step).
 # shellcheck disable=SC2016
 run_step ring-overlap gpu,coll 90 "all_reduce -g, the device ring overlapped then not, $(lbl "${RING_SW[@]}"), 2 ranks on GPU 0, verified, times compared" -- \
-  bash -c 'j=$1; shift
+  bash -c 'set -o pipefail; j=$1; shift
 "$@" -J "$j.on" | tee "$j.on.txt" || exit $?
 MESHRUN_GPU_RING_OVERLAP=0 "$@" -J "$j.off" | tee "$j.off.txt" || exit $?
 printf "{\"overlapped\": %s, \"not_overlapped\": %s}\n" "$(cat "$j.on")" "$(cat "$j.off")" >"$j.json"
