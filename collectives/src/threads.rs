@@ -20,14 +20,13 @@ use std::sync::OnceLock;
 
 use rayon::prelude::*;
 
-/// Bytes from which a host reduction is split across threads: 4 MiB, measured with
+/// Bytes from which a host reduction is split across threads: 2 MiB, measured with
 /// `bench/reduce-threads` on the 2-core development VM (docs/evidence/reduce-threads-2026-12-06/,
-/// `run2.txt`): a second thread cost up to half the throughput of float sum at 64 KiB-1 MiB
-/// (0.53-0.89x: waking a pool thread and splitting cost more than the work) and nothing from
-/// 4 MiB on (0.99-1.07x up to 64 MiB). It gained nothing there either, because that machine's
-/// second core was another session's; where cores are free, run the bench and lower this if a
-/// second thread pays earlier.
-pub const PARALLEL_MIN_BYTES: usize = 4 << 20;
+/// `run4.txt`, the second core free): float sum on 2 threads gained 2.1-2.6x at 2, 4 and 16 MiB,
+/// was even at 1 MiB (1.01x) and lost at 256-512 KiB (0.53-0.94x: waking a pool thread and
+/// splitting cost more than the work); so each thread gets at least 1 MiB. Where the second
+/// core was busy with another session, 2 threads never paid (`run2.txt`).
+pub const PARALLEL_MIN_BYTES: usize = 2 << 20;
 
 /// Ranks sharing this machine, as [`share_machine`] set it (0: not set, a process alone).
 static SHARING: AtomicUsize = AtomicUsize::new(0);
