@@ -13,7 +13,8 @@
 #   ISA; GPU 0's compute mode, as two ranks share it), each failing fast with its reason; the
 #   bundle loading (meshrun --version); nvidia-smi (driver, compute mode); meshrun devices; Open
 #   MPI from the bundle on host memory; the CUDA kernel tests (output shown); every type and op
-#   at small sizes; the small sweep of each collective; large sizes for all_reduce and
+#   at small sizes; the small sweep of each collective; the device ring overlapped and not
+#   (all_reduce at 16 MiB, both verified, their times compared); large sizes for all_reduce and
 #   all_gather (FULL=1: for every collective, and more iterations); PyTorch's copy bandwidth.
 # - Evidence under $OUT (default: DIR/check-out-DATE): check.log (every step's whole output,
 #   appended), collectives.json (meshrun's -J document of every collective run, keyed by step:
@@ -403,6 +404,7 @@ HOST_SW=(-b 8 -e 256K -f 8)
 TYPES_SW=(-b 8 -e 2M -f 8)
 SMALL_SW=(-b 8 -e 32M -f 4)
 LARGE_SW=(-b 64M -e 1G -f 4)
+RING_SW=(-b 16M -e 16M -f 2)
 if [ "$FULL" = 1 ]; then
   SMALL_IT=(-n 20 -w 5) LARGE_IT=(-n 10 -w 2) LARGE_COLLS=("${COLLS[@]}")
 else
@@ -438,6 +440,21 @@ for c in "${COLLS[@]}"; do
   run_step "small-$c" gpu,coll 60 "$c -g --gpu-staging, 2 ranks on GPU 0 over TCP, $(lbl "${SMALL_SW[@]}"), verified" -- \
     "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${SMALL_SW[@]}" "${SMALL_IT[@]}" -J "$SCR/small-$c.json"
 done
+# The device ring with and without its overlap of transfer and reduction (MESHRUN_GPU_RING_OVERLAP=0):
+# both runs verified, their times at the size compared; one -J document holding both. It stops at
+# the first run that fails (without a driver: two ranks' messages, as every other -g step).
+# shellcheck disable=SC2016
+run_step ring-overlap gpu,coll 90 "all_reduce -g, the device ring overlapped then not, $(lbl "${RING_SW[@]}"), 2 ranks on GPU 0, verified, times compared" -- \
+  bash -c 'set -o pipefail; j=$1; shift
+"$@" -J "$j.on" | tee "$j.on.txt" || exit $?
+MESHRUN_GPU_RING_OVERLAP=0 "$@" -J "$j.off" | tee "$j.off.txt" || exit $?
+printf "{\"overlapped\": %s, \"not_overlapped\": %s}\n" "$(cat "$j.on")" "$(cat "$j.off")" >"$j.json"
+t() { awk '"'"'$1 ~ /^[0-9]+$/ && NF >= 13 { s = $1; o = $6; i = $10 } END { print s, o, i }'"'"' "$1"; }
+read -r s on_o on_i <<<"$(t "$j.on.txt")"; read -r _ off_o off_i <<<"$(t "$j.off.txt")"
+awk -v s="$s" -v a="$on_o" -v b="$off_o" -v c="$on_i" -v d="$off_i" '"'"'BEGIN {
+  printf "OK: at %d B, overlapped %s us, not %s us (x%.2f) out of place; %s us, %s us (x%.2f) in place\n",
+    s, a, b, (a > 0 ? b / a : 0), c, d, (c > 0 ? d / c : 0) }'"'"'' ring-overlap "$SCR/ring-overlap" \
+  "${MPIRUN[@]}" "$M" all_reduce "${GPU[@]}" "${RING_SW[@]}" -n 5 -w 1
 for c in "${LARGE_COLLS[@]}"; do
   run_step "large-$c" gpu,coll 120 "$c -g --gpu-staging, 2 ranks on GPU 0 over TCP, $(lbl "${LARGE_SW[@]}"), verified" -- \
     "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${LARGE_SW[@]}" "${LARGE_IT[@]}" -J "$SCR/large-$c.json"

@@ -10,6 +10,7 @@ pub mod output;
 pub mod pairwise;
 pub mod progress;
 pub mod reduce;
+pub mod threads;
 
 /// Re-exported: the element types and reduction operations, which the GPU code and the host
 /// reductions name as `crate::dtype`.

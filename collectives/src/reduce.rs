@@ -1,10 +1,16 @@
 //! Element-wise reduction on the CPU for every type and operation, written as plain loops over
 //! typed slices so the compiler vectorises them. Integers wrap (two's complement), as NCCL's do;
 //! half and bfloat16 are computed in f32 and rounded back, once per operation.
+//!
+//! Large reductions are split by element ranges across this rank's share of the cores
+//! ([`crate::threads`]: one thread below its measured threshold); every element is reduced on
+//! its own, so the bytes are those of one thread. The `_on` forms take the thread count (the
+//! bench's), the others the rule's.
 
 use half::{bf16, f16};
 
 use crate::dtype::{DataType, RedOp};
+use crate::threads;
 
 /// A buffer whose length or alignment does not fit its element type.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -185,13 +191,38 @@ fn reduce3_t<T: Elem>(op: RedOp, dst: &mut [T], a: &[T], b: &[T]) {
 /// `dst[i] = a[i] op b[i]`: a reduction that also moves the data, so out-of-place collectives
 /// need no separate copy.
 pub fn reduce_from(dt: DataType, op: RedOp, dst: &mut [u8], a: &[u8], b: &[u8]) -> Result<(), LayoutError> {
-    with_type!(dt, T => reduce3_t::<T>(op, typed_mut::<T>(dst, dt)?, typed::<T>(a, dt)?, typed::<T>(b, dt)?));
+    let n = threads::for_bytes(dst.len());
+    threads::run(n, || reduce_from_on(n, dt, op, dst, a, b))
+}
+
+/// [`reduce_from`] on `n` threads of the current rayon pool.
+pub fn reduce_from_on(
+    n: usize,
+    dt: DataType,
+    op: RedOp,
+    dst: &mut [u8],
+    a: &[u8],
+    b: &[u8],
+) -> Result<(), LayoutError> {
+    with_type!(dt, T => {
+        let (dst, a, b) = (typed_mut::<T>(dst, dt)?, typed::<T>(a, dt)?, typed::<T>(b, dt)?);
+        threads::split3(n, dst, a, b, |d, x, y| reduce3_t::<T>(op, d, x, y));
+    });
     Ok(())
 }
 
 /// `acc[i] = acc[i] op src[i]`.
 pub fn reduce_into(dt: DataType, op: RedOp, acc: &mut [u8], src: &[u8]) -> Result<(), LayoutError> {
-    with_type!(dt, T => reduce_t::<T>(op, typed_mut::<T>(acc, dt)?, typed::<T>(src, dt)?));
+    let n = threads::for_bytes(acc.len());
+    threads::run(n, || reduce_into_on(n, dt, op, acc, src))
+}
+
+/// [`reduce_into`] on `n` threads of the current rayon pool.
+pub fn reduce_into_on(n: usize, dt: DataType, op: RedOp, acc: &mut [u8], src: &[u8]) -> Result<(), LayoutError> {
+    with_type!(dt, T => {
+        let (acc, src) = (typed_mut::<T>(acc, dt)?, typed::<T>(src, dt)?);
+        threads::split2(n, acc, src, |a, s| reduce_t::<T>(op, a, s));
+    });
     Ok(())
 }
 
@@ -200,10 +231,18 @@ pub fn finalize(dt: DataType, op: RedOp, buf: &mut [u8], nranks: usize) -> Resul
     if op != RedOp::Avg {
         return Ok(());
     }
+    let n = threads::for_bytes(buf.len());
+    threads::run(n, || finalize_on(n, dt, buf, nranks))
+}
+
+/// The division of `avg` on `n` threads of the current rayon pool.
+fn finalize_on(n: usize, dt: DataType, buf: &mut [u8], nranks: usize) -> Result<(), LayoutError> {
     with_type!(dt, T => {
-        for x in typed_mut::<T>(buf, dt)? {
-            *x = x.div_n(nranks);
-        }
+        threads::split1(n, typed_mut::<T>(buf, dt)?, |part| {
+            for x in part {
+                *x = x.div_n(nranks);
+            }
+        });
     });
     Ok(())
 }
@@ -304,6 +343,61 @@ mod tests {
                 reduce_into(dt, op, &mut a, &b).unwrap();
                 assert_eq!(dst, a, "{} {}", dt.name(), op.name());
             }
+        }
+    }
+
+    /// Split across 2 to 5 threads, every type and op gives the bytes one thread gives, on odd
+    /// sizes (arbitrary bytes: NaNs, infinities, wrapping integers); in place, out of place, and
+    /// the avg division.
+    #[test]
+    fn threads_give_the_bytes_one_thread_gives() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut noise = |len: usize| -> Vec<u8> {
+            (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x >> 32) as u8
+                })
+                .collect()
+        };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        for dt in DataType::ALL {
+            for op in RedOp::ALL {
+                for count in [1, 3, 1001, 65_537] {
+                    let (a, b) = (noise(count * dt.size()), noise(count * dt.size()));
+                    let mut one = vec![0u8; a.len()];
+                    reduce_from_on(1, dt, op, &mut one, &a, &b).unwrap();
+                    let mut acc1 = a.clone();
+                    reduce_into_on(1, dt, op, &mut acc1, &b).unwrap();
+                    finalize_on(1, dt, &mut acc1, 3).unwrap();
+                    for n in 2..=5 {
+                        let what = format!("{} {} x{count} on {n} threads", dt.name(), op.name());
+                        let mut many = vec![0u8; a.len()];
+                        pool.install(|| reduce_from_on(n, dt, op, &mut many, &a, &b)).unwrap();
+                        assert!(many == one, "{what}: out of place");
+                        let mut acc = a.clone();
+                        pool.install(|| reduce_into_on(n, dt, op, &mut acc, &b)).unwrap();
+                        pool.install(|| finalize_on(n, dt, &mut acc, 3)).unwrap();
+                        assert!(acc == acc1, "{what}: in place and divided");
+                    }
+                    // And through the rule, at this size.
+                    let mut ruled = vec![0u8; a.len()];
+                    reduce_from(dt, op, &mut ruled, &a, &b).unwrap();
+                    assert!(ruled == one, "{} {} x{count} by the rule", dt.name(), op.name());
+                }
+            }
+        }
+        // Past the rule's threshold (split where this process may use 2 cores or more).
+        for dt in [DataType::Float, DataType::Bfloat16, DataType::Int8] {
+            let count = threads::PARALLEL_MIN_BYTES / dt.size() * 3 / 2 + 1;
+            let (a, b) = (noise(count * dt.size()), noise(count * dt.size()));
+            let mut one = a.clone();
+            reduce_into_on(1, dt, RedOp::Sum, &mut one, &b).unwrap();
+            let mut ruled = a.clone();
+            reduce_into(dt, RedOp::Sum, &mut ruled, &b).unwrap();
+            assert!(ruled == one, "{} sum x{count} by the rule", dt.name());
         }
     }
 

@@ -42,6 +42,8 @@ pub fn run_rank(args: &Rank, body: impl FnOnce(&World, &mut Mesh) -> Result<i32,
     if let Err(code) = check_open_files(&world, args, files) {
         return code;
     }
+    // Host reductions take this rank's share of the machine's cores, not all of them.
+    collectives::threads::share_machine(world.machine_size());
     if world.rank() == 0 {
         for names in world.one_machine() {
             ranks::eline!(

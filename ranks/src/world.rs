@@ -87,6 +87,15 @@ pub fn one_machine(hosts: &[String], boot_ids: &[String]) -> Vec<Vec<String>> {
     groups.into_iter().map(|(_, n)| n).filter(|n| n.len() > 1).collect()
 }
 
+/// Ranks on `rank`'s machine: those sharing its boot id, at least `local_size` (the ranks on its
+/// host); `local_size` where its boot id is unknown.
+pub fn ranks_on_machine(boot_ids: &[String], rank: usize, local_size: usize) -> usize {
+    match boot_ids.get(rank) {
+        Some(me) if !me.is_empty() => boot_ids.iter().filter(|b| *b == me).count().max(local_size),
+        _ => local_size,
+    }
+}
+
 /// The launcher environment's idea of the world size, if it has one: (variable, value).
 pub fn launcher_size_from_env(get: impl Fn(&str) -> Option<String>) -> Option<(String, usize)> {
     [
@@ -237,6 +246,11 @@ impl World {
     }
     pub fn local_size(&self) -> usize {
         self.local_size
+    }
+    /// Ranks on this rank's machine: those with its kernel boot id (namespaces or pods on one
+    /// node count together), at least those on its host.
+    pub fn machine_size(&self) -> usize {
+        ranks_on_machine(&self.boot_ids, self.rank, self.local_size)
     }
     pub fn mpi_timeout(&self) -> Duration {
         self.mpi_timeout
@@ -394,6 +408,11 @@ mod tests {
         // Every host its own machine; several ranks of one host are not a finding.
         assert!(one_machine(&v(&["a", "a", "b"]), &v(&["A", "A", "B"])).is_empty());
         assert!(one_machine(&v(&["a", "b"]), &v(&["", ""])).is_empty());
+        // What a rank's reduction pool shares the cores with: 4 ranks on machine A (two pods),
+        // 1 on B; where the boot id is unknown, the ranks of its host.
+        assert_eq!(ranks_on_machine(&boots, 2, 2), 4);
+        assert_eq!(ranks_on_machine(&boots, 4, 1), 1);
+        assert_eq!(ranks_on_machine(&boots, 5, 1), 1);
     }
 
     #[test]

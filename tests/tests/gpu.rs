@@ -59,6 +59,27 @@ fn staged_reductions_run_on_the_device_for_every_type_and_op() {
     }
     // Several slices per chunk (ring) and per chain step (reduce), with a root other than 0.
     three_mib(&["all_reduce_perf", "reduce_perf"]);
+    // The ring without its overlap of transfer and reduction, as a comparison runs it.
+    let args = [
+        "all_reduce",
+        "-g",
+        "--gpu-staging",
+        "-b",
+        "3M",
+        "-e",
+        "3M",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ];
+    let r = mpirun(
+        3,
+        &args,
+        &[STANDIN, ("MESHRUN_GPU_RING_OVERLAP", "0")],
+        limits::LONG_JOB,
+    );
+    check_verified("all_reduce 3 MiB, not overlapped", &r, 1);
 }
 
 /// One 3 MiB run of each collective at 3 ranks (three slices per transfer), root 2, verified.

@@ -8,7 +8,9 @@
 //!
 //! The algorithms ([`ring_reduce_scatter`], [`ring_all_gather`], and each collective's
 //! `run_gpu`) are written once on [`DeviceRun::transfer`], so both paths run the same schedule.
-//! Rings and chains move one slice ([`super::ring::SLICE`]) per step.
+//! Rings and chains move one slice ([`super::ring::SLICE`]) per step. The ring reduce-scatter
+//! keeps two slices in flight: slice k's reduction kernel runs while slice k+1 moves
+//! (`MESHRUN_GPU_RING_OVERLAP=0` turns that off, for comparisons).
 
 use std::ops::Range;
 use std::time::Instant;
@@ -89,12 +91,24 @@ enum Path<'g> {
     },
 }
 
+/// Whether the device ring overlaps transfer and reduction: yes, unless
+/// `MESHRUN_GPU_RING_OVERLAP=0` (for comparing the two, as `scripts/gpu-bundle-check.sh` does).
+pub fn overlap_from_env() -> bool {
+    std::env::var("MESHRUN_GPU_RING_OVERLAP").map_or(true, |v| v.trim() != "0")
+}
+
 /// A GPU and the transfer memory of one placement, allocated once and reused by every run.
 pub struct DeviceRun<'g> {
     pub gpu: &'g mut dyn Gpu,
     path: Path<'g>,
-    /// Device scratch: a received slice lands here before it is reduced.
+    /// Device scratch: a received slice lands here before it is reduced; two slices of
+    /// `scratch_half` bytes, so the ring receives one while it reduces the other.
     pub dev_scratch: BufId,
+    scratch_half: usize,
+    /// The rings' slice: [`super::ring::SLICE`] (smaller in tests, so small cases have many).
+    slice: usize,
+    /// Whether the ring reduce-scatter overlaps slice k's reduction with slice k+1's transfer.
+    pub overlap: bool,
     /// Device work buffer for algorithms that need a whole-size temporary (allocated on first use).
     work: Option<(BufId, usize)>,
 }
@@ -111,6 +125,19 @@ impl<'g> DeviceRun<'g> {
         bufs: DevBufs,
         staging: Option<&'g mut HostStaging>,
     ) -> Result<DeviceRun<'g>, CollError> {
+        DeviceRun::with_slice(gpu, t, path, bytes, bufs, staging, super::ring::SLICE)
+    }
+
+    /// [`DeviceRun::new`] with rings of `slice`-byte slices.
+    pub(crate) fn with_slice(
+        gpu: &'g mut dyn Gpu,
+        t: &mut dyn Transport,
+        path: DataPath,
+        bytes: usize,
+        bufs: DevBufs,
+        staging: Option<&'g mut HostStaging>,
+        slice: usize,
+    ) -> Result<DeviceRun<'g>, CollError> {
         let path = match (path, staging) {
             (DataPath::Staged, Some(s)) if s.len() >= bytes => Path::Staged(s),
             (DataPath::Staged, s) => {
@@ -123,11 +150,15 @@ impl<'g> DeviceRun<'g> {
             }
             (DataPath::Direct(_), _) => Path::Direct { regions: Vec::new() },
         };
-        let dev_scratch = gpu.alloc(bytes.min(super::ring::SLICE))?;
+        let scratch_half = bytes.min(slice);
+        let dev_scratch = gpu.alloc(2 * scratch_half)?;
         let mut run = DeviceRun {
             gpu,
             path,
             dev_scratch,
+            scratch_half,
+            slice,
+            overlap: overlap_from_env(),
             work: None,
         };
         for b in bufs.all().into_iter().chain([dev_scratch]) {
@@ -286,6 +317,13 @@ impl<'g> DeviceRun<'g> {
 /// r-s-1 right and receives chunk r-s-2 from the left, slice by slice; each received slice lands
 /// in device scratch and is reduced on the GPU. With `src` (out of place), this rank's data is
 /// read from `src` and results are written to `buf`.
+///
+/// Two slices in flight, as the host ring: slice k's reduction kernel is started
+/// ([`Gpu::reduce_start`], a stream of its own) and slice k+1 moves meanwhile into the other half
+/// of the scratch; the kernel is waited for once the transfer is done. Where the next send reads
+/// what the pending reduction writes (a chunk of one slice), the reduction runs first. Each
+/// element is reduced by the same operations in the same order either way, so the result is
+/// the same bytes as without overlap ([`DeviceRun::overlap`] false: transfer, then reduce).
 pub fn ring_reduce_scatter(
     t: &mut dyn Transport,
     ctx: &Ctx,
@@ -295,22 +333,55 @@ pub fn ring_reduce_scatter(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::ReduceScatter, bounds, super::ring::SLICE) {
-        let from = match src {
-            Some(src) if p.step == 0 => src,
-            _ => buf,
+    let (scratch, half) = (dr.dev_scratch, dr.scratch_half);
+    // Slice k lands in scratch half k mod 2.
+    let landing = |k: usize| At::new(scratch, (k % 2) * half);
+    // Reduce received slice `rr` (landed as slice k) into its place: started, or waited for.
+    let reduce = |dr: &mut DeviceRun, rr: Range<usize>, k: usize, start: bool| {
+        let (dst, own) = (At::new(buf, rr.start), At::new(src.unwrap_or(buf), rr.start));
+        let (dt, op) = (ctx.dtype, ctx.op);
+        match start {
+            true => dr.gpu.reduce_start(dt, op, dst, own, landing(k), rr.len()),
+            false => dr.gpu.reduce(dt, op, dst, own, landing(k), rr.len()),
+        }
+    };
+    // The slice received and not yet reduced: its place in `buf`, and which slice it was.
+    let mut pending: Option<(Range<usize>, usize)> = None;
+    for (k, p) in pieces(ctx, Phase::ReduceScatter, bounds, dr.slice)
+        .into_iter()
+        .enumerate()
+    {
+        let from_src = src.filter(|_| p.step == 0);
+        // This piece's send reads what the pending reduction writes: reduce first.
+        if let (Some(sr), Some((rr, _)), None) = (&p.send, &pending, from_src) {
+            if sr.start < rr.end && rr.start < sr.end {
+                let (rr, j) = pending.take().expect("checked above");
+                reduce(dr, rr, j, false)?;
+            }
+        }
+        let started = match pending.take() {
+            Some((rr, j)) => reduce(dr, rr, j, true).map(|()| true)?,
+            None => false,
         };
         let xs = Xfer::step(
-            p.send.as_ref().map(|sr| (right, At::new(from, sr.start), sr.len())),
-            p.recv.as_ref().map(|rr| (left, At::new(dr.dev_scratch, 0), rr.len())),
+            p.send
+                .as_ref()
+                .map(|sr| (right, At::new(from_src.unwrap_or(buf), sr.start), sr.len())),
+            p.recv.as_ref().map(|rr| (left, landing(k), rr.len())),
         );
         dr.transfer(t, &xs, Instant::now() + ctx.step_timeout)?;
-        if let Some(rr) = p.recv {
-            let own = At::new(src.unwrap_or(buf), rr.start);
-            let scratch = At::new(dr.dev_scratch, 0);
-            dr.gpu
-                .reduce(ctx.dtype, ctx.op, At::new(buf, rr.start), own, scratch, rr.len())?;
+        if started {
+            dr.gpu.reduce_wait()?;
         }
+        pending = p.recv.map(|rr| (rr, k));
+        if !dr.overlap {
+            if let Some((rr, j)) = pending.take() {
+                reduce(dr, rr, j, false)?;
+            }
+        }
+    }
+    if let Some((rr, j)) = pending {
+        reduce(dr, rr, j, false)?;
     }
     Ok(())
 }
@@ -325,7 +396,7 @@ pub fn ring_all_gather(
     bounds: &dyn Fn(usize) -> Range<usize>,
 ) -> Result<(), CollError> {
     let (right, left) = neighbours(ctx);
-    for p in pieces(ctx, Phase::AllGather, bounds, super::ring::SLICE) {
+    for p in pieces(ctx, Phase::AllGather, bounds, dr.slice) {
         let xs = Xfer::step(
             p.send.as_ref().map(|sr| (right, At::new(buf, sr.start), sr.len())),
             p.recv.as_ref().map(|rr| (left, At::new(buf, rr.start), rr.len())),
@@ -336,192 +407,4 @@ pub fn ring_all_gather(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gpu::standin::{check_journal, Call, HostStandIn, Journal};
-    use crate::gpu::RdmaFlush;
-    use ranks::{
-        ForeignPath, NicMemory, OneSidedResult, OneSidedRole, Rdma, TransportError, TransportKind, WindowMemory,
-    };
-
-    /// Rank 0 of `n` with RDMA: zero-copy batches "complete" at once (the stand-in's memory is not
-    /// written), each noted in the stand-in's journal, so the order of network and device calls
-    /// shows; two-sided operations are an error (the direct path must not use them).
-    struct FakeRdma {
-        n: usize,
-        journal: Journal,
-        regions: usize,
-    }
-
-    impl Transport for FakeRdma {
-        fn kind(&self) -> TransportKind {
-            TransportKind::Verbs
-        }
-        fn rank(&self) -> usize {
-            0
-        }
-        fn size(&self) -> usize {
-            self.n
-        }
-        fn host_of(&self, _: usize) -> &str {
-            "fake"
-        }
-        fn exchange_with(
-            &mut self,
-            _: &mut [Op<'_>],
-            _: Instant,
-            _: Option<&mut dyn FnMut()>,
-        ) -> Result<(), TransportError> {
-            Err(TransportError::Setup("a two-sided operation on the direct path".into()))
-        }
-        fn rdma(&mut self) -> Option<&mut dyn Rdma> {
-            Some(self)
-        }
-    }
-
-    impl Rdma for FakeRdma {
-        fn one_sided(
-            &mut self,
-            _: usize,
-            _: usize,
-            _: OneSidedRole,
-            _: Instant,
-        ) -> Result<OneSidedResult, TransportError> {
-            Err(TransportError::Setup("not in this test".into()))
-        }
-        fn use_window_memory(&mut self, _: Box<dyn WindowMemory>) -> Result<ForeignPath, TransportError> {
-            Err(TransportError::Setup("not in this test".into()))
-        }
-        fn register_region(&mut self, _: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {
-            self.regions += 1;
-            Ok((self.regions, ForeignPath::HostStandIn))
-        }
-        fn release_region(&mut self, _: RegionId) {}
-        fn exchange_direct(&mut self, ops: &mut [DirectOp], _: Instant) -> Result<(), TransportError> {
-            let recv = ops.iter().any(|o| matches!(o.kind, ranks::DirectKind::Recv(_)));
-            self.journal.lock().unwrap().push(Call::Note(if recv {
-                "exchange with receives"
-            } else {
-                "exchange, sends only"
-            }));
-            Ok(())
-        }
-        fn use_send_opcode(&mut self, _: bool) {}
-        fn set_test_qps(&mut self, _: usize) {}
-    }
-
-    fn ctx(nranks: usize) -> Ctx {
-        Ctx::for_test(0, nranks, std::time::Duration::from_secs(5))
-    }
-
-    /// A ring reduce-scatter over GPUDirect RDMA on a stand-in GPU whose device reports these
-    /// attributes; the journal of its calls from the first transfer on.
-    fn ring_over_rdma(flush_options: i32, ordering: i32) -> (Vec<Call>, RdmaFlush) {
-        let mut g = HostStandIn::with_attributes(0, flush_options, ordering);
-        let journal = g.journal();
-        let mut t = FakeRdma {
-            n: 3,
-            journal: journal.clone(),
-            regions: 0,
-        };
-        let buf = g.alloc(3000).unwrap();
-        let rule = g.flush_rule();
-        let mut dr = DeviceRun::new(
-            &mut g,
-            &mut t,
-            DataPath::Direct(ForeignPath::HostStandIn),
-            3000,
-            DevBufs::InPlace { buf },
-            None,
-        )
-        .unwrap();
-        let start = journal.lock().unwrap().len();
-        ring_reduce_scatter(&mut t, &ctx(3), &mut dr, None, buf, &|c| c * 1000..(c + 1) * 1000).unwrap();
-        // The check's download of the result reads device memory too.
-        let mut out = vec![0u8; 1000];
-        dr.gpu.download(At::new(buf, 0), &mut out).unwrap();
-        dr.release(&mut t);
-        let calls = journal.lock().unwrap()[start..].to_vec();
-        (calls, rule)
-    }
-
-    /// Where the device needs it, every slice an RDMA write placed is flushed before the reduce
-    /// kernel reads it: exchange, landed, flush, reduce, for each of the ring's two steps.
-    #[test]
-    fn rdma_writes_are_flushed_before_the_kernel_reads_them() {
-        let (calls, rule) = ring_over_rdma(crate::gpu::FLUSH_OPTION_HOST, 0);
-        assert_eq!(rule, RdmaFlush::Flush);
-        let step = [
-            Call::Note("exchange with receives"),
-            Call::RdmaLanded,
-            Call::Flush,
-            Call::Reduce(1000),
-        ];
-        let want: Vec<Call> = step
-            .iter()
-            .chain(&step)
-            .cloned()
-            .chain([Call::Download(1000)])
-            .collect();
-        assert_eq!(calls[..want.len()], want[..], "{calls:?}");
-        check_journal(&calls, rule, 1).unwrap();
-    }
-
-    /// A device that orders RDMA writes for its own kernels (OWNER or ALL_DEVICES) is never flushed.
-    #[test]
-    fn no_flush_where_the_device_orders_rdma_writes() {
-        for ordering in [crate::gpu::ORDERING_OWNER, crate::gpu::ORDERING_ALL_DEVICES] {
-            let (calls, rule) = ring_over_rdma(crate::gpu::FLUSH_OPTION_HOST, ordering);
-            assert_eq!(rule, RdmaFlush::NotNeeded);
-            assert!(calls.contains(&Call::RdmaLanded), "{calls:?}");
-            assert!(!calls.contains(&Call::Flush), "{calls:?}");
-            assert_eq!(calls.iter().filter(|c| matches!(c, Call::Reduce(_))).count(), 2);
-            check_journal(&calls, rule, 1).unwrap();
-        }
-    }
-
-    /// The staged path takes the run's staging and allocates none of its own; staging smaller
-    /// than the case is refused (the run must allocate it at its largest size).
-    #[test]
-    fn staged_runs_share_the_run_staging() {
-        let mut g = HostStandIn::new(0);
-        let journal = g.journal();
-        let mut t = FakeRdma {
-            n: 2,
-            journal: journal.clone(),
-            regions: 0,
-        };
-        let mut staging = HostStaging::new(&mut g, 4096).unwrap();
-        for bytes in [64, 1024, 4096] {
-            let buf = g.alloc(bytes).unwrap();
-            let dr = DeviceRun::new(
-                &mut g,
-                &mut t,
-                DataPath::Staged,
-                bytes,
-                DevBufs::InPlace { buf },
-                Some(&mut staging),
-            )
-            .unwrap();
-            dr.release(&mut t);
-            g.free(buf);
-        }
-        let e = DeviceRun::new(
-            &mut g,
-            &mut t,
-            DataPath::Staged,
-            8192,
-            DevBufs::InPlace { buf: 0 },
-            Some(&mut staging),
-        )
-        .err()
-        .expect("staging too small");
-        assert!(e.to_string().contains("host staging is smaller than this case"), "{e}");
-        assert!(DeviceRun::new(&mut g, &mut t, DataPath::Staged, 8, DevBufs::InPlace { buf: 0 }, None).is_err());
-        let calls = journal.lock().unwrap().clone();
-        let staging_calls: Vec<&Call> = calls.iter().filter(|c| matches!(c, Call::HostStaging(_))).collect();
-        assert_eq!(staging_calls, [&Call::HostStaging(4096), &Call::HostStaging(4096)]);
-        assert_eq!(t.regions, 0, "nothing registered on the staged path");
-        check_journal(&calls, g.flush_rule(), 1).unwrap();
-    }
-}
+mod tests;

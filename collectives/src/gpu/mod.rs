@@ -285,9 +285,9 @@ pub fn probe_all(host: &str) -> Result<Vec<GpuDirectProbe>, GpuError> {
     }
 }
 
-/// Device memory and the operations the staged collectives need. Every call completes before it
-/// returns (copies are synchronous with respect to the host), so host staging buffers can be
-/// reused at once.
+/// Device memory and the operations the staged collectives need. Every call but
+/// [`Gpu::reduce_start`] completes before it returns (copies are synchronous with respect to the
+/// host), so host staging buffers can be reused at once.
 pub trait Gpu {
     fn info(&self) -> &GpuInfo;
     /// A zeroed device buffer of `len` bytes.
@@ -307,6 +307,20 @@ pub trait Gpu {
     fn nic_memory(&self, buf: BufId) -> Result<Box<dyn ranks::NicMemory>, GpuError>;
     /// `dst[i] = a[i] op b[i]` over `bytes` bytes of `dt` elements, on the device. `dst` may be `a`.
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError>;
+    /// [`Gpu::reduce`], started and not waited for: the one exception to "every call completes
+    /// before it returns", so a ring moves its next slice while this one is reduced. The kernel
+    /// runs on a stream of its own, beside the stream of the copies (uploads, downloads), and
+    /// reads what earlier calls wrote (they completed). One at a time: a second start waits for
+    /// the first. Until [`Gpu::reduce_wait`] returns, the caller reads and writes none of `dst`,
+    /// `a` and `b` with other calls, nor lets RDMA writes land there. The default runs it at once.
+    fn reduce_start(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        self.reduce(dt, op, dst, a, b, bytes)
+    }
+    /// Wait, at most the call limit, for the reduction [`Gpu::reduce_start`] started (nothing when
+    /// none is running); its failure, if it failed, is reported here.
+    fn reduce_wait(&mut self) -> Result<(), GpuError> {
+        Ok(())
+    }
     /// The last step of `avg`: divide `range` of `buf` by `nranks` (other ops: nothing).
     fn finalize(
         &mut self,

@@ -41,11 +41,29 @@ pub enum Call {
     Free,
     /// `cuMemHostAlloc` of pinned staging, bytes.
     HostStaging(usize),
-    Upload(usize),
-    Download(usize),
+    /// Bytes copied into the device at a place.
+    Upload(At, usize),
+    /// Bytes copied out of the device from a place.
+    Download(At, usize),
     Copy(usize),
-    /// A reduction kernel reading and writing this many bytes.
-    Reduce(usize),
+    /// A reduction kernel `dst = a op b` over this many bytes, waited for.
+    Reduce {
+        dst: At,
+        a: At,
+        b: At,
+        bytes: usize,
+    },
+    /// A reduction started and not waited for (`reduce_start`): `dst = a op b`, bytes. The
+    /// stand-in computes it only when it is waited for, the latest a GPU could run it, so a call
+    /// in between that overwrote an operand or read `dst` gives a wrong result.
+    ReduceStart {
+        dst: At,
+        a: At,
+        b: At,
+        bytes: usize,
+    },
+    /// The started reduction waited for (and computed), bytes.
+    ReduceDone(usize),
     /// The divide kernel of avg.
     Finalize(usize),
     /// The transport said RDMA writes into device memory completed.
@@ -67,7 +85,7 @@ impl Call {
     pub fn reads_device(&self) -> bool {
         matches!(
             self,
-            Call::Download(_) | Call::Copy(_) | Call::Reduce(_) | Call::Finalize(_)
+            Call::Download(..) | Call::Copy(_) | Call::Reduce { .. } | Call::ReduceStart { .. } | Call::Finalize(_)
         )
     }
 }
@@ -92,7 +110,8 @@ pub fn check_journal(calls: &[Call], flush: RdmaFlush, runs: usize) -> Result<()
             staging.len()
         ));
     }
-    if let (Some(&last), Some(first_upload)) = (staging.last(), calls.iter().position(|c| matches!(c, Call::Upload(_))))
+    if let (Some(&last), Some(first_upload)) =
+        (staging.last(), calls.iter().position(|c| matches!(c, Call::Upload(..))))
     {
         if runs == 1 && last > first_upload {
             return Err(format!(
@@ -147,10 +166,10 @@ pub fn summary(calls: &[Call], flush: RdmaFlush) -> String {
         },
         count(&|c| matches!(c, Call::Alloc(_))),
         count(&|c| matches!(c, Call::Free)),
-        count(&|c| matches!(c, Call::Upload(_))),
-        count(&|c| matches!(c, Call::Download(_))),
+        count(&|c| matches!(c, Call::Upload(..))),
+        count(&|c| matches!(c, Call::Download(..))),
         count(&|c| matches!(c, Call::Copy(_))),
-        count(&|c| matches!(c, Call::Reduce(_))),
+        count(&|c| matches!(c, Call::Reduce { .. } | Call::ReduceStart { .. })),
         count(&|c| matches!(c, Call::Finalize(_))),
         count(&|c| matches!(c, Call::RdmaLanded)),
         count(&|c| matches!(c, Call::Flush)),
@@ -175,6 +194,18 @@ pub struct HostStandIn {
     /// it, a long run's journal would only grow).
     log: Option<JournalSink>,
     record: bool,
+    /// The reduction started and not yet waited for.
+    started: Option<Started>,
+}
+
+/// A started reduction, computed when waited for: its operands and result as the buffers they
+/// are in (shared, so a `free` meanwhile does not lose them).
+struct Started {
+    dt: DataType,
+    op: RedOp,
+    dst: (Shared, Range<usize>),
+    a: (Shared, Range<usize>),
+    b: (Shared, Range<usize>),
 }
 
 /// Where a stand-in's journal summary goes (`MESHRUN_GPU_STANDIN_LOG`): `1` for stderr, in one
@@ -248,6 +279,7 @@ impl HostStandIn {
             landed: false,
             log: None,
             record: true,
+            started: None,
         }
     }
 
@@ -388,6 +420,8 @@ impl Gpu for HostStandIn {
         Ok(self.bufs.len() - 1)
     }
     fn free(&mut self, buf: BufId) {
+        // As the CUDA path: a started reduction is waited for before memory goes.
+        let _ = self.reduce_wait();
         if let Some(b) = self.bufs.get_mut(buf) {
             if b.take().is_some() {
                 self.note(Call::Free);
@@ -400,14 +434,14 @@ impl Gpu for HostStandIn {
     }
     fn upload(&mut self, dst: At, src: &[u8]) -> Result<(), GpuError> {
         let (b, r) = self.range(dst, src.len(), "upload past the end")?;
-        self.note(Call::Upload(src.len()));
+        self.note(Call::Upload(dst, src.len()));
         lock(&b).as_mut_slice()[r].copy_from_slice(src);
         Ok(())
     }
     fn download(&mut self, src: At, dst: &mut [u8]) -> Result<(), GpuError> {
         self.settle();
         let (b, r) = self.range(src, dst.len(), "download past the end")?;
-        self.note(Call::Download(dst.len()));
+        self.note(Call::Download(src, dst.len()));
         dst.copy_from_slice(&lock(&b).as_slice()[r]);
         Ok(())
     }
@@ -421,8 +455,9 @@ impl Gpu for HostStandIn {
         Ok(())
     }
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        self.reduce_wait()?;
         self.settle();
-        self.note(Call::Reduce(bytes));
+        self.note(Call::Reduce { dst, a, b, bytes });
         // Operands are copied out first, so any aliasing between dst, a and b is fine.
         let (ab, ar) = self.range(a, bytes, "reduce operand past the end")?;
         let av = lock(&ab).as_slice()[ar].to_vec();
@@ -430,6 +465,29 @@ impl Gpu for HostStandIn {
         let bv = lock(&bb).as_slice()[br].to_vec();
         let (d, dr) = self.range(dst, bytes, "reduce result past the end")?;
         let r = reduce::reduce_from(dt, op, &mut lock(&d).as_mut_slice()[dr], &av, &bv);
+        r.map_err(|e| self.failed("reduce", e))
+    }
+    fn reduce_start(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        self.reduce_wait()?;
+        self.settle();
+        self.note(Call::ReduceStart { dst, a, b, bytes });
+        self.started = Some(Started {
+            dt,
+            op,
+            a: self.range(a, bytes, "reduce operand past the end")?,
+            b: self.range(b, bytes, "reduce operand past the end")?,
+            dst: self.range(dst, bytes, "reduce result past the end")?,
+        });
+        Ok(())
+    }
+    fn reduce_wait(&mut self) -> Result<(), GpuError> {
+        let Some(Started { dt, op, dst, a, b }) = self.started.take() else {
+            return Ok(());
+        };
+        self.note(Call::ReduceDone(dst.1.len()));
+        let av = lock(&a.0).as_slice()[a.1].to_vec();
+        let bv = lock(&b.0).as_slice()[b.1].to_vec();
+        let r = reduce::reduce_from(dt, op, &mut lock(&dst.0).as_mut_slice()[dst.1], &av, &bv);
         r.map_err(|e| self.failed("reduce", e))
     }
     fn finalize(

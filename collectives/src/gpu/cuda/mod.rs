@@ -39,13 +39,20 @@ pub use probe::{probe, probe_all};
 pub struct CudaGpu {
     info: GpuInfo,
     ctx: Arc<CudaContext>,
+    /// The copies (uploads, downloads, device copies, zeroing) and the reductions waited for.
     stream: Arc<CudaStream>,
+    /// The reductions started and not waited for (`reduce_start`): a stream of their own, so a
+    /// kernel runs while the copy stream moves the next slice.
+    reduce_stream: Arc<CudaStream>,
     module: Arc<CudaModule>,
     funcs: HashMap<String, CudaFunction>,
     /// Live buffers.
     bufs: Vec<Option<DevAlloc>>,
     /// Recorded after each call's work; the host polls it (a bounded wait, not cuStreamSynchronize).
     done: CudaEvent,
+    /// Recorded on `reduce_stream` after a started reduction; `reducing` while it may still run.
+    reduce_done: CudaEvent,
+    reducing: bool,
     limit: std::time::Duration,
     /// Whether the driver exports device memory as dma-bufs, or why not.
     dmabuf: Result<(), String>,
@@ -65,10 +72,12 @@ impl CudaGpu {
         let (ctx, info) = open_context(ordinal)?;
         let fail = call_error;
         let stream = ctx.new_stream().map_err(|e| fail(&info, "cuStreamCreate", e))?;
+        let reduce_stream = ctx.new_stream().map_err(|e| fail(&info, "cuStreamCreate", e))?;
         let module = ctx
             .load_module(Ptx::from_src(kernels::PTX))
             .map_err(|e| fail(&info, "cuModuleLoadData (reduction kernels)", e))?;
         let done = ctx.new_event(None).map_err(|e| fail(&info, "cuEventCreate", e))?;
+        let reduce_done = ctx.new_event(None).map_err(|e| fail(&info, "cuEventCreate", e))?;
         let dmabuf = if ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED) == Ok(1) {
             Ok(())
         } else {
@@ -83,10 +92,13 @@ impl CudaGpu {
             info,
             ctx,
             stream,
+            reduce_stream,
             module,
             funcs: HashMap::new(),
             bufs: Vec::new(),
             done,
+            reduce_done,
+            reducing: false,
             limit: std::time::Duration::from_secs(60),
             dmabuf,
             page: host_page_size(),
@@ -150,9 +162,14 @@ impl CudaGpu {
         self.done
             .record(&self.stream)
             .map_err(|e| self.fail("cuEventRecord", e))?;
+        self.wait_event(&self.done, after)
+    }
+
+    /// Wait for `event`, recorded on one of this GPU's streams, at most the call limit.
+    fn wait_event(&self, event: &CudaEvent, after: &'static str) -> Result<(), GpuError> {
         let query = || {
-            // SAFETY: a live event of this GPU's context, recorded just above.
-            match unsafe { cudarc::driver::result::event::query(self.done.cu_event()) } {
+            // SAFETY: a live event of this GPU's context, recorded by the caller.
+            match unsafe { cudarc::driver::result::event::query(event.cu_event()) } {
                 Ok(()) => Ok(true),
                 Err(DriverError(CUresult::CUDA_ERROR_NOT_READY)) => Ok(false),
                 Err(e) => Err(e),
@@ -167,6 +184,46 @@ impl CudaGpu {
                 waited,
             }),
         }
+    }
+
+    /// Queue the reduction kernel `dst = a op b` on `stream` (after the flush RDMA writes need);
+    /// false where there is nothing to reduce.
+    #[allow(clippy::too_many_arguments)]
+    fn launch_reduce(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        dt: DataType,
+        op: RedOp,
+        dst: At,
+        a: At,
+        b: At,
+        bytes: usize,
+    ) -> Result<bool, GpuError> {
+        let n = (bytes / dt.size()) as u64;
+        if n == 0 {
+            return Ok(false);
+        }
+        let (d, x, y) = (
+            self.addr(dst, bytes, "reduce result past the end")?,
+            self.addr(a, bytes, "reduce operand past the end")?,
+            self.addr(b, bytes, "reduce operand past the end")?,
+        );
+        let f = self.func(&kernels::reduce_name(dt, op))?;
+        self.settle()?;
+        let cfg = LaunchConfig {
+            grid_dim: (kernels::blocks(n as usize), 1, 1),
+            block_dim: (kernels::BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = stream.launch_builder(&f);
+        l.arg(&d).arg(&x).arg(&y).arg(&n);
+        // SAFETY: the kernel `meshrun_<op>_<type>(T *dst, const T *a, const T *b, u64 n)` reads n
+        // elements at a and b and writes n at dst (dst may equal a: each element is read before it is
+        // written by the same thread); all three ranges were checked above against live allocations,
+        // which outlive the kernel (a started one is waited for by `free` and by drop before any
+        // buffer goes), and the four arguments match its signature (three device pointers, one u64).
+        unsafe { l.launch(cfg) }.map_err(|e| self.fail("cuLaunchKernel (reduce)", e))?;
+        Ok(true)
     }
 
     /// The device address and length of a buffer, for registering it with an RDMA NIC.
@@ -228,6 +285,8 @@ impl Gpu for CudaGpu {
     }
 
     fn free(&mut self, buf: BufId) {
+        // A started reduction may still read or write it (an error already ended the run).
+        let _ = self.reduce_wait();
         if let Some(b) = self.bufs.get_mut(buf) {
             *b = None;
         }
@@ -305,30 +364,31 @@ impl Gpu for CudaGpu {
     }
 
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
-        let n = (bytes / dt.size()) as u64;
-        if n == 0 {
+        self.reduce_wait()?;
+        let stream = self.stream.clone();
+        if self.launch_reduce(&stream, dt, op, dst, a, b, bytes)? {
+            self.sync("reduction kernel")?;
+        }
+        Ok(())
+    }
+
+    fn reduce_start(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {
+        self.reduce_wait()?;
+        let stream = self.reduce_stream.clone();
+        if self.launch_reduce(&stream, dt, op, dst, a, b, bytes)? {
+            self.reduce_done
+                .record(&stream)
+                .map_err(|e| self.fail("cuEventRecord", e))?;
+            self.reducing = true;
+        }
+        Ok(())
+    }
+
+    fn reduce_wait(&mut self) -> Result<(), GpuError> {
+        if !std::mem::take(&mut self.reducing) {
             return Ok(());
         }
-        let (d, x, y) = (
-            self.addr(dst, bytes, "reduce result past the end")?,
-            self.addr(a, bytes, "reduce operand past the end")?,
-            self.addr(b, bytes, "reduce operand past the end")?,
-        );
-        let f = self.func(&kernels::reduce_name(dt, op))?;
-        self.settle()?;
-        let cfg = LaunchConfig {
-            grid_dim: (kernels::blocks(n as usize), 1, 1),
-            block_dim: (kernels::BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut l = self.stream.launch_builder(&f);
-        l.arg(&d).arg(&x).arg(&y).arg(&n);
-        // SAFETY: the kernel `meshrun_<op>_<type>(T *dst, const T *a, const T *b, u64 n)` reads n
-        // elements at a and b and writes n at dst (dst may equal a: each element is read before it is
-        // written by the same thread); all three ranges were checked above against live allocations,
-        // and the four arguments match its signature (three device pointers, one u64).
-        unsafe { l.launch(cfg) }.map_err(|e| self.fail("cuLaunchKernel (reduce)", e))?;
-        self.sync("reduction kernel")
+        self.wait_event(&self.reduce_done, "reduction kernel (started, overlapped)")
     }
 
     fn finalize(
@@ -366,6 +426,13 @@ impl Gpu for CudaGpu {
 
     fn set_call_limit(&mut self, limit: std::time::Duration) {
         self.limit = limit;
+    }
+}
+
+impl Drop for CudaGpu {
+    fn drop(&mut self) {
+        // The buffers go with `self`: a started reduction must not outlive them.
+        let _ = self.reduce_wait();
     }
 }
 

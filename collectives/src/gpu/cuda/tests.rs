@@ -352,3 +352,35 @@ fn device_errors_name_the_gpu_and_the_bounds() {
     g.download(At::new(d, 0), &mut back).unwrap();
     assert_eq!(back, s.bytes());
 }
+
+/// A started reduction (its own stream) gives the bytes a waited one gives, while uploads and
+/// downloads of other buffers run on the copy stream meanwhile, as the overlapped ring does.
+#[test]
+#[ignore = "needs an NVIDIA GPU and driver; scripts/gpu-check.sh runs it on a GPU machine"]
+fn started_reductions_equal_waited_ones_beside_copies() {
+    let mut g = gpu_for_test();
+    let n = 1 << 22;
+    for dt in [DataType::Float, DataType::Bfloat16] {
+        let bytes = n * dt.size();
+        let (a, b) = (operands(dt, n, 1), operands(dt, n, 2));
+        let [da, db, want, got, other] = [0; 5].map(|_| g.alloc(bytes).unwrap());
+        g.upload(At::new(da, 0), &a).unwrap();
+        g.upload(At::new(db, 0), &b).unwrap();
+        let (x, y) = (At::new(da, 0), At::new(db, 0));
+        g.reduce(dt, RedOp::Sum, At::new(want, 0), x, y, bytes).unwrap();
+        g.reduce_start(dt, RedOp::Sum, At::new(got, 0), x, y, bytes).unwrap();
+        g.upload(At::new(other, 0), &a).unwrap();
+        let mut back = vec![0u8; bytes];
+        g.download(At::new(other, 0), &mut back).unwrap();
+        g.reduce_wait().unwrap();
+        assert_eq!(back, a, "{}: the copy beside the kernel", dt.name());
+        let (mut w, mut o) = (vec![0u8; bytes], vec![0u8; bytes]);
+        g.download(At::new(want, 0), &mut w).unwrap();
+        g.download(At::new(got, 0), &mut o).unwrap();
+        assert_eq!(reduce::count_wrong(dt, &o, &w), 0, "{} sum, started", dt.name());
+        g.reduce_wait().unwrap();
+        for buf in [da, db, want, got, other] {
+            g.free(buf);
+        }
+    }
+}

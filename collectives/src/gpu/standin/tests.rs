@@ -124,18 +124,35 @@ fn flush_only_when_needed_and_before_reads() {
 fn journal_rules_catch_broken_orders() {
     use Call::*;
     let f = RdmaFlush::Flush;
-    let e = check_journal(&[Alloc(8), RdmaLanded, Reduce(8)], f, 1).unwrap_err();
+    let at = At::new(0, 0);
+    let upload = |n| Upload(at, n);
+    let reduce = |n| Reduce {
+        dst: at,
+        a: at,
+        b: at,
+        bytes: n,
+    };
+    let e = check_journal(&[Alloc(8), RdmaLanded, reduce(8)], f, 1).unwrap_err();
+    assert!(e.contains("without a flush"), "{e}");
+    // A started kernel reads device memory as a waited one does.
+    let start = ReduceStart {
+        dst: at,
+        a: at,
+        b: at,
+        bytes: 8,
+    };
+    let e = check_journal(&[RdmaLanded, start, ReduceDone(8)], f, 1).unwrap_err();
     assert!(e.contains("without a flush"), "{e}");
     let e = check_journal(&[RdmaLanded, Flush], RdmaFlush::NotNeeded, 1).unwrap_err();
     assert!(e.contains("does not need one"), "{e}");
     let e = check_journal(&[Flush], f, 1).unwrap_err();
     assert!(e.contains("no RDMA writes"), "{e}");
-    let e = check_journal(&[HostStaging(8), HostStaging(8), Upload(8), HostStaging(8)], f, 1).unwrap_err();
+    let e = check_journal(&[HostStaging(8), HostStaging(8), upload(8), HostStaging(8)], f, 1).unwrap_err();
     assert!(e.contains("3 staging allocations for 1 run"), "{e}");
-    let e = check_journal(&[HostStaging(8), Upload(8), HostStaging(8)], f, 1).unwrap_err();
+    let e = check_journal(&[HostStaging(8), upload(8), HostStaging(8)], f, 1).unwrap_err();
     assert!(e.contains("after the first upload"), "{e}");
     check_journal(
-        &[HostStaging(8), HostStaging(8), Upload(8), RdmaLanded, Flush, Copy(8)],
+        &[HostStaging(8), HostStaging(8), upload(8), RdmaLanded, Flush, Copy(8)],
         f,
         1,
     )
@@ -144,10 +161,10 @@ fn journal_rules_catch_broken_orders() {
         &[
             HostStaging(64),
             HostStaging(64),
-            Upload(8),
+            upload(8),
             RdmaLanded,
             Flush,
-            Reduce(8),
+            reduce(8),
         ],
         f,
     );
