@@ -7,7 +7,7 @@
 //!   `Switches=` (spines) place no host and are accepted without effect.
 //!
 //! Or a whole file of `ibnetdiscover` output (InfiniBand: each host under the switch its HCA is
-//! cabled to, named from the HCAs' NodeDescriptions; [`ibnetdiscover`]).
+//! cabled to, named from the HCAs' NodeDescriptions; `topology/ibnetdiscover.rs`).
 
 mod ibnetdiscover;
 
