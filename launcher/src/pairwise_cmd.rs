@@ -208,7 +208,8 @@ fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportK
 fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel: &str) -> Result<(), String> {
     if !t.kind().has_rdma() {
         return Err(format!(
-            "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs --transport verbs",
+            "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
+             (--op write, read or send over --transport verbs); drop --use-cuda",
             t.kind()
         ));
     }

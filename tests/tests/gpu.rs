@@ -317,7 +317,7 @@ fn pairwise_use_cuda_needs_rdma() {
         r.expect_code(2);
         assert!(
             r.stderr.contains(
-                "--use-cuda: the tcp transport cannot reach GPU memory; GPUDirect RDMA needs --transport verbs"
+                "--use-cuda: the tcp transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs (--op write, read or send over --transport verbs); drop --use-cuda"
             ),
             "{}",
             r.stderr
