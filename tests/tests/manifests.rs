@@ -214,6 +214,24 @@ fn privileged_scc() -> Value {
     })
 }
 
+/// restricted-v2, the SCC every authenticated user may use (OpenShift 4.11 and later), as the
+/// cluster-kube-apiserver-operator installs it (`bindata/bootkube/scc-manifests/
+/// 0000_20_kube-apiserver-operator_00_scc-restricted-v2.yaml`).
+fn restricted_v2() -> Value {
+    serde_json::json!({
+        "metadata": {"name": "restricted-v2"},
+        "allowHostDirVolumePlugin": false, "allowHostIPC": false, "allowHostNetwork": false,
+        "allowHostPID": false, "allowHostPorts": false, "allowPrivilegeEscalation": false,
+        "allowPrivilegedContainer": false, "allowedCapabilities": ["NET_BIND_SERVICE"],
+        "defaultAddCapabilities": null, "fsGroup": {"type": "MustRunAs"},
+        "readOnlyRootFilesystem": false, "requiredDropCapabilities": ["ALL"],
+        "runAsUser": {"type": "MustRunAsRange"}, "seLinuxContext": {"type": "MustRunAs"},
+        "seccompProfiles": ["runtime/default"], "supplementalGroups": {"type": "RunAsAny"},
+        "volumes": ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image",
+                    "persistentVolumeClaim", "projected", "secret"],
+    })
+}
+
 /// Each OpenShift MPIJob's pods are admitted by the SCC its files grant the ServiceAccount they
 /// name: the Role's `use` of that SCC, bound to the ServiceAccount serviceaccount.yaml makes.
 #[test]
@@ -265,18 +283,28 @@ fn the_openshift_manifests_pods_are_admitted_by_the_scc_they_are_granted() {
             assert!(p.is_empty(), "{job} {role} is refused:\n{}", p.join("\n"));
         }
     }
-    // The IPC_LOCK SCC is what admits the arbitrary-UID workers: the same SCC without IPC_LOCK
-    // (restricted-v2's settings but for NET_BIND_SERVICE) refuses them, and it refuses the
-    // privileged variant's.
-    let mut restricted = document("openshift/scc-ipc-lock.yaml", "SecurityContextConstraints");
-    restricted["allowedCapabilities"] = serde_json::json!(["NET_BIND_SERVICE"]);
-    let worker = |job: &str| pods(&manifest(job)).remove(1).1;
+    // Which SCC each pod gets: every authenticated user may use restricted-v2, and [about]
+    // "SCC prioritization" tries the most restrictive first (no priorities here), so a pod it
+    // admits runs under it. The IPC_LOCK job's launcher does (as a project UID all the same),
+    // its workers need IPC_LOCK; every pod of the privileged job must run as root, so
+    // restricted-v2 must refuse it.
+    let v2 = restricted_v2();
+    let admitted = |job: &str| -> Vec<bool> {
+        pods(&manifest(job))
+            .iter()
+            .map(|(_, spec)| scc::problems(&v2, spec, &scc::PROJECT).is_empty())
+            .collect()
+    };
+    assert_eq!(admitted("openshift/mpijob.yaml"), [true, false]);
+    assert_eq!(admitted("openshift/mpijob-privileged.yaml"), [false, false]);
+    let worker = pods(&manifest("openshift/mpijob.yaml")).remove(1).1;
     assert_eq!(
-        scc::problems(&restricted, &worker("openshift/mpijob.yaml"), &scc::PROJECT),
-        ["meshrun-ipc-lock: worker: capability IPC_LOCK may not be added"]
+        scc::problems(&v2, &worker, &scc::PROJECT),
+        ["restricted-v2: worker: capability IPC_LOCK may not be added"]
     );
     let ipc_lock = document("openshift/scc-ipc-lock.yaml", "SecurityContextConstraints");
-    let p = scc::problems(&ipc_lock, &worker("openshift/mpijob-privileged.yaml"), &scc::PROJECT);
+    let worker = pods(&manifest("openshift/mpijob-privileged.yaml")).remove(1).1;
+    let p = scc::problems(&ipc_lock, &worker, &scc::PROJECT);
     assert!(p.iter().any(|l| l.ends_with("worker: privileged")), "{p:?}");
 }
 
