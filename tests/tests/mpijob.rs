@@ -9,7 +9,9 @@
 //! environment: `K_MPI_JOB_ROLE=launcher`, `OMPI_MCA_orte_keep_fqdn_hostnames=true`,
 //! `OMPI_MCA_orte_default_hostfile`, `OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10` (no
 //! host-key options: the image's ssh configuration must make that work),
-//! `OMPI_MCA_orte_set_default_slots`, and the NVIDIA variables emptied. What CI does differently
+//! `OMPI_MCA_orte_set_default_slots`, and the NVIDIA variables emptied. Every pod runs under what
+//! its pod spec asks of the runtime (`runAsUser`, a read-only root, emptyDirs, capabilities,
+//! no privilege escalation); the OpenShift one as its SCC assigns. What CI does differently
 //! is said where it does it: Open MPI is told to oversubscribe (4 ranks on 2 cores), and the
 //! GPU variant runs on host buffers at smaller sizes.
 
