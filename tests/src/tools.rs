@@ -37,22 +37,32 @@ pub fn promtool_check(path: &Path) -> Run {
     run_bounded(&mut cmd, Duration::from_secs(30))
 }
 
-/// The image every podman test runs.
+/// The image the manifests name, which CI builds.
 pub const IMAGE: &str = "localhost/meshrun:latest";
 
-/// `localhost/meshrun:latest` built from this checkout (scripts/container-image: this tree's
-/// release binary on the Containerfile's runtime stage), once per test process.
+/// `MESHRUN_IMAGE` where set, else [`IMAGE`]: the tag scripts/container-image builds and the
+/// podman tests run, so two checkouts on one machine need not build over each other's image.
+fn image_tag() -> String {
+    std::env::var("MESHRUN_IMAGE")
+        .ok()
+        .filter(|t| !t.is_empty())
+        .unwrap_or_else(|| IMAGE.to_string())
+}
+
+/// The image built from this checkout (scripts/container-image: this tree's release binary on
+/// the Containerfile's runtime stage), once per test process: [`IMAGE`], or `MESHRUN_IMAGE`.
 pub fn built_image() -> &'static str {
-    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    static BUILT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
         assert!(
             Command::new("podman").arg("--version").output().is_ok(),
             "podman missing: scripts/install-deps installs it"
         );
+        let tag = image_tag();
         let mut build = Command::new(root().join("scripts/container-image"));
-        build.arg("build").current_dir(root());
+        build.arg("build").env("MESHRUN_IMAGE", &tag).current_dir(root());
         let r = run_bounded(&mut build, Duration::from_secs(2400));
         assert_eq!(r.code, Some(0), "scripts/container-image build:\n{}", r.all());
-    });
-    IMAGE
+        tag
+    })
 }

@@ -2,7 +2,11 @@
 //! installs for `kubeflow.org/v2beta1` (its CRD's openAPIV3Schema, core pod fields included:
 //! `tests/fixtures/mpijob-crd-v0.8.2.json`), as the Kubernetes API server would on `kubectl
 //! apply`: a field the schema does not know (a typo, a field in the wrong place) or a value of
-//! the wrong type fails here, not on the cluster.
+//! the wrong type fails here, not on the cluster. The OpenShift manifests' pods are also checked
+//! against the SCCs they are granted (`scc.rs`: the rules of OpenShift's documentation).
+
+#[path = "manifests/scc.rs"]
+mod scc;
 
 use e2e::root;
 use serde_json::Value;
@@ -94,15 +98,25 @@ fn problems(doc: &Value) -> Vec<String> {
     out
 }
 
-#[test]
-fn every_mpijob_manifest_fits_the_operators_schema() {
-    let mut files: Vec<String> = std::fs::read_dir(root().join("deploy"))
+/// The MPIJob manifests in `deploy/DIR` (`""`: deploy/ itself), as paths under deploy/.
+fn mpijobs(dir: &str) -> Vec<String> {
+    let mut files: Vec<String> = std::fs::read_dir(root().join("deploy").join(dir))
         .expect("deploy/")
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
         .filter(|n| n.starts_with("mpijob") && n.ends_with(".yaml"))
+        .map(|n| if dir.is_empty() { n } else { format!("{dir}/{n}") })
         .collect();
     files.sort();
-    assert!(files.len() >= 2, "{files:?}");
+    files
+}
+
+#[test]
+fn every_mpijob_manifest_fits_the_operators_schema() {
+    let files: Vec<String> = [mpijobs(""), mpijobs("openshift")].concat();
+    assert!(
+        files.len() >= 4 && files.iter().any(|f| f.starts_with("openshift/")),
+        "{files:?}"
+    );
     for f in &files {
         let doc = manifest(f);
         assert_eq!(doc["apiVersion"], "kubeflow.org/v2beta1", "{f}");
@@ -148,4 +162,204 @@ fn a_typo_a_misplaced_field_and_a_wrong_type_are_refused() {
         p.len() == 1 && p[0].starts_with(".spec.mpiImplementation: \"OpenMPI5\" is not one of"),
         "{p:?}"
     );
+}
+
+/// Every document of the YAML file `deploy/FILE`.
+fn documents(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(root().join("deploy").join(file)).expect("manifest");
+    text.split("\n---\n")
+        .map(|d| serde_yaml::from_str(d).unwrap_or_else(|e| panic!("{file}: {e}")))
+        .collect()
+}
+
+/// The document of `kind` in `deploy/FILE`.
+fn document(file: &str, kind: &str) -> Value {
+    documents(file)
+        .into_iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {file}"))
+}
+
+/// The pods of MPIJob `doc` as the MPI Operator v0.8.2 makes them (pkg/controller/
+/// mpi_job_controller.go): each role's template with the operator's volumes added, the Secret
+/// (`ssh-auth`) on both and the hostfile's ConfigMap on the launcher.
+fn pods(doc: &Value) -> Vec<(&'static str, Value)> {
+    ["Launcher", "Worker"]
+        .into_iter()
+        .map(|role| {
+            let mut spec = doc["spec"]["mpiReplicaSpecs"][role]["template"]["spec"].clone();
+            let mut volumes = spec["volumes"].as_array().cloned().unwrap_or_default();
+            volumes.push(serde_json::json!({"name": "ssh-auth", "secret": {"secretName": "job-ssh"}}));
+            if role == "Launcher" {
+                volumes.push(serde_json::json!({"name": "mpi-job-config", "configMap": {"name": "job-config"}}));
+            }
+            spec["volumes"] = Value::Array(volumes);
+            (role, spec)
+        })
+        .collect()
+}
+
+/// The built-in `privileged` SCC as [about] lists what it allows: privileged pods, host
+/// directories, any user, any MCS label, host IPC and PID, any FSGroup and supplemental group,
+/// any seccomp profile, any capability.
+fn privileged_scc() -> Value {
+    serde_json::json!({
+        "metadata": {"name": "privileged"},
+        "allowPrivilegedContainer": true, "allowHostDirVolumePlugin": true, "allowHostIPC": true,
+        "allowHostPID": true, "allowHostNetwork": true, "allowHostPorts": true,
+        "allowPrivilegeEscalation": true, "allowedCapabilities": ["*"], "volumes": ["*"],
+        "runAsUser": {"type": "RunAsAny"}, "seLinuxContext": {"type": "RunAsAny"},
+        "fsGroup": {"type": "RunAsAny"}, "supplementalGroups": {"type": "RunAsAny"},
+        "seccompProfiles": ["*"],
+    })
+}
+
+/// restricted-v2, the SCC every authenticated user may use (OpenShift 4.11 and later), as the
+/// cluster-kube-apiserver-operator installs it (`bindata/bootkube/scc-manifests/
+/// 0000_20_kube-apiserver-operator_00_scc-restricted-v2.yaml`).
+fn restricted_v2() -> Value {
+    serde_json::json!({
+        "metadata": {"name": "restricted-v2"},
+        "allowHostDirVolumePlugin": false, "allowHostIPC": false, "allowHostNetwork": false,
+        "allowHostPID": false, "allowHostPorts": false, "allowPrivilegeEscalation": false,
+        "allowPrivilegedContainer": false, "allowedCapabilities": ["NET_BIND_SERVICE"],
+        "defaultAddCapabilities": null, "fsGroup": {"type": "MustRunAs"},
+        "readOnlyRootFilesystem": false, "requiredDropCapabilities": ["ALL"],
+        "runAsUser": {"type": "MustRunAsRange"}, "seLinuxContext": {"type": "MustRunAs"},
+        "seccompProfiles": ["runtime/default"], "supplementalGroups": {"type": "RunAsAny"},
+        "volumes": ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image",
+                    "persistentVolumeClaim", "projected", "secret"],
+    })
+}
+
+/// Each OpenShift MPIJob's pods are admitted by the SCC its files grant the ServiceAccount they
+/// name: the Role's `use` of that SCC, bound to the ServiceAccount serviceaccount.yaml makes.
+#[test]
+fn the_openshift_manifests_pods_are_admitted_by_the_scc_they_are_granted() {
+    let sa = document("openshift/serviceaccount.yaml", "ServiceAccount");
+    let sa_name = sa["metadata"]["name"].as_str().expect("name");
+    for (job, grant, scc) in [
+        (
+            "openshift/mpijob.yaml",
+            "openshift/scc-ipc-lock.yaml",
+            document("openshift/scc-ipc-lock.yaml", "SecurityContextConstraints"),
+        ),
+        (
+            "openshift/mpijob-privileged.yaml",
+            "openshift/rbac-privileged.yaml",
+            privileged_scc(),
+        ),
+    ] {
+        let role = document(grant, "Role");
+        let rule = &role["rules"][0];
+        assert_eq!(
+            (
+                &rule["apiGroups"][0],
+                &rule["resources"][0],
+                &rule["verbs"][0],
+                &rule["resourceNames"][0]
+            ),
+            (
+                &"security.openshift.io".into(),
+                &"securitycontextconstraints".into(),
+                &"use".into(),
+                &scc["metadata"]["name"]
+            ),
+            "{grant}: the Role uses the SCC"
+        );
+        let binding = document(grant, "RoleBinding");
+        assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"], "{grant}");
+        assert_eq!(
+            (
+                binding["subjects"][0]["kind"].as_str(),
+                binding["subjects"][0]["name"].as_str()
+            ),
+            (Some("ServiceAccount"), Some(sa_name)),
+            "{grant}"
+        );
+        for (role, spec) in pods(&manifest(job)) {
+            assert_eq!(spec["serviceAccountName"].as_str(), Some(sa_name), "{job} {role}");
+            let p = scc::problems(&scc, &spec, &scc::PROJECT);
+            assert!(p.is_empty(), "{job} {role} is refused:\n{}", p.join("\n"));
+        }
+    }
+    // Which SCC each pod gets: every authenticated user may use restricted-v2, and [about]
+    // "SCC prioritization" tries the most restrictive first (no priorities here), so a pod it
+    // admits runs under it. The IPC_LOCK job's launcher does (as a project UID all the same),
+    // its workers need IPC_LOCK; every pod of the privileged job must run as root, so
+    // restricted-v2 must refuse it.
+    let v2 = restricted_v2();
+    let admitted = |job: &str| -> Vec<bool> {
+        pods(&manifest(job))
+            .iter()
+            .map(|(_, spec)| scc::problems(&v2, spec, &scc::PROJECT).is_empty())
+            .collect()
+    };
+    assert_eq!(admitted("openshift/mpijob.yaml"), [true, false]);
+    assert_eq!(admitted("openshift/mpijob-privileged.yaml"), [false, false]);
+    let worker = pods(&manifest("openshift/mpijob.yaml")).remove(1).1;
+    assert_eq!(
+        scc::problems(&v2, &worker, &scc::PROJECT),
+        ["restricted-v2: worker: capability IPC_LOCK may not be added"]
+    );
+    let ipc_lock = document("openshift/scc-ipc-lock.yaml", "SecurityContextConstraints");
+    let worker = pods(&manifest("openshift/mpijob-privileged.yaml")).remove(1).1;
+    let p = scc::problems(&ipc_lock, &worker, &scc::PROJECT);
+    assert!(p.iter().any(|l| l.ends_with("worker: privileged")), "{p:?}");
+}
+
+/// A change made to a pod spec.
+type Change = dyn Fn(&mut Value);
+
+/// The SCC check has teeth: each thing the IPC_LOCK SCC forbids, asked by the workers, is
+/// refused, naming it.
+#[test]
+fn the_scc_check_refuses_what_the_scc_forbids() {
+    let scc = document("openshift/scc-ipc-lock.yaml", "SecurityContextConstraints");
+    let good = pods(&manifest("openshift/mpijob.yaml")).remove(1).1;
+    let refused = |change: &Change| {
+        let mut pod = good.clone();
+        change(&mut pod);
+        scc::problems(&scc, &pod, &scc::PROJECT)
+    };
+    let c = "/containers/0/securityContext";
+    let cases: [(&Change, &str); 7] = [
+        (
+            &|p| p.pointer_mut(c).expect("sc")["privileged"] = true.into(),
+            "worker: privileged",
+        ),
+        (
+            &|p| p.pointer_mut(c).expect("sc")["capabilities"]["add"] = serde_json::json!(["IPC_LOCK", "SYS_ADMIN"]),
+            "worker: capability SYS_ADMIN may not be added",
+        ),
+        (
+            &|p| p.pointer_mut(c).expect("sc")["runAsUser"] = 0.into(),
+            "worker: runAsUser Some(0) under \"MustRunAsRange\"",
+        ),
+        (
+            &|p| p.pointer_mut(c).expect("sc")["readOnlyRootFilesystem"] = false.into(),
+            "worker: a writable root filesystem",
+        ),
+        (
+            &|p| p.pointer_mut(c).expect("sc")["allowPrivilegeEscalation"] = true.into(),
+            "worker: privilege escalation",
+        ),
+        (
+            &|p| p["hostNetwork"] = true.into(),
+            "hostNetwork without allowHostNetwork",
+        ),
+        (
+            &|p| {
+                p["volumes"]
+                    .as_array_mut()
+                    .expect("volumes")
+                    .push(serde_json::json!({"name": "sys", "hostPath": {"path": "/sys"}}))
+            },
+            "volume \"sys\" of type hostPath",
+        ),
+    ];
+    assert!(scc::problems(&scc, &good, &scc::PROJECT).is_empty());
+    for (change, why) in cases {
+        assert_eq!(refused(change), [format!("meshrun-ipc-lock: {why}")]);
+    }
 }

@@ -9,7 +9,9 @@
 //! environment: `K_MPI_JOB_ROLE=launcher`, `OMPI_MCA_orte_keep_fqdn_hostnames=true`,
 //! `OMPI_MCA_orte_default_hostfile`, `OMPI_MCA_plm_rsh_args=-o ConnectionAttempts=10` (no
 //! host-key options: the image's ssh configuration must make that work),
-//! `OMPI_MCA_orte_set_default_slots`, and the NVIDIA variables emptied. What CI does differently
+//! `OMPI_MCA_orte_set_default_slots`, and the NVIDIA variables emptied. Every pod runs under what
+//! its pod spec asks of the runtime (`runAsUser`, a read-only root, emptyDirs, capabilities,
+//! no privilege escalation); the OpenShift one as its SCC assigns. What CI does differently
 //! is said where it does it: Open MPI is told to oversubscribe (4 ranks on 2 cores), and the
 //! GPU variant runs on host buffers at smaller sizes.
 
@@ -340,4 +342,69 @@ fn without_the_images_ssh_configuration_the_operators_setup_fails() {
     let mut rmi = Command::new("podman");
     rmi.args(["rmi", "-f", stripped]);
     let _ = run_bounded(&mut rmi, Duration::from_secs(60));
+}
+
+/// The UID OpenShift's admission gives pods under a `MustRunAsRange` SCC: the first of the
+/// project's range (its `openshift.io/sa.scc.uid-range` annotation, e.g. `1000680000/10000`).
+const PROJECT_UID: u64 = 1_000_680_000;
+
+/// The OpenShift manifest as its SCC (deploy/openshift/scc-ipc-lock.yaml) admits it: every pod
+/// as the project's first UID, which the image's /etc/passwd lacks, with group 0 and the passwd
+/// entry CRI-O adds for it (shell /sbin/nologin); a read-only root filesystem with tmpfs where
+/// the pod spec mounts emptyDirs; every capability dropped but IPC_LOCK on the workers; no
+/// privilege escalation. The launcher reaches both workers' sshd over the operator's ssh as that
+/// UID, through the image's as-mpiuser. CI's difference: mesh-check over TCP instead of the
+/// manifest's pairwise (a shorter job that starts every rank the same way).
+#[test]
+fn openshift_mpijob_runs_as_an_arbitrary_uid_on_a_read_only_root() {
+    let mut m = manifest("openshift/mpijob.yaml");
+    assert_eq!((m.launcher_image.as_str(), m.worker_image.as_str()), (IMAGE, IMAGE));
+    assert_eq!(
+        (m.ssh_path.as_str(), m.run_as, m.ssh_port),
+        ("/home/mpiuser/.ssh", None, 2222)
+    );
+    assert_eq!(
+        m.worker_command,
+        [
+            "as-mpiuser",
+            "/usr/sbin/sshd",
+            "-De",
+            "-f",
+            "/home/mpiuser/.sshd_config"
+        ]
+    );
+    assert_eq!(
+        m.launcher_command[..5],
+        ["as-mpiuser", "meshrun", "launch", "--", "pairwise"]
+    );
+    for p in [&m.launcher_pod, &m.worker_pod] {
+        assert!(p.read_only_root && p.no_new_privileges, "read-only root, no escalation");
+        assert_eq!(
+            (p.cap_drop.as_slice(), p.empty_dirs.as_slice()),
+            (&["ALL".to_string()][..], &["/tmp".to_string()][..])
+        );
+    }
+    assert_eq!(m.worker_pod.cap_add, ["IPC_LOCK"]);
+    // What the SCC admission writes into every pod of the job.
+    m.run_as = Some(PROJECT_UID);
+    let pods = start_pods(&m);
+    let command: Vec<String> = [
+        "as-mpiuser",
+        "meshrun",
+        "launch",
+        "--",
+        "mesh-check",
+        "--transport",
+        "tcp",
+        "--iters",
+        "10",
+    ]
+    .map(String::from)
+    .into();
+    let r = run_launcher(&m, &pods, &command);
+    assert_eq!(r.code, Some(0), "launcher:\n{}", r.all());
+    assert!(r.stdout.contains("# OK: all 6 pairs reachable"), "{}", r.stdout);
+    for w in ["meshrun-openshift-worker-0", "meshrun-openshift-worker-1"] {
+        assert!(r.stdout.contains(w), "no rank on {w}:\n{}", r.stdout);
+    }
 }

@@ -26,6 +26,59 @@ pub struct Manifest {
     pub host_network: bool,
     /// A volume the workers mount from a claim (name, mount path): the results volume.
     pub worker_volume: Option<(String, String)>,
+    /// What the launcher's pod spec asks of its container's runtime.
+    pub launcher_pod: PodSecurity,
+    /// What the workers' pod spec asks of their container's runtime.
+    pub worker_pod: PodSecurity,
+}
+
+/// What a pod spec asks of the container runtime beyond its user: the first container's
+/// `securityContext` and the emptyDir volumes it mounts.
+#[derive(Default)]
+pub struct PodSecurity {
+    /// `readOnlyRootFilesystem: true`.
+    pub read_only_root: bool,
+    /// `allowPrivilegeEscalation: false` (the runtime sets no_new_privs).
+    pub no_new_privileges: bool,
+    /// `capabilities.drop` and `capabilities.add`.
+    pub cap_drop: Vec<String>,
+    pub cap_add: Vec<String>,
+    /// Where disk-backed emptyDir volumes are mounted (a memory-backed one at /dev/shm is the
+    /// pods' `--shm-size`).
+    pub empty_dirs: Vec<String>,
+}
+
+/// [`PodSecurity`] of pod spec `spec` (its first container).
+fn pod_security(spec: &serde_yaml::Value) -> PodSecurity {
+    let c = &spec["containers"][0];
+    let sc = &c["securityContext"];
+    let empty: Vec<&str> = spec["volumes"]
+        .as_sequence()
+        .map(|v| {
+            v.iter()
+                .filter(|vol| vol["emptyDir"].is_mapping())
+                .filter_map(|vol| vol["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let empty_dirs = c["volumeMounts"]
+        .as_sequence()
+        .map(|ms| {
+            ms.iter()
+                .filter(|mnt| mnt["name"].as_str().is_some_and(|n| empty.contains(&n)))
+                .filter_map(|mnt| mnt["mountPath"].as_str())
+                .filter(|p| *p != "/dev/shm")
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    PodSecurity {
+        read_only_root: sc["readOnlyRootFilesystem"].as_bool() == Some(true),
+        no_new_privileges: sc["allowPrivilegeEscalation"].as_bool() == Some(false),
+        cap_drop: strings(&sc["capabilities"]["drop"]),
+        cap_add: strings(&sc["capabilities"]["add"]),
+        empty_dirs,
+    }
 }
 
 /// A YAML list of strings (numbers taken as their text).
@@ -80,7 +133,9 @@ pub fn manifest(file: &str) -> Manifest {
         "{file}: GPU resource"
     );
     assert!(
-        w["resources"]["limits"]["rdma/rdma_shared_device_a"].as_u64().is_some(),
+        w["resources"]["limits"].as_mapping().is_some_and(|l| l
+            .iter()
+            .any(|(k, v)| k.as_str().is_some_and(|k| k.starts_with("rdma/")) && v.as_u64().is_some())),
         "{file}: RDMA resource"
     );
     let env = l["env"]
@@ -135,6 +190,16 @@ pub fn manifest(file: &str) -> Manifest {
                 })
             })
         },
+        launcher_pod: pod_security(&pod_spec("Launcher")),
+        worker_pod: pod_security(&pod_spec("Worker")),
+    }
+}
+
+/// `command` without the image's `as-mpiuser` in front, where it has it: what it runs.
+pub fn unwrapped(command: &[String]) -> &[String] {
+    match command.first() {
+        Some(c) if c == "as-mpiuser" => &command[1..],
+        _ => command,
     }
 }
 

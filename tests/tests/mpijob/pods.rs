@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use e2e::{built_image, run_bounded, NetnsCluster, Run};
 
-use super::manifest::{fqdn, pod_name, Manifest};
+use super::manifest::{fqdn, pod_name, unwrapped, Manifest, PodSecurity};
 
 /// How long the launcher pod's command may run.
 const LIMIT: Duration = Duration::from_secs(240);
@@ -46,9 +46,10 @@ fn ssh_keygen(args: &[&str]) {
 }
 
 /// The start of `podman run` for pod `hostname` (container `name`) in namespace host `ns`, with
-/// the job's /etc/hosts, the operator's Secret at the manifest's `sshAuthMountPath`, and its
-/// `runAsUser`; the caller adds its own options, `pods.image` and the command.
-fn pod(m: &Manifest, pods: &Pods, ns: &str, hostname: &str, name: &str) -> Command {
+/// the job's /etc/hosts, the operator's Secret at the manifest's `sshAuthMountPath`, its
+/// `runAsUser` and what `sec` (the pod spec's) asks of the runtime; the caller adds its own
+/// options, `pods.image` and the command.
+fn pod(m: &Manifest, pods: &Pods, sec: &PodSecurity, ns: &str, hostname: &str, name: &str) -> Command {
     let mut k = Command::new("podman");
     k.args(["--runtime", "runc", "run", "--rm", "--name", name])
         .args(["--network", &format!("ns:/run/netns/{ns}"), "--hostname", hostname])
@@ -66,7 +67,28 @@ fn pod(m: &Manifest, pods: &Pods, ns: &str, hostname: &str, name: &str) -> Comma
         ])
         .args(["-v", &format!("{}:{}:ro", pods.secret.display(), m.ssh_path)]);
     if let Some(uid) = m.run_as {
-        k.args(["--user", &uid.to_string()]);
+        // A UID the image's /etc/passwd lacks runs with group 0, and CRI-O adds an entry for it as
+        // its GeneratePasswd writes one (cri-o utils/utils.go: the UID as name, HOME or / as
+        // home, /sbin/nologin as shell); podman adds this entry only where the UID has none.
+        k.args(["--user", &uid.to_string()])
+            .arg(format!("--passwd-entry={uid}:x:{uid}:0:{uid} user:/:/sbin/nologin"));
+    }
+    if sec.read_only_root {
+        // readOnlyRootFilesystem, and nothing writable but what the pod spec mounts (podman's
+        // own tmpfs on /run, /tmp and /var/tmp would be more than a pod gets).
+        k.args(["--read-only", "--read-only-tmpfs=false"]);
+    }
+    for dir in &sec.empty_dirs {
+        k.args(["--tmpfs", dir]);
+    }
+    for c in &sec.cap_drop {
+        k.args(["--cap-drop", c]);
+    }
+    for c in &sec.cap_add {
+        k.args(["--cap-add", c]);
+    }
+    if sec.no_new_privileges {
+        k.args(["--security-opt", "no-new-privileges"]);
     }
     k
 }
@@ -127,7 +149,11 @@ pub fn prepare_pods(m: &Manifest, image: &str) -> Pods {
         .map(|i| format!("{} slots={}\n", fqdn(m, i), m.slots))
         .collect();
     std::fs::write(&hostfile, lines).expect("hostfile");
-    assert_eq!(m.worker_command[..2], ["/usr/sbin/sshd", "-De"], "the workers' command");
+    assert_eq!(
+        unwrapped(&m.worker_command)[..2],
+        ["/usr/sbin/sshd", "-De"],
+        "the workers' command"
+    );
     // From here on, dropping `pods` (also on a failed assertion) removes every container started.
     Pods {
         cluster,
@@ -163,7 +189,7 @@ pub fn start_worker(m: &Manifest, pods: &Pods, i: usize) {
     // A hostNetwork pod has its node's host name.
     let node = format!("mr-h{}", i + 1);
     let hostname = if m.host_network { node.clone() } else { pod_name(m, i) };
-    let mut k = pod(m, pods, &node, &hostname, &name);
+    let mut k = pod(m, pods, &m.worker_pod, &node, &hostname, &name);
     if let Some((_, path)) = &m.worker_volume {
         k.args(["-v", &format!("{}:{path}", pods.results.display())]);
     }
@@ -209,14 +235,14 @@ pub fn run_launcher(m: &Manifest, pods: &Pods, command: &[String]) -> Run {
 
 /// [`run_launcher`] with `env` added.
 pub fn run_launcher_with(m: &Manifest, pods: &Pods, command: &[String], env: &[(&str, &str)]) -> Run {
-    assert_eq!(command.first().map(String::as_str), Some("meshrun"));
+    assert_eq!(unwrapped(command).first().map(String::as_str), Some("meshrun"));
     let name = format!("meshrun-mpijob-{}-launcher", std::process::id());
     let hostname = if m.host_network {
         "mr-h0".to_string()
     } else {
         format!("{}-launcher", m.job)
     };
-    let mut k = pod(m, pods, "mr-h0", &hostname, &name);
+    let mut k = pod(m, pods, &m.launcher_pod, "mr-h0", &hostname, &name);
     k.args(["-v", &format!("{}:/etc/mpi/hostfile:ro", pods.hostfile.display())]);
     let slots = m.slots.to_string();
     let operator = [
