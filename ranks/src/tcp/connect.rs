@@ -17,6 +17,34 @@ pub struct TcpListening {
     local: SocketAddr,
 }
 
+/// A mesh of `n` ranks inside this process, each connected on loopback from a thread of its
+/// own (host names `h0`, `h1`, ...), for tests and examples that run ranks as threads; every
+/// connect bounded by `timeout`.
+pub fn loopback_mesh(n: usize, timeout: Duration) -> Result<Vec<TcpMesh>, TransportError> {
+    let token = random_token().map_err(|e| TransportError::Local(format!("a job token: {e}")))?;
+    let listening = (0..n)
+        .map(|_| TcpListening::bind(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)))
+        .collect::<io::Result<Vec<_>>>()
+        .map_err(|e| TransportError::Local(format!("listening on loopback: {e}")))?;
+    let eps: Vec<SocketAddr> = listening.iter().map(TcpListening::local_addr).collect();
+    let hosts: Vec<String> = (0..n).map(|r| format!("h{r}")).collect();
+    let handles: Vec<_> = listening
+        .into_iter()
+        .enumerate()
+        .map(|(r, l)| {
+            let (eps, hosts) = (eps.clone(), hosts.clone());
+            std::thread::spawn(move || l.connect_all(r, &eps, hosts, token, timeout))
+        })
+        .collect();
+    handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .map_err(|_| TransportError::Local("a loopback rank's thread panicked".into()))?
+        })
+        .collect()
+}
+
 impl TcpListening {
     /// Listen on an ephemeral port of `ip`.
     pub fn bind(ip: IpAddr) -> io::Result<Self> {

@@ -32,7 +32,7 @@ use frame::{pad_for, HEADER};
 use progress::PeerConn;
 
 pub use crate::wire::JobToken;
-pub use connect::{random_token, TcpListening};
+pub use connect::{loopback_mesh, random_token, TcpListening};
 pub use frame::{ALIGN, ALIGN_MIN};
 pub use streams::TestStreams;
 
@@ -117,21 +117,7 @@ mod tests {
 
     /// A mesh of `n` ranks inside one process, one thread per rank.
     fn local_mesh(n: usize) -> Vec<TcpMesh> {
-        let token = random_token().unwrap();
-        let listening: Vec<TcpListening> = (0..n)
-            .map(|_| TcpListening::bind(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap())
-            .collect();
-        let eps: Vec<SocketAddr> = listening.iter().map(|l| l.local_addr()).collect();
-        let hosts: Vec<String> = (0..n).map(|r| format!("h{r}")).collect();
-        let handles: Vec<_> = listening
-            .into_iter()
-            .enumerate()
-            .map(|(r, l)| {
-                let (eps, hosts) = (eps.clone(), hosts.clone());
-                std::thread::spawn(move || l.connect_all(r, &eps, hosts, token, Duration::from_secs(10)).unwrap())
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
+        loopback_mesh(n, Duration::from_secs(10)).unwrap()
     }
 
     /// Run `f` on every rank of a local mesh of `n`, each in a thread of its own; a panic on any

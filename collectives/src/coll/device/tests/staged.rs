@@ -3,10 +3,9 @@
 //! the host ring, for every type, op and placement, on odd sizes; and its journal keeps the
 //! order rules ([`super::check_overlap`]).
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
-use ranks::tcp::{random_token, TcpListening, TcpMesh};
+use ranks::tcp::TcpMesh;
 
 use super::*;
 use crate::coll::ring;
@@ -17,21 +16,7 @@ const SLICE: usize = 512;
 
 /// A mesh of `n` ranks in this process, one per thread.
 fn local_mesh(n: usize) -> Vec<TcpMesh> {
-    let token = random_token().unwrap();
-    let listening: Vec<TcpListening> = (0..n)
-        .map(|_| TcpListening::bind(IpAddr::V4(Ipv4Addr::LOCALHOST)).unwrap())
-        .collect();
-    let eps: Vec<SocketAddr> = listening.iter().map(|l| l.local_addr()).collect();
-    let hosts: Vec<String> = (0..n).map(|r| format!("h{r}")).collect();
-    let handles: Vec<_> = listening
-        .into_iter()
-        .enumerate()
-        .map(|(r, l)| {
-            let (eps, hosts) = (eps.clone(), hosts.clone());
-            std::thread::spawn(move || l.connect_all(r, &eps, hosts, token, Duration::from_secs(10)).unwrap())
-        })
-        .collect();
-    handles.into_iter().map(|h| h.join().unwrap()).collect()
+    ranks::tcp::loopback_mesh(n, Duration::from_secs(10)).unwrap()
 }
 
 /// Bytes that are no particular values (random floats, NaNs included): the comparison is of
