@@ -358,6 +358,20 @@ fn ranks_in(host: &str) -> usize {
         .count()
 }
 
+/// Rounds of a fixed duration (`-D 4`), each direction 4 s, for the tests that change a link
+/// while the rounds run; a 20 s deadline on every wait.
+const TIMED_ROUNDS: &[&str] = &[
+    "pairwise",
+    "-s",
+    "1M",
+    "-D",
+    "4",
+    "--timeout",
+    "20",
+    "--transport",
+    "tcp",
+];
+
 #[test]
 fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
     // 3 hosts x 2 ranks; once the rounds run, mr-h2's interface goes down: the post-mortem must
@@ -371,17 +385,7 @@ fn a_link_cut_mid_run_names_the_host_and_the_job_ends() {
         // deadline of the ranks waiting for it, before the cut). Even so a -D pair calibrated
         // on a moment of less load runs long, and with a 6 s deadline a rank waiting at a
         // round's end raised its alarm before the cut on a heavily loaded machine: 20 s.
-        &[
-            "pairwise",
-            "-s",
-            "1M",
-            "-D",
-            "4",
-            "--timeout",
-            "20",
-            "--transport",
-            "tcp",
-        ],
+        TIMED_ROUNDS,
     );
     let job = Background::start(cmd, &c.dir, "cut");
     // The progress line of round 1 says the rounds run (nothing is on stdout before the end).
@@ -456,20 +460,7 @@ fn a_link_that_drops_and_comes_back_mid_run_is_named_by_its_counter() {
     let c = NetnsCluster::up(3);
     // Rounds of a fixed duration (-D: 3 rounds of two 4 s directions, a progress line once 5 s
     // have passed), so the drop, once round 1's line is out, falls inside them on any machine.
-    let cmd = c.launch_command(
-        &[],
-        &[
-            "pairwise",
-            "-s",
-            "1M",
-            "-D",
-            "4",
-            "--timeout",
-            "20",
-            "--transport",
-            "tcp",
-        ],
-    );
+    let cmd = c.launch_command(&[], TIMED_ROUNDS);
     let job = Background::start(cmd, &c.dir, "drop");
     let running = job.stderr_shows("round 1/", Duration::from_secs(90));
     let ip = |state: &str| {
