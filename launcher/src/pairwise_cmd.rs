@@ -112,10 +112,7 @@ fn operation(s: &settings::PairwiseSettings, test: TestKind, transport: Transpor
         ));
     }
     if s.use_cuda.is_some() && !transport.has_rdma() {
-        return Err(format!(
-            "--use-cuda: the {transport} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
-             (--op write, read or send over --transport verbs); drop --use-cuda"
-        ));
+        return Err(cuda_needs_rdma(transport));
     }
     if s.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
         return Err(
@@ -203,15 +200,19 @@ fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportK
     Ok(())
 }
 
+/// `--use-cuda` over a transport without RDMA: what to do instead.
+fn cuda_needs_rdma(transport: impl std::fmt::Display) -> String {
+    format!(
+        "--use-cuda: the {transport} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
+         (--op write, read or send over --transport verbs); drop --use-cuda"
+    )
+}
+
 /// `--use-cuda`: move the one-sided windows into this rank's GPU, registered for GPUDirect RDMA,
 /// and print (rank 0) which GPU and registration path every rank uses.
 fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel: &str) -> Result<(), String> {
     if !t.kind().has_rdma() {
-        return Err(format!(
-            "--use-cuda: the {} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
-             (--op write, read or send over --transport verbs); drop --use-cuda",
-            t.kind()
-        ));
+        return Err(cuda_needs_rdma(t.kind()));
     }
     let ids = match sel {
         "auto" => None,
