@@ -121,8 +121,8 @@ fn judge_population(
     // a factor of 3, and a node at a fiftieth was cleared alone against a bar at 2%).
     let mut keep = bulk.bar / bulk.median.max(f64::MIN_POSITIVE);
     let mut from_noise = None;
-    if let (Rule::Robust, Some(_)) = (rule(cfg), reference_alone) {
-        if let Some(sd) = alone_spread(retests, hosts, p) {
+    if let (Rule::Robust, Some(r)) = (rule(cfg), reference_alone) {
+        if let Some(sd) = alone_spread(retests, hosts, p, r) {
             let k = (-(DEVIATIONS * sd).max(MIN_DROP)).exp();
             if (k - keep).abs() > KEEP_EPSILON {
                 keep = k;

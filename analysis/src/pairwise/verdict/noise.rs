@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use super::cells::population;
+use super::small::certainly_slow;
 use super::Population;
 use crate::pairwise::defaults::{ALONE_DIFFS, QUIET_SPREAD};
 use crate::pairwise::Measurement;
@@ -25,12 +26,25 @@ use crate::stats::{median, sd_from_abs_lower_median, MAD_TO_SD};
 /// pair alone varies by a few percent, the first pass's bar would clear a pair alone at a fiftieth
 /// of the references. None for fewer than [`ALONE_DIFFS`] differences.
 ///
+/// Directions [`certainly_slow`] under the references alone (`reference_alone`, score units) are
+/// left out where the others give [`ALONE_DIFFS`] differences: a part down to a floor measures the
+/// same every pass, and a dead node's ten steady directions took the lower median to nought, the
+/// bar alone to the 7% floor, while its healthy neighbours alone varied by a fifth. With fewer
+/// left, every direction counts, as where a noisy first pass left only the references and a
+/// node at a fiftieth to measure the noise from.
+///
 /// The differences follow the order of `retests`, which is pass order: each rank appends its passes
 /// as it runs them, the gather keeps each rank's order, and a confirmation pass
 /// ([`CONFIRM_PASSES`](crate::pairwise::defaults::CONFIRM_PASSES)) comes after both others, adding
 /// one difference per direction and pass.
-pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
-    let mut diffs = pass_diffs(retests, hosts, p);
+pub fn alone_spread(retests: &[Measurement], hosts: &[String], p: Population, reference_alone: f64) -> Option<f64> {
+    let centre = reference_alone.max(f64::MIN_POSITIVE).ln();
+    let healthy = pass_diffs(retests, hosts, p, |best| !certainly_slow(best, centre));
+    let mut diffs = if healthy.len() >= ALONE_DIFFS {
+        healthy
+    } else {
+        pass_diffs(retests, hosts, p, |_| true)
+    };
     (diffs.len() >= ALONE_DIFFS).then(|| sd_from_abs_lower_median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
@@ -54,12 +68,13 @@ pub fn unsteady_at_once(retests: &[Measurement], hosts: &[String]) -> Option<f64
 /// The robust standard deviation of one measurement from its pass-to-pass differences (log
 /// units, their plain median), None where there is no difference.
 fn pass_to_pass(retests: &[Measurement], hosts: &[String], p: Population) -> Option<f64> {
-    let mut diffs = pass_diffs(retests, hosts, p);
+    let mut diffs = pass_diffs(retests, hosts, p, |_| true);
     (!diffs.is_empty()).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
 }
 
-/// The absolute differences of each direction's log scores from one retest pass to the next.
-fn pass_diffs(retests: &[Measurement], hosts: &[String], p: Population) -> Vec<f64> {
+/// The absolute differences of each direction's log scores from one retest pass to the next,
+/// of the directions whose best log score passes `keep`.
+fn pass_diffs(retests: &[Measurement], hosts: &[String], p: Population, keep: impl Fn(f64) -> bool) -> Vec<f64> {
     let mut by_dir: HashMap<(usize, usize), Vec<f64>> = HashMap::new();
     for m in retests.iter().filter(|m| population(hosts, m) == p) {
         let s = m.score();
@@ -69,6 +84,7 @@ fn pass_diffs(retests: &[Measurement], hosts: &[String], p: Population) -> Vec<f
     }
     by_dir
         .values()
+        .filter(|v| keep(v.iter().copied().fold(f64::NEG_INFINITY, f64::max)))
         .flat_map(|v| v.windows(2).map(|w| (w[1] - w[0]).abs()))
         .collect()
 }

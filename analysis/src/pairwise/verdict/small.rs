@@ -14,6 +14,15 @@
 //! cells to measure its own, and as the least spread after; suspects are retested alone against
 //! references alone, as everywhere.
 //!
+//! Pairs certainly slow are left out: both directions below where the assumed spread alone
+//! would put the bar ([`certainly_slow`]). A NIC down to a floor (a dead link, a shaper at a
+//! fiftieth) measures the same both ways and every pass while the healthy cells of a busy
+//! machine vary by tens of percent; its three pairs of six gave differences of nought, the
+//! median read +-1%, and rail 1's bar sat 7% under a clump of three cells, so a healthy noisy
+//! pair was named beside the NIC (a clean-clone CI run of the namespace cluster's two-rails
+//! test). Such cells are named under any bar the run could draw; their steadiness is the
+//! fault's, not the fabric's. Where fewer than [`FEWEST`] pairs are left, the prior applies.
+//!
 //! What it does not see: a part slow one way only (a node's way in) makes its pairs' directions
 //! differ, which widens this noise and the bar with it, as the assumed spread did. Measuring the
 //! noise on the cells apart from the likeliest slow part instead (or the smaller of the two) was
@@ -24,7 +33,7 @@
 use std::collections::HashMap;
 
 use crate::pairwise::bulk::seed_size;
-use crate::pairwise::defaults::MIN_CELLS;
+use crate::pairwise::defaults::{DEVIATIONS, MIN_CELLS, PRIOR_SPREAD};
 use crate::pairwise::Measurement;
 use crate::stats::{median, MAD_TO_SD};
 
@@ -42,21 +51,34 @@ pub(super) fn noise_apart(cells: &[&Measurement]) -> Option<f64> {
         return None;
     }
     let logs: Vec<f64> = cells.iter().map(|m| m.score().max(f64::MIN_POSITIVE).ln()).collect();
-    directions(cells, &logs)
+    let mut fastest = logs.clone();
+    fastest.sort_by(|a, b| b.total_cmp(a));
+    fastest.truncate(seed_size(n));
+    directions(cells, &logs, median(&mut fastest))
+}
+
+/// Whether a log score is below where the assumed spread alone would put the bar under `centre`
+/// (log units): [`DEVIATIONS`] times [`PRIOR_SPREAD`], a factor of about 4. Such a cell is named
+/// whatever noise the run measures, so its steadiness says nothing about that noise.
+pub(super) fn certainly_slow(log: f64, centre: f64) -> bool {
+    log < centre - DEVIATIONS * PRIOR_SPREAD
 }
 
 /// The fewest pairs measured both ways: fewer cannot show a spread.
 const FEWEST: usize = 4;
 
 /// The noise from the differences of each pair's two directions (log units): the robust standard
-/// deviation of one cell, a difference being two draws. None for fewer than [`FEWEST`] pairs
-/// measured both ways.
-fn directions(cells: &[&Measurement], logs: &[f64]) -> Option<f64> {
+/// deviation of one cell, a difference being two draws. Pairs whose two directions are both
+/// [`certainly_slow`] under `centre` (the fastest quarter's median) are left out. None for fewer
+/// than [`FEWEST`] pairs.
+fn directions(cells: &[&Measurement], logs: &[f64], centre: f64) -> Option<f64> {
     let at: HashMap<(usize, usize), f64> = cells.iter().zip(logs).map(|(m, &l)| ((m.src, m.dst), l)).collect();
     let mut diffs: Vec<f64> = at
         .iter()
         .filter(|((s, d), _)| s < d)
-        .filter_map(|((s, d), l)| at.get(&(*d, *s)).map(|r| (l - r).abs()))
+        .filter_map(|((s, d), &l)| at.get(&(*d, *s)).map(|&r| (l, r)))
+        .filter(|&(l, r)| !(certainly_slow(l, centre) && certainly_slow(r, centre)))
+        .map(|(l, r)| (l - r).abs())
         .collect();
     (diffs.len() >= FEWEST).then(|| MAD_TO_SD * median(&mut diffs) / std::f64::consts::SQRT_2)
 }

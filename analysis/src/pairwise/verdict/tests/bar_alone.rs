@@ -71,9 +71,10 @@ fn steady_retests_narrow_the_bar_a_noisy_first_pass_set() {
     let first_keep = j.bulk.bar / j.bulk.median;
     assert!(first_keep < 0.05, "the first pass's bar is far below its bulk: {j:?}");
     let sd = j.alone_spread.expect("the retests' noise set the bar alone");
-    // Eight differences (four pairs), each ln 1.02: the fourth of eight, at its expected rank
-    // (4 - 0.375) / 8.25, over the half-normal's quantile there.
-    let q = crate::stats::probit((1.0 + 3.625 / 8.25) / 2.0);
+    // Six differences, each ln 1.02 (the references and (2, 3); the link's two directions,
+    // certainly slow at a twentieth of the references, are left out): the third of six, at its
+    // expected rank (3 - 0.375) / 6.25, over the half-normal's quantile there.
+    let q = crate::stats::probit((1.0 + 2.625 / 6.25) / 2.0);
     assert!((sd - 1.02f64.ln() / q / 2f64.sqrt()).abs() < 1e-9, "{j:?}");
     let keep = (-(4.0 * sd).max(MIN_DROP)).exp();
     let alone = j.reference_alone.expect("references ran alone");
@@ -149,4 +150,42 @@ fn three_stalled_retests_of_six_directions_do_not_widen_the_bar_alone() {
         "{j:?}"
     );
     assert_eq!(levels(&v), vec!["link h1-h4".to_string()], "{v:?}");
+}
+
+/// A dead node's directions alone sit at the same floor every pass: read as noise, their ten
+/// differences of nought took the lower median with them and held a healthy pair (slowed by
+/// chance in the first pass, varying by a fifth alone, as the references did) to the 7% floor.
+/// They are certainly slow, so the noise is read from the others; the node is named alone.
+#[test]
+fn a_dead_node_steady_alone_does_not_narrow_the_bar_alone() {
+    let c = robust_cfg();
+    let h = hosts(6);
+    let mut slow: Vec<(usize, usize, f64)> = (0..5).flat_map(|r| [(r, 5, 0.1), (5, r, 0.1)]).collect();
+    slow.extend([(0, 1, 6.0), (1, 0, 6.0)]);
+    let first = matrix(6, 10.0, &slow);
+    let plan = plan_retests(&first, &c, &h);
+    assert!(plan.suspects.contains(&(0, 1)), "{plan:?}");
+    assert_eq!(plan.references.len(), REFERENCES);
+    let mut retests = Vec::new();
+    for pass in 0..RETEST_PASSES {
+        for &(a, b) in &plan.pairs() {
+            let at = if b == 5 {
+                0.1
+            } else if (a, b) == (0, 1) {
+                [8.0, 7.0][pass % 2]
+            } else {
+                [10.0, 8.0][pass % 2]
+            };
+            for (s, d) in [(a, b), (b, a)] {
+                let mut x = m(s, d, at);
+                x.retest = true;
+                retests.push(x);
+            }
+        }
+    }
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    let j = &v.judged[0];
+    assert!(j.alone_spread.is_some_and(|sd| sd > 0.2), "{j:?}");
+    assert_eq!(levels(&v), vec!["node h5".to_string()], "{v:?}");
+    assert!(v.cleared.contains(&(0, 1)), "{v:?}");
 }
