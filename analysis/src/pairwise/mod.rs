@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod blame;
 pub mod bulk;
+pub mod cables;
 pub mod connections;
 pub mod defaults;
 pub mod follow_up;
