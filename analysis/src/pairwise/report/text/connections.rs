@@ -71,19 +71,6 @@ fn path_letter(p: usize) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_lettered_past_z() {
-        assert_eq!(path_letter(0), "A");
-        assert_eq!(path_letter(25), "Z");
-        assert_eq!(path_letter(26), "AA");
-        assert_eq!(path_letter(27), "AB");
-    }
-}
-
 /// The fabric links the slow connections share (`cables`), one line each: where they arrive,
 /// from which router, their median against the others'.
 pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
@@ -103,5 +90,18 @@ pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
             c.median / c.others_median,
             c.z
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_lettered_past_z() {
+        assert_eq!(path_letter(0), "A");
+        assert_eq!(path_letter(25), "Z");
+        assert_eq!(path_letter(26), "AA");
+        assert_eq!(path_letter(27), "AB");
     }
 }
