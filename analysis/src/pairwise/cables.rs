@@ -134,13 +134,45 @@ fn judge(pool: &[Traced], to: IpAddr) -> Option<SlowLink> {
     let z = rank_z(&on_g, &off);
     let (n_on, n_off) = (on_g.len(), off.len());
     let (m_on, m_off) = (median(&mut on_g), median(&mut off));
-    (m_on <= (1.0 - MIN_DROP) * m_off && z <= MAX_Z).then_some(SlowLink {
+    if m_on > (1.0 - MIN_DROP) * m_off || z > MAX_Z || explained_elsewhere(&on, to, m_off) {
+        return None;
+    }
+    Some(SlowLink {
         link: Link { from, to },
         connections: n_on,
         median: m_on,
         others: n_off,
         others_median: m_off,
         z,
+    })
+}
+
+/// Whether the link into `to` is slow only through some of its connections: grouped by where
+/// they came from before it (the hop before its router, or their source router) or where they
+/// went after it (the next hop, or their host), a group of at least [`MIN_CONNECTIONS`] reads
+/// above the bar (`others`, their median, less [`MIN_DROP`]): then what slows the rest lies
+/// on their own branch, upstream or downstream, not on this link, which all of them cross.
+fn explained_elsewhere(on: &[&Traced], to: IpAddr, others: f64) -> bool {
+    let fine = (1.0 - MIN_DROP) * others;
+    let branch = |t: &Traced, upstream: bool| -> Option<IpAddr> {
+        let i = t.hops.iter().position(|&h| h == to)?;
+        if upstream {
+            Some(if i >= 2 { t.hops[i - 2] } else { t.hops[0] })
+        } else {
+            Some(t.hops.get(i + 1).copied().unwrap_or(t.dst))
+        }
+    };
+    [true, false].into_iter().any(|upstream| {
+        let mut groups: std::collections::BTreeMap<IpAddr, Vec<f64>> = std::collections::BTreeMap::new();
+        for t in on {
+            if let Some(b) = branch(t, upstream) {
+                groups.entry(b).or_default().push(t.gbps);
+            }
+        }
+        groups.len() > 1
+            && groups
+                .values_mut()
+                .any(|g| g.len() >= MIN_CONNECTIONS && median(g) >= fine)
     })
 }
 
