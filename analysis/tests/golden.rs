@@ -60,6 +60,7 @@ fn outcome(f: Fixture) -> PairwiseOutcome {
     let plan = verdict::plan_retests(&f.measurements, &f.config, &f.hosts);
     let verdict = verdict::judge_pairs(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
     PairwiseOutcome {
+        cables: Vec::new(),
         config: f.config,
         transport: f.transport,
         transport_details: f.transport_details,

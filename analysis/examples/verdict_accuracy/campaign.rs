@@ -57,6 +57,7 @@ pub fn campaign(
                 counters: Vec::new(),
                 timings: None,
                 paths: None,
+                cables: Vec::new(),
                 repeats: Vec::new(),
                 over_time: None,
             };

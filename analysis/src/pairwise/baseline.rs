@@ -145,6 +145,7 @@ mod tests {
         let names: Vec<String> = (0..hosts).map(|h| format!("h{h}")).collect();
         let v = verdict::judge_pairs(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
         PairwiseOutcome {
+            cables: Vec::new(),
             config: cfg,
             transport: "tcp".into(),
             transport_details: Vec::new(),

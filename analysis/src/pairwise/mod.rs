@@ -6,6 +6,7 @@
 pub mod baseline;
 pub mod blame;
 pub mod bulk;
+pub mod cables;
 pub mod connections;
 pub mod defaults;
 pub mod follow_up;
@@ -323,6 +324,10 @@ pub struct PairwiseOutcome {
     /// With several queue pairs per test (`-q`): whether one of a pair's paths is slow.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<paths::PathVerdict>,
+    /// With several traced TCP connections per test (`-q` over TCP): the fabric links their
+    /// slow connections share ([`cables`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cables: Vec<cables::SlowLink>,
     /// `--repeat`: every pass, this outcome's own figures being the last pass's (empty for a
     /// single run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -338,7 +343,9 @@ impl PairwiseOutcome {
     pub fn pass(&self) -> bool {
         match &self.over_time {
             Some(t) => t.pass,
-            None => self.verdict.pass && self.paths.as_ref().is_none_or(paths::PathVerdict::pass),
+            None => {
+                self.verdict.pass && self.paths.as_ref().is_none_or(paths::PathVerdict::pass) && self.cables.is_empty()
+            }
         }
     }
 }

@@ -155,6 +155,10 @@ fn outcome(doc: &Value) -> Result<PairwiseOutcome, String> {
         })
         .unwrap_or_default();
     Ok(PairwiseOutcome {
+        cables: doc
+            .get("cables")
+            .and_then(|c| serde_json::from_value(c.clone()).ok())
+            .unwrap_or_default(),
         config,
         transport: doc
             .get("transport")
@@ -210,6 +214,7 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
         verdict,
         rails,
         paths: super::paths::judge_paths(&o.measurements, &[], &from_pass),
+        cables: super::cables::slow_links(&o.measurements),
         repeats: Vec::new(),
         over_time: None,
         ..o.clone()

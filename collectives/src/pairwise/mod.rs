@@ -493,6 +493,7 @@ pub fn run(
     Ok(measurements.zip(measured).map(|(measurements, retests)| {
         let (v, rails) = rails::judge_rails(&measurements, &retests, cfg, hosts, &plan, fabric);
         let paths = paths::judge_paths(&measurements, &retests, cfg);
+        let cables = analysis::pairwise::cables::slow_links(&measurements);
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),
@@ -515,6 +516,7 @@ pub fn run(
                 ..Timings::default()
             }),
             paths,
+            cables,
             repeats: Vec::new(),
             over_time: None,
         }

@@ -122,6 +122,7 @@ fn outcome() -> PairwiseOutcome {
     };
     let plan = verdict::plan_retests(&ms, &config, &hosts);
     PairwiseOutcome {
+        cables: Vec::new(),
         verdict: verdict::judge_pairs(&ms, &[], &config, &hosts, &plan, None),
         config,
         transport: "tcp".into(),

@@ -64,6 +64,7 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
     };
     let pass = blamed.is_empty() && unstable.is_empty();
     let outcome = PairwiseOutcome {
+        cables: Vec::new(),
         config: PairwiseConfig::synthetic(OpName::Send, SIZE, 100),
         transport: "tcp".into(),
         transport_details: Vec::new(),

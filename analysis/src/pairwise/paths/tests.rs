@@ -172,6 +172,7 @@ fn the_reports_name_the_path_and_the_run_fails() {
         "the pair of the slow path is retested, once"
     );
     let o = PairwiseOutcome {
+        cables: Vec::new(),
         config: c.clone(),
         transport: "verbs".into(),
         transport_details: Vec::new(),

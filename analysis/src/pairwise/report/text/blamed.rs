@@ -173,7 +173,13 @@ pub(super) fn unblamed_counters(s: &mut String, o: &PairwiseOutcome) {
 /// The run's PASS or FAIL, with what was blamed at each level.
 pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let slow_paths = o.paths.as_ref().map_or(0, |p| p.confirmed.len());
-    if v.pass && slow_paths > 0 {
+    let links = o.cables.len();
+    if v.pass && links > 0 {
+        let _ = writeln!(
+            s,
+            "# FAIL: {links} slow fabric link(s) (the connections across a link slower than those around it), no slow pair"
+        );
+    } else if v.pass && slow_paths > 0 {
         let _ = writeln!(
             s,
             "# FAIL: {slow_paths} slow path(s) (one queue pair of a pair slower than its others), no slow pair"
@@ -198,6 +204,9 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
             );
         }
+        if links > 0 {
+            let _ = writeln!(s, "# FAIL: and {links} slow fabric link(s)");
+        }
     } else {
         let count = |level: &str| v.blamed.iter().filter(|p| p.level() == level).count();
         let _ = writeln!(
@@ -215,6 +224,9 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 s,
                 "# FAIL: and {slow_paths} slow path(s) (one queue pair of a pair slower than its others)"
             );
+        }
+        if links > 0 {
+            let _ = writeln!(s, "# FAIL: and {links} slow fabric link(s)");
         }
         if !v.unstable.is_empty() && !o.config.unstable_warns {
             let _ = writeln!(

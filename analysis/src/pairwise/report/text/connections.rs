@@ -71,6 +71,28 @@ fn path_letter(p: usize) -> String {
     }
 }
 
+/// The fabric links the slow connections share (`cables`), one line each: where they arrive,
+/// from which router, their median against the others'.
+pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
+    for c in &o.cables {
+        let from: Vec<String> = c.link.from.iter().map(ToString::to_string).collect();
+        let _ = writeln!(
+            s,
+            "# SLOW FABRIC LINK: into {} from {}: its {} connection(s) at a median {:.4} Gb/sec against {:.4} for {} \
+             connection(s) that left the same router(s) by another link or reached the same hosts by another \
+             ({:.2} of them, rank test z {:.1})",
+            c.link.to,
+            from.join(", "),
+            c.connections,
+            c.median,
+            c.others_median,
+            c.others,
+            c.median / c.others_median,
+            c.z
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

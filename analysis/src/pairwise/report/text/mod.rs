@@ -85,6 +85,7 @@ pub fn render_judged(o: &PairwiseOutcome) -> String {
         verdict(&mut s, o, &rest);
     }
     paths::paths(&mut s, o);
+    connections::slow_links(&mut s, o);
     blamed::unblamed_counters(&mut s, o);
     blamed::pass_line(&mut s, o, &o.verdict);
     s

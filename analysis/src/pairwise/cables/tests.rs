@@ -1,0 +1,147 @@
+//! The slow link on real runs of the leaf-spine bed (docs/evidence/leafspine-paths-2026-12-06/:
+//! `pairwise -q 4` over TCP, 3 leaves x 2 hosts x 2 spines, clean and with the leaf0-spine1
+//! cable at 60 Mbit/s), and on synthetic ones.
+
+use super::*;
+use crate::pairwise::PairwiseOutcome;
+
+const CLEAN: &str = include_str!("../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-clean.json");
+const SLOW: &str =
+    include_str!("../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-cable-leaf0-spine1-60mbit.json");
+
+fn run(json: &str) -> PairwiseOutcome {
+    crate::pairwise::saved::parse(json.as_bytes()).expect("a pairwise --json run")
+}
+
+fn ip(s: &str) -> IpAddr {
+    s.parse().expect("an address")
+}
+
+#[test]
+fn the_clean_bed_has_no_slow_link() {
+    let r = run(CLEAN);
+    assert!(
+        slow_links(&r.measurements).is_empty(),
+        "{:?}",
+        slow_links(&r.measurements)
+    );
+}
+
+#[test]
+fn the_slowed_cable_is_named_in_both_directions_and_nothing_else() {
+    let r = run(SLOW);
+    let found = slow_links(&r.measurements);
+    eprintln!("{found:#?}");
+    assert!(!found.is_empty());
+    // leaf0 (10.80.0.1) to spine1, arriving on spine1's end of the cable (10.101.0.2) ...
+    assert!(found.iter().any(|s| s.link
+        == Link {
+            from: vec![ip("10.80.0.1")],
+            to: ip("10.101.0.2")
+        }));
+    // ... and anything else named is the same cable the other way: from spine1 to leaf0's end.
+    for s in &found {
+        assert!([ip("10.101.0.2"), ip("10.101.0.1")].contains(&s.link.to), "{s:?}");
+    }
+}
+
+/// A tiny seeded generator for the synthetic fabrics.
+struct Rng(u64);
+impl Rng {
+    fn unit(&mut self) -> f64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// A 3-leaf, 2-spine fabric of 2 hosts a leaf, every direction between leaves on 4 connections
+/// hashed onto a spine at random; each connection 25 Mb/s times a log-normal-ish spread, and
+/// `slow` (leaf, spine) cables at `keep` of that both ways.
+fn synthetic(seed: u64, spread: f64, slow: Option<(usize, usize)>, keep: f64) -> Vec<Measurement> {
+    use super::super::connections::Connection;
+    let mut rng = Rng(seed);
+    let leaf_of = |h: usize| h / 2;
+    let leaf_ip = |l: usize| ip(&format!("10.80.{l}.1"));
+    let arrive_spine = |l: usize, s: usize| ip(&format!("10.{}.{l}.2", 100 + s));
+    let arrive_leaf = |l: usize, s: usize| ip(&format!("10.{}.{l}.1", 100 + s));
+    let mut out = Vec::new();
+    for src in 0..6 {
+        for dst in 0..6 {
+            if leaf_of(src) == leaf_of(dst) {
+                continue;
+            }
+            let (ls, ld) = (leaf_of(src), leaf_of(dst));
+            let conns = (0..4)
+                .map(|k| {
+                    let s = usize::from(rng.unit() < 0.5);
+                    let hit = slow.is_some_and(|c| c == (ls, s) || c == (ld, s));
+                    let noise = 1.0 + spread * (2.0 * rng.unit() - 1.0);
+                    let gbps = 0.025 * noise * if hit { keep } else { 1.0 };
+                    Connection {
+                        from: format!("10.80.{ls}.{}:{}", 10 + src, 40000 + k).parse().expect("addr"),
+                        to: format!("10.80.{ld}.{}:5000", 10 + dst).parse().expect("addr"),
+                        bytes: 1 << 20,
+                        gbps,
+                        path: Some(Path::Traced {
+                            hops: vec![Some(leaf_ip(ls)), Some(arrive_spine(ls, s)), Some(arrive_leaf(ld, s))],
+                            reached: true,
+                        }),
+                    }
+                })
+                .collect();
+            let mut m = Measurement::bandwidth(src, dst, 1 << 22, 4, 0.1, false);
+            m.connections = conns;
+            out.push(m);
+        }
+    }
+    out
+}
+
+#[test]
+fn synthetic_clean_fabrics_name_nothing_and_a_cable_at_60_percent_is_named() {
+    let (mut false_pos, mut named, trials) = (0, 0, 300);
+    for seed in 0..trials {
+        if !slow_links(&synthetic(seed, 0.25, None, 1.0)).is_empty() {
+            false_pos += 1;
+        }
+        let found = slow_links(&synthetic(seed + 10_000, 0.25, Some((0, 1)), 0.6));
+        let cable = [ip("10.101.0.2"), ip("10.101.0.1")];
+        if !found.is_empty() && found.iter().all(|s| cable.contains(&s.link.to)) {
+            named += 1;
+        } else if std::env::var_os("CABLES_DEBUG").is_some() {
+            eprintln!(
+                "seed {seed}: {:?}",
+                found
+                    .iter()
+                    .map(|s| (
+                        s.link.clone(),
+                        s.connections,
+                        s.others,
+                        (s.median / s.others_median * 100.0).round(),
+                        (s.z * 10.0).round() / 10.0
+                    ))
+                    .collect::<Vec<_>>()
+            );
+        }
+    }
+    eprintln!("clean with a finding: {false_pos} of {trials}; cable at 60% named alone: {named} of {trials}");
+    assert!(
+        false_pos * 100 <= trials,
+        "{false_pos} of {trials} clean fabrics named a link"
+    );
+    assert!(
+        named * 100 >= trials * 95,
+        "the cable named alone in {named} of {trials}"
+    );
+}
+
+#[test]
+fn ranks_of_lower_figures_give_a_negative_z() {
+    let z = rank_z(&[1.0, 2.0, 3.0, 4.0], &[5.0, 6.0, 7.0, 8.0]);
+    // U = 0 of 16; mean 8, sd sqrt(4*4*9/12) = sqrt(12): z = -8 / 3.4641 = -2.3094.
+    assert!((z + 2.3094).abs() < 1e-3, "{z}");
+    assert_eq!(rank_z(&[1.0, 1.0], &[1.0, 1.0]), 0.0);
+}
