@@ -92,6 +92,7 @@ mod tests {
                 .collect(),
             blamed: Vec::new(),
             pass: false,
+            fabric: Vec::new(),
         }
     }
 

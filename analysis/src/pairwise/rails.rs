@@ -256,7 +256,9 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
     let mut confirmed = Vec::new();
     let mut cleared = Vec::new();
     let mut unstable = Vec::new();
+    let mut fabric = Vec::new();
     for r in rails {
+        fabric.extend(r.verdict.fabric.iter().cloned());
         blamed.extend(
             r.verdict
                 .blamed
@@ -274,6 +276,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         confirmed.extend(w.confirmed);
         cleared.extend(w.cleared);
         unstable.extend(w.unstable);
+        fabric.extend(w.fabric);
         judged = w.judged;
     }
     Verdict {
@@ -284,6 +287,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         unstable,
         confirmed,
         blamed,
+        fabric,
     }
 }
 

@@ -26,6 +26,7 @@ mod bars;
 mod cells;
 mod judging;
 mod noise;
+mod on_links;
 mod plan;
 mod settling;
 mod small;
@@ -114,6 +115,11 @@ pub struct Verdict {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<Unstable>,
     pub pass: bool,
+    /// Slow pairs put down to a slow fabric link ([`cables`](super::cables)): their traced
+    /// connections across it were slow and their others fine, so they are not in `confirmed`
+    /// and not blamed on their hosts; the link itself fails the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fabric: Vec<SlowPair>,
 }
 
 impl Verdict {

@@ -145,3 +145,64 @@ fn ranks_of_lower_figures_give_a_negative_z() {
     assert!((z + 2.3094).abs() < 1e-3, "{z}");
     assert_eq!(rank_z(&[1.0, 1.0], &[1.0, 1.0]), 0.0);
 }
+
+#[test]
+fn the_slowed_runs_pairs_are_put_down_to_the_cable_not_to_their_hosts() {
+    // Judged again offline (no retests: every suspect counts as confirmed), the slowed run named
+    // the two hosts of leaf0 as slow nodes beside the cable; their pairs are the cable's.
+    let r = run(SLOW);
+    let again = crate::pairwise::saved::rejudge(&r, &r.config, None);
+    assert!(!again.cables.is_empty());
+    assert!(again.verdict.blamed.is_empty(), "{:?}", again.verdict.blamed);
+    assert!(!again.verdict.fabric.is_empty());
+    assert!(!again.pass());
+    let clean = run(CLEAN);
+    let again = crate::pairwise::saved::rejudge(&clean, &clean.config, None);
+    assert!(again.verdict.fabric.is_empty() && again.pass(), "{:?}", again.verdict);
+}
+
+/// [`synthetic`] with each measurement's own figure the sum of its connections', and host
+/// `node`'s connections (if any) at `node_keep`.
+fn with_figures(mut ms: Vec<Measurement>, node: Option<usize>, node_keep: f64) -> Vec<Measurement> {
+    for m in &mut ms {
+        if node.is_some_and(|h| m.src == h || m.dst == h) {
+            for c in &mut m.connections {
+                c.gbps *= node_keep;
+            }
+        }
+        let sum: f64 = m.connections.iter().map(|c| c.gbps).sum();
+        let mut again = Measurement::bandwidth(m.src, m.dst, 1 << 22, 4, sum, false);
+        again.connections = std::mem::take(&mut m.connections);
+        *m = again;
+    }
+    ms
+}
+
+#[test]
+fn a_slow_node_beside_a_slow_cable_is_still_the_node() {
+    use crate::pairwise::verdict::{judge_pairs, RetestPlan};
+    use crate::pairwise::{OpName, PairwiseConfig};
+    let hosts: Vec<String> = (0..6).map(|h| format!("h{h}")).collect();
+    let cfg = PairwiseConfig {
+        threshold: None,
+        ..PairwiseConfig::synthetic(OpName::Send, 1 << 22, 4)
+    };
+    let (mut node_named, mut cable_pairs_clear, trials) = (0, 0, 50);
+    for seed in 0..trials {
+        // Host 3 (leaf 1) at 60% on every connection; the cable leaf0-spine1 at 60% too.
+        let ms = with_figures(synthetic(seed, 0.05, Some((0, 1)), 0.6), Some(3), 0.6);
+        let v = judge_pairs(&ms, &[], &cfg, &hosts, &RetestPlan::default(), None);
+        let labels: Vec<String> = v.blamed.iter().map(|p| p.label()).collect();
+        if labels.contains(&"node h3".to_string()) {
+            node_named += 1;
+        }
+        // Nothing on leaf 0 or leaf 2 is blamed: their slow pairs are the cable's.
+        if labels.iter().all(|l| l == "node h3") {
+            cable_pairs_clear += 1;
+        } else {
+            eprintln!("seed {seed}: {labels:?}");
+        }
+    }
+    assert_eq!(node_named, trials, "the slow node named");
+    assert_eq!(cable_pairs_clear, trials, "nothing but the node blamed");
+}

@@ -80,6 +80,7 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
             blamed,
             unstable,
             pass,
+            fabric: Vec::new(),
         },
         config_findings: Vec::new(),
         rails: Vec::new(),

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use super::bars::{bar_for, bars, rule, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use super::noise::alone_spread;
+use super::on_links::off_links;
 use super::plan::RetestPlan;
 use super::unstable::{holds, unstable_parts};
 use super::{Judged, Population, Rule, Verdict};
@@ -64,12 +65,19 @@ pub fn judge_pairs(
     plan: &RetestPlan,
     topology: Option<&Topology>,
 ) -> Verdict {
+    // Pairs slow through a slow fabric link (their traced connections across it slow, the
+    // others fine) are the link's: judged apart from the rest, not blamed on their hosts, nor
+    // judged unstable (alone, a pair's new connections hash anew and may miss the link).
+    let whole = first;
+    let (first, on_links) = off_links(whole);
+    let first: &[Measurement] = &first;
     let bars = bars(first, cfg, hosts);
     let judged: Vec<Judged> = bars
         .iter()
         .map(|(p, bulk)| judge_population(*p, bulk, retests, cfg, hosts, plan))
         .collect();
     let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged);
+    let fabric = below_the_bar(whole, cfg, hosts, &bars, &on_links);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
     let unstable = unstable_parts(
         first, retests, cfg, hosts, &bars, &judged, &cleared, &confirmed, topology,
@@ -88,6 +96,7 @@ pub fn judge_pairs(
         pass: Verdict::passes(&confirmed, &unstable, cfg),
         unstable,
         confirmed,
+        fabric,
     }
 }
 
@@ -146,6 +155,39 @@ fn judge_population(
         at_once_noise: plan.at_once_noise.filter(|_| reference_alone.is_some()),
         settled_in_two_passes: plan.settled && reference_alone.is_some(),
     }
+}
+
+/// The pairs of `on_links` (slow through a slow fabric link) with a direction below the bar the
+/// rest of the first pass drew, as slow pairs: reported with the links, never retested.
+fn below_the_bar(
+    whole: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    bars: &[(Population, Bulk)],
+    on_links: &std::collections::BTreeSet<Pair>,
+) -> Vec<SlowPair> {
+    let rule = rule(cfg);
+    let of = by_pair(at_matrix_size(whole, cfg).filter(|m| on_links.contains(&m.pair())));
+    let mut out: Vec<SlowPair> = of
+        .into_iter()
+        .filter_map(|((a, b), ms)| {
+            let slow: Vec<&Measurement> = ms
+                .into_iter()
+                .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
+                .collect();
+            (!slow.is_empty()).then(|| SlowPair {
+                a,
+                b,
+                host_a: hosts[a].clone(),
+                host_b: hosts[b].clone(),
+                first: slow.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min),
+                retest: None,
+                directions: slow.iter().map(|m| (m.src, m.dst)).collect(),
+            })
+        })
+        .collect();
+    out.sort_by_key(|p| (p.a, p.b));
+    out
 }
 
 /// The suspects of the first pass, confirmed (still below their population's bar alone, or not

@@ -26,7 +26,7 @@ use crate::stats::{median, sd_from_abs_lower_median, MAD_TO_SD};
 /// pair alone varies by a few percent, the first pass's bar would clear a pair alone at a fiftieth
 /// of the references. None for fewer than [`ALONE_DIFFS`] differences.
 ///
-/// Directions [`certainly_slow`] under the references alone (`reference_alone`, score units) are
+/// Directions certainly slow (`verdict/small.rs`) under the references alone (`reference_alone`, score units) are
 /// left out where the others give [`ALONE_DIFFS`] differences: a part down to a floor measures the
 /// same every pass, and a dead node's ten steady directions took the lower median to nought, the
 /// bar alone to the 7% floor, while its healthy neighbours alone varied by a fifth. With fewer

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::bars::{bars, suspect_pairs};
 use super::cells::{at_matrix_size, population, scores_in};
+use super::on_links::off_links;
 use super::Population;
 use crate::pairwise::blame::host_indices;
 use crate::pairwise::bulk::Bulk;
@@ -120,6 +121,9 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
 /// What to retest alone: the suspects, and (robust rule) up to [`REFERENCES`] pairs per
 /// population with suspects whose worst direction is nearest the bulk's median.
 pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
+    // Pairs slow through a slow fabric link are not the hosts' to retest (`on_links.rs`).
+    let (first, _) = off_links(first);
+    let first: &[Measurement] = &first;
     let bars = bars(first, cfg, hosts);
     let suspects = suspect_pairs(first, cfg, hosts, &bars);
     let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();

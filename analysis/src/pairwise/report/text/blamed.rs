@@ -177,7 +177,11 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     if v.pass && links > 0 {
         let _ = writeln!(
             s,
-            "# FAIL: {links} slow fabric link(s) (the connections across a link slower than those around it), no slow pair"
+            "# FAIL: {links} slow fabric link(s) (the connections across a link slower than those around it), {}",
+            match v.fabric.len() {
+                0 => "no slow pair".to_string(),
+                k => format!("{k} slow rank pair(s) through them, no other"),
+            }
         );
     } else if v.pass && slow_paths > 0 {
         let _ = writeln!(

@@ -91,6 +91,19 @@ pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
             c.z
         );
     }
+    let fabric = &o.verdict.fabric;
+    if !fabric.is_empty() {
+        let pairs: Vec<String> = fabric
+            .iter()
+            .map(|p| format!("{}-{} ({} <-> {})", p.a, p.b, p.host_a, p.host_b))
+            .collect();
+        let _ = writeln!(
+            s,
+            "#   slow through the link(s) above, not blamed on their hosts: {} rank pair(s): {}",
+            fabric.len(),
+            pairs.join(", ")
+        );
+    }
 }
 
 #[cfg(test)]
