@@ -3,7 +3,8 @@
 //! path traces of `ranks::trace` land on the spine the leaf's kernel picks for each connection
 //! (both spines across connections), and a connection hashed over a slowed cable reads slow
 //! while one hashed over the other spine does not; `pairwise -q 4` over TCP keeps each test
-//! connection's path, traced over the spine the kernel hashes its 5-tuple onto.
+//! connection's path, traced over the spine the kernel hashes its 5-tuple onto; and with one
+//! cable slowed, that run names the cable from the traces and blames no host.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
@@ -309,4 +310,71 @@ fn pairwise_q4_over_tcp_traces_each_connection_over_the_spine_its_hash_picks() {
     }
     // Each direction's 4 connections all on one spine: 1 in 8, so all 6 so: 1 in 262144.
     assert!(both > 0, "no direction's connections crossed both spines");
+}
+
+/// The cable leaf0 <-> spine1 at 60 Mbit/s (host links 100, cables 200): `pairwise -q 4` over
+/// TCP names that cable from its traced connections, one way or both, as the links into either
+/// end, and nothing else: no host link, node, uplink or unstable part for the host pairs whose
+/// connections hashed onto it (issue 57: eight host links were named for one cable).
+#[test]
+fn a_slow_cable_is_named_from_the_traces_and_no_host_is_blamed() {
+    let bed = LeafSpine::up(3, 2, 2);
+    bed.script(&["shape-cable", "leaf0", "spine1", "60mbit"]).expect_code(0);
+    let json = bed.dir.join("cable.json");
+    let json_arg = json.display().to_string();
+    let r = bed.launch(
+        &[],
+        &[
+            "pairwise",
+            "--transport",
+            "tcp",
+            "-q",
+            "4",
+            "-s",
+            "1M",
+            "-n",
+            "8",
+            "--json",
+            &json_arg,
+        ],
+        limits::PAIRWISE_JOB,
+    );
+    r.expect_code(1);
+    let out = &r.stdout;
+    for wrong in [
+        "SLOW HOST LINK",
+        "SLOW NODE",
+        "SLOW UPLINK",
+        "SLOW NIC",
+        "SLOW RANK PAIR",
+        "UNSTABLE",
+    ] {
+        assert!(!out.contains(wrong), "{wrong} named:\n{out}");
+    }
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("the JSON report")).expect("JSON");
+    let cables = doc["cables"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no slow fabric link in the JSON:\n{out}"));
+    assert!(!cables.is_empty(), "{out}");
+    for c in cables {
+        // Into spine1 from leaf0, or into leaf0 from spine1: the slowed cable, both ends named.
+        let to: Ipv4Addr = c["link"]["to"].as_str().expect("to").parse().expect("address");
+        let from: Vec<String> = c["link"]["from"]
+            .as_array()
+            .expect("from")
+            .iter()
+            .map(|a| bed.name_of(a.as_str().expect("from").parse().expect("address")))
+            .collect();
+        match bed.name_of(to).as_str() {
+            "spine1" => assert_eq!(from, ["leaf0"], "{c}"),
+            "leaf0" => assert!(
+                from.iter().all(|f| f.starts_with("spine1") || f.starts_with("leaf")),
+                "{c}"
+            ),
+            other => panic!("a link into {other} named: {c}\n{out}"),
+        }
+        assert!(out.contains(&format!("# SLOW FABRIC LINK: into {to} from ")), "{out}");
+    }
+    assert!(doc["verdict"]["blamed"].as_array().is_none_or(Vec::is_empty), "{out}");
+    assert!(out.contains("slow fabric link(s)"), "{out}");
 }

@@ -264,6 +264,20 @@ pub fn slow_links(ms: &[Measurement]) -> Vec<SlowLink> {
     out
 }
 
+/// The rank pairs with a traced first-pass connection across `link`.
+pub fn pairs_across(ms: &[Measurement], link: &SlowLink) -> BTreeSet<Pair> {
+    ms.iter()
+        .filter(|m| !m.retest)
+        .filter(|m| {
+            m.connections.iter().any(|c| match &c.path {
+                Some(Path::Traced { hops, .. }) => hops.iter().flatten().any(|h| *h == link.link.to),
+                _ => false,
+            })
+        })
+        .map(Measurement::pair)
+        .collect()
+}
+
 /// The rank pairs the slow `links` explain: pairs with a traced first-pass connection across one
 /// of them, whose traced connections across none read at least [`MIN_DROP`] under the others of
 /// the links they crossed, at their median (or that have no such connection: `-q 1` one way).

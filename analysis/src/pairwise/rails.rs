@@ -257,8 +257,10 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
     let mut cleared = Vec::new();
     let mut unstable = Vec::new();
     let mut fabric = Vec::new();
+    let mut links = Vec::new();
     for r in rails {
         fabric.extend(r.verdict.fabric.iter().cloned());
+        links.extend(r.verdict.links.iter().cloned());
         blamed.extend(
             r.verdict
                 .blamed
@@ -277,6 +279,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         cleared.extend(w.cleared);
         unstable.extend(w.unstable);
         fabric.extend(w.fabric);
+        links.extend(w.links);
         judged = w.judged;
     }
     Verdict {
@@ -288,6 +291,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         confirmed,
         blamed,
         fabric,
+        links,
     }
 }
 

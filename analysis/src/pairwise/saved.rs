@@ -203,6 +203,7 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
     let nics = nics_of(o);
     let fabric = Fabric { topology, nics: &nics };
     let (verdict, rails) = rails::judge_rails(&o.measurements, &[], cfg, &o.hosts, &RetestPlan::default(), fabric);
+    let cables = verdict.links.clone();
     // Queue pairs slower than their others, from the first pass alone as the pairs are.
     let from_pass = PairwiseConfig {
         retest: false,
@@ -214,7 +215,7 @@ pub fn rejudge(o: &PairwiseOutcome, cfg: &PairwiseConfig, topology: Option<&Topo
         verdict,
         rails,
         paths: super::paths::judge_paths(&o.measurements, &[], &from_pass),
-        cables: super::cables::slow_links(&o.measurements),
+        cables,
         repeats: Vec::new(),
         over_time: None,
         ..o.clone()

@@ -120,6 +120,10 @@ pub struct Verdict {
     /// and not blamed on their hosts; the link itself fails the run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fabric: Vec<SlowPair>,
+    /// The slow fabric links themselves (`verdict/on_links.rs`): each slowed a pair of
+    /// `fabric`. The outcome's `cables` are these (every rail's, with `--rails`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<super::cables::SlowLink>,
 }
 
 impl Verdict {

@@ -493,7 +493,7 @@ pub fn run(
     Ok(measurements.zip(measured).map(|(measurements, retests)| {
         let (v, rails) = rails::judge_rails(&measurements, &retests, cfg, hosts, &plan, fabric);
         let paths = paths::judge_paths(&measurements, &retests, cfg);
-        let cables = analysis::pairwise::cables::slow_links(&measurements);
+        let cables = v.links.clone();
         PairwiseOutcome {
             config: cfg.clone(),
             transport: t.kind().as_str().to_string(),

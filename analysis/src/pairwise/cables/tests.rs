@@ -206,3 +206,56 @@ fn a_slow_node_beside_a_slow_cable_is_still_the_node() {
     assert_eq!(node_named, trials, "the slow node named");
     assert_eq!(cable_pairs_clear, trials, "nothing but the node blamed");
 }
+
+#[test]
+fn a_link_whose_slower_connections_slowed_no_pair_is_not_named() {
+    use crate::pairwise::verdict::{judge_pairs, RetestPlan};
+    use crate::pairwise::{OpName, PairwiseConfig};
+    // Connections leaving leaf 1 over spine 1 at 0.7 of the rest, their tests' other connections
+    // taking up what they lose (TCP sharing the host link): each test's total as before. The
+    // cable search sees a slow link; no pair is slow, so nothing is named.
+    let hosts: Vec<String> = (0..6).map(|h| format!("h{h}")).collect();
+    let cfg = PairwiseConfig {
+        threshold: None,
+        ..PairwiseConfig::synthetic(OpName::Send, 1 << 22, 4)
+    };
+    let on = ip("10.101.1.2");
+    let mut seen_slow = 0;
+    for seed in 0..20 {
+        let mut ms = synthetic(seed, 0.05, None, 1.0);
+        for m in &mut ms {
+            let crossing = |c: &super::super::connections::Connection| matches!(&c.path, Some(Path::Traced { hops, .. }) if hops.contains(&Some(on)));
+            let (lost, others) =
+                m.connections.iter().fold(
+                    (0.0, 0),
+                    |(l, k), c| {
+                        if crossing(c) {
+                            (l + 0.3 * c.gbps, k)
+                        } else {
+                            (l, k + 1)
+                        }
+                    },
+                );
+            if others == 0 {
+                continue;
+            }
+            for c in &mut m.connections {
+                if crossing(c) {
+                    c.gbps *= 0.7;
+                } else {
+                    c.gbps += lost / others as f64;
+                }
+            }
+        }
+        let ms = with_figures(ms, None, 1.0);
+        if !slow_links(&ms).is_empty() {
+            seen_slow += 1;
+        }
+        let v = judge_pairs(&ms, &[], &cfg, &hosts, &RetestPlan::default(), None);
+        assert!(
+            v.links.is_empty() && v.fabric.is_empty() && v.pass,
+            "seed {seed}: {v:?}"
+        );
+    }
+    assert!(seen_slow > 10, "the search alone named the link in {seen_slow} of 20");
+}

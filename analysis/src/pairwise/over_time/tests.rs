@@ -81,6 +81,7 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
             unstable,
             pass,
             fabric: Vec::new(),
+            links: Vec::new(),
         },
         config_findings: Vec::new(),
         rails: Vec::new(),

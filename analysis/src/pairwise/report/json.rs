@@ -136,6 +136,10 @@ fn document(o: &PairwiseOutcome) -> Value {
     if let Some(p) = &o.paths {
         doc["paths"] = json!(p);
     }
+    // `-q` over TCP, traced: the fabric links the slow connections share (absent where none).
+    if !o.cables.is_empty() {
+        doc["cables"] = json!(o.cables);
+    }
     // Where the time and memory went (absent from outcomes built without a run).
     if let Some(t) = &o.timings {
         doc["timings"] = json!(t);

@@ -69,15 +69,15 @@ pub fn judge_pairs(
     // others fine) are the link's: judged apart from the rest, not blamed on their hosts, nor
     // judged unstable (alone, a pair's new connections hash anew and may miss the link).
     let whole = first;
-    let (first, on_links) = off_links(whole);
-    let first: &[Measurement] = &first;
+    let apart = off_links(whole, cfg, hosts);
+    let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
     let judged: Vec<Judged> = bars
         .iter()
         .map(|(p, bulk)| judge_population(*p, bulk, retests, cfg, hosts, plan))
         .collect();
     let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged);
-    let fabric = below_the_bar(whole, cfg, hosts, &bars, &on_links);
+    let fabric = below_the_bar(whole, cfg, hosts, &bars, &apart.on);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
     let unstable = unstable_parts(
         first, retests, cfg, hosts, &bars, &judged, &cleared, &confirmed, topology,
@@ -97,6 +97,7 @@ pub fn judge_pairs(
         unstable,
         confirmed,
         fabric,
+        links: apart.links,
     }
 }
 

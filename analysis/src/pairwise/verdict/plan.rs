@@ -122,8 +122,8 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
 /// population with suspects whose worst direction is nearest the bulk's median.
 pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
     // Pairs slow through a slow fabric link are not the hosts' to retest (`on_links.rs`).
-    let (first, _) = off_links(first);
-    let first: &[Measurement] = &first;
+    let apart = off_links(first, cfg, hosts);
+    let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
     let suspects = suspect_pairs(first, cfg, hosts, &bars);
     let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();
