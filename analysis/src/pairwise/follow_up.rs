@@ -94,6 +94,7 @@ mod tests {
             pass: false,
             fabric: Vec::new(),
             links: Vec::new(),
+            uplink_paths: Vec::new(),
         }
     }
 

@@ -12,6 +12,7 @@ pub mod defaults;
 pub mod follow_up;
 pub mod formulas;
 pub mod over_time;
+pub mod path_share;
 pub mod paths;
 pub mod rails;
 pub mod report;

@@ -258,9 +258,11 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
     let mut unstable = Vec::new();
     let mut fabric = Vec::new();
     let mut links = Vec::new();
+    let mut uplink_paths = Vec::new();
     for r in rails {
         fabric.extend(r.verdict.fabric.iter().cloned());
         links.extend(r.verdict.links.iter().cloned());
+        uplink_paths.extend(r.verdict.uplink_paths.iter().cloned());
         blamed.extend(
             r.verdict
                 .blamed
@@ -280,6 +282,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         unstable.extend(w.unstable);
         fabric.extend(w.fabric);
         links.extend(w.links);
+        uplink_paths.extend(w.uplink_paths);
         judged = w.judged;
     }
     Verdict {
@@ -292,6 +295,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         blamed,
         fabric,
         links,
+        uplink_paths,
     }
 }
 

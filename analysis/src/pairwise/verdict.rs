@@ -124,6 +124,10 @@ pub struct Verdict {
     /// `fabric`. The outcome's `cables` are these (every rail's, with `--rails`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<super::cables::SlowLink>,
+    /// Each blamed uplink's connections (`-q` over TCP, `--topology`), slow and fine: whether
+    /// one of its paths is slow rather than all ([`path_share`](super::path_share)).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uplink_paths: Vec<super::path_share::PathShare>,
 }
 
 impl Verdict {

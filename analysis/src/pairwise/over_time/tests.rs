@@ -82,6 +82,7 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
             pass,
             fabric: Vec::new(),
             links: Vec::new(),
+            uplink_paths: Vec::new(),
         },
         config_findings: Vec::new(),
         rails: Vec::new(),

@@ -13,6 +13,7 @@ use super::{Judged, Population, Rule, Verdict};
 use crate::pairwise::blame::{blame, SlowPair};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::{DEVIATIONS, MIN_DROP};
+use crate::pairwise::path_share::path_shares;
 use crate::pairwise::topology::Topology;
 use crate::pairwise::{Measurement, PairwiseConfig, TestKind};
 use crate::schedule::Pair;
@@ -88,11 +89,14 @@ pub fn judge_pairs(
         .filter(|p| !unstable.iter().any(|u| holds(&u.part, hosts, p)))
         .cloned()
         .collect();
+    let blamed = blame(hosts, &tested, &steady, topology);
+    let uplink_paths = topology.map_or(Vec::new(), |t| path_shares(whole, hosts, &blamed, t));
     Verdict {
         rule: rule(cfg),
         judged,
         cleared,
-        blamed: blame(hosts, &tested, &steady, topology),
+        blamed,
+        uplink_paths,
         pass: Verdict::passes(&confirmed, &unstable, cfg),
         unstable,
         confirmed,

@@ -91,11 +91,42 @@ pub(super) fn blamed_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
             }
         };
         if written.is_ok() {
+            if let Part::Uplink { switch_a, switch_b, .. } = part {
+                paths_line(s, v, switch_a, switch_b);
+            }
             for line in counters::evidence(&o.counters, &part_ranks(o, part)) {
                 let _ = writeln!(s, "#   counters: {line}");
             }
         }
     }
+}
+
+/// `#   one of its paths ...`: where an uplink's connections (`-q` over TCP, untraced) were slow
+/// in part only, the share, and how many equal-cost paths it fits ([`PathShare`]).
+///
+/// [`PathShare`]: crate::pairwise::path_share::PathShare
+fn paths_line(s: &mut String, v: &Verdict, a: &str, b: &str) {
+    let Some(p) = v
+        .uplink_paths
+        .iter()
+        .find(|p| p.switch_a == a && p.switch_b == b && p.partial())
+    else {
+        return;
+    };
+    let fits = match p.paths() {
+        Some((lo, hi)) if lo == hi => format!(", as one of {lo} equal-cost paths would be"),
+        Some((lo, hi)) => format!(", as one of {lo} to {hi} equal-cost paths would be"),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        s,
+        "#   one of the paths between {a} and {b} is slow, not all: {} of its {} connections at a median {:.4} Gb/sec against {:.4} for the rest ({:.0}%{fits}); a cable or a spine's port, which traced connections name (run as root, without --no-trace)",
+        p.slow,
+        p.of,
+        p.slow_median,
+        p.rest_median,
+        100.0 * p.slow as f64 / p.of as f64
+    );
 }
 
 /// `# UNSTABLE ...`: each part slow at times and fine at others, with when it was slow (the
