@@ -156,7 +156,7 @@ pub fn resolve(world: &World, args: &Rank) -> Result<Rank, String> {
     let plan = match world.gather_bytes(found.encode().as_bytes(), "gathering each host's ports") {
         Some(all) => {
             let lists: Vec<Found> = all.iter().map(|b| Found::decode(&String::from_utf8_lossy(b))).collect();
-            decide(world, args.transport, &lists).encode()
+            decide(world.hosts(), world.node_of(), args.transport, &lists).encode()
         }
         None => String::new(),
     };
@@ -201,7 +201,7 @@ pub fn resolve(world: &World, args: &Rank) -> Result<Rank, String> {
 
 /// Rank 0's plan from every rank's `lists`: RDMA ports under `--transport verbs`, or under auto
 /// where every host has one; interfaces otherwise.
-fn decide(world: &World, transport: TransportChoice, lists: &[Found]) -> Plan {
+fn decide(hosts: &[String], node_of: &[usize], transport: TransportChoice, lists: &[Found]) -> Plan {
     if let Some(p) = lists.iter().find_map(|f| f.problem.clone()) {
         return Plan::Refused(format!("--rails auto: {p}"));
     }
@@ -215,7 +215,7 @@ fn decide(world: &World, transport: TransportChoice, lists: &[Found]) -> Plan {
     } else {
         ("interfaces", lists.iter().map(|f| f.tcp.clone()).collect())
     };
-    match rail_ports::plan(world.hosts(), world.node_of(), &ports, what) {
+    match rail_ports::plan(hosts, node_of, &ports, what) {
         Ok(nodes) => Plan::Rails { verbs, nodes },
         Err(e) => Plan::Refused(e.to_string()),
     }
@@ -302,5 +302,48 @@ mod tests {
         assert_eq!(Plan::decode(&r.encode()), Some(r));
         assert_eq!(Plan::decode("udp\n"), None);
         assert_eq!(Plan::decode("tcp\nx\teth0\t\t\n"), None);
+    }
+
+    /// Under `--transport auto`, RDMA ports where every host has one, else interfaces; a rank
+    /// that could not look is the refusal.
+    #[test]
+    fn auto_takes_rdma_ports_only_where_every_host_has_them() {
+        let hosts: Vec<String> = ["a", "b"].map(String::from).to_vec();
+        let both = |verbs: bool| Found {
+            verbs: if verbs {
+                vec![port("mlx5_0", Some(1), None)]
+            } else {
+                vec![]
+            },
+            tcp: vec![port("eth0", None, None)],
+            problem: None,
+        };
+        let plan = |lists: &[Found], t| decide(&hosts, &[0, 1], t, lists);
+        let got = |p: Plan| match p {
+            Plan::Rails { verbs, nodes } => (verbs, nodes[1][0].name()),
+            Plan::Refused(why) => panic!("{why}"),
+        };
+        assert_eq!(
+            got(plan(&[both(true), both(true)], TransportChoice::Auto)),
+            (true, "mlx5_0:1".into())
+        );
+        assert_eq!(
+            got(plan(&[both(true), both(false)], TransportChoice::Auto)),
+            (false, "eth0".into())
+        );
+        assert_eq!(
+            got(plan(&[both(true), both(true)], TransportChoice::Tcp)),
+            (false, "eth0".into())
+        );
+        assert_eq!(
+            plan(&[both(true), both(false)], TransportChoice::Verbs),
+            Plan::Refused("--rails auto: b has no active RDMA ports; bring one up, or run without --rails auto".into())
+        );
+        let mut blind = both(true);
+        blind.problem = Some("b cannot list its interfaces: EPERM".into());
+        assert_eq!(
+            plan(&[both(true), blind], TransportChoice::Auto),
+            Plan::Refused("--rails auto: b cannot list its interfaces: EPERM".into())
+        );
     }
 }
