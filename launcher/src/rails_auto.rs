@@ -222,51 +222,66 @@ fn decide(hosts: &[String], node_of: &[usize], transport: TransportChoice, lists
 }
 
 /// Pair this host's rails with its GPUs, keep this rank's GPU, and print every rank's pairing
-/// on rank 0 (`# Rail pairing: ...`), with a warning for each NODE or SYS one.
+/// on rank 0 ([`pairing_report`]), with a warning for each NODE or SYS one.
 fn report_pairing(world: &World, args: &Rank, host: &[RailPort]) {
     let nics: Vec<(String, Option<String>)> = host.iter().map(|p| (p.name(), p.pci.clone())).collect();
     let pairing = ranks::gpu_pairing::pair(&args.sysfs_root, &nics);
-    let Some(mine) = pairing.get(world.local_rank()) else {
-        return;
-    };
-    if let Some((g, _)) = &mine.gpu {
+    let mine = pairing.get(world.local_rank());
+    if let Some((g, _)) = mine.and_then(|m| m.gpu.as_ref()) {
         let _ = GPU.set(g.clone());
     }
-    let pci = host
-        .get(world.local_rank())
+    let port = host.get(world.local_rank());
+    let pci = port
         .and_then(|p| p.pci.as_deref())
         .map_or_else(String::new, |a| format!(" [{a}]"));
-    let gpu = match &mine.gpu {
+    let gpu = match mine.and_then(|m| m.gpu.as_ref()) {
         Some((g, a)) => format!("GPU {g} ({})", a.as_str()),
-        None => "no GPU paired (none in sysfs, or the NIC has no PCI address)".into(),
+        None => "no GPU paired".into(),
     };
+    let who = format!("rank {} ({})", world.rank(), world.host());
     let line = format!(
-        "# Rail pairing: rank {} ({}) rail {}: {}{pci}, {gpu}",
-        world.rank(),
-        world.host(),
+        "# Rail pairing: {who} rail {}: {}{pci}, {gpu}",
         world.local_rank(),
-        mine.nic
+        port.map(RailPort::name).unwrap_or_default()
     );
     let warning = mine
-        .warning()
-        .map(|w| format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
+        .and_then(ranks::gpu_pairing::Pairing::warning)
+        .map(|w| format!("warning: {who}: {w}"));
     let text = format!("{line}\n{}", warning.unwrap_or_default());
     if let Some(all) = world.gather_bytes(text.as_bytes(), "gathering the rail pairing") {
-        let mut out = String::new();
-        for t in &all {
-            let t = String::from_utf8_lossy(t);
-            let (l, w) = t.split_once('\n').unwrap_or((&t, ""));
-            out.push_str(l);
-            out.push('\n');
-            if !w.is_empty() {
-                ranks::stderr_line(&format!("meshrun: {w}"));
-            }
+        let texts: Vec<String> = all.iter().map(|t| String::from_utf8_lossy(t).into_owned()).collect();
+        let names: Vec<String> = host.iter().map(RailPort::name).collect();
+        let (out, warnings) = pairing_report(&texts, world.host(), &names);
+        for w in warnings {
+            ranks::stderr_line(&format!("meshrun: {w}"));
         }
         use std::io::Write;
         let mut so = std::io::stdout();
         let _ = so.write_all(out.as_bytes());
         let _ = so.flush();
     }
+}
+
+/// Rank 0's text from every rank's pairing line and warning (`LINE\nWARNING`): the lines, or
+/// where no rank has a GPU one line for the job (local rank i on port i, rank 0's host's ports
+/// `names` for example); and the warnings.
+fn pairing_report(texts: &[String], host: &str, names: &[String]) -> (String, Vec<String>) {
+    let split: Vec<(&str, &str)> = texts.iter().map(|t| t.split_once('\n').unwrap_or((t, ""))).collect();
+    let warnings = split
+        .iter()
+        .map(|(_, w)| w.to_string())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if split.iter().all(|(l, _)| l.ends_with(", no GPU paired")) {
+        let one = format!(
+            "# Rail pairing: local rank i on port i of its host ({host}: {}); no GPU paired (none in sysfs, or the \
+             NICs have no PCI address)\n",
+            names.join(", ")
+        );
+        return (one, warnings);
+    }
+    let lines = split.iter().map(|(l, _)| format!("{l}\n")).collect();
+    (lines, warnings)
 }
 
 #[cfg(test)]
@@ -302,6 +317,36 @@ mod tests {
         assert_eq!(Plan::decode(&r.encode()), Some(r));
         assert_eq!(Plan::decode("udp\n"), None);
         assert_eq!(Plan::decode("tcp\nx\teth0\t\t\n"), None);
+    }
+
+    /// Every rank's line where any has a GPU; one line for the job where none has.
+    #[test]
+    fn the_pairing_is_one_line_per_rank_or_one_for_the_job() {
+        let names = ["eth0".to_string(), "eth1".to_string()];
+        let none = [
+            "# Rail pairing: rank 0 (a) rail 0: eth0, no GPU paired\n".to_string(),
+            "# Rail pairing: rank 1 (a) rail 1: eth1, no GPU paired\n".to_string(),
+        ];
+        let (out, w) = pairing_report(&none, "a", &names);
+        assert_eq!(
+            out,
+            "# Rail pairing: local rank i on port i of its host (a: eth0, eth1); no GPU paired (none in sysfs, or the \
+             NICs have no PCI address)\n"
+        );
+        assert!(w.is_empty());
+        let some = [
+            "# Rail pairing: rank 0 (a) rail 0: mlx5_0:1 [0000:18:00.0], GPU 0000:1b:00.0 (PIX)\n".to_string(),
+            "# Rail pairing: rank 1 (a) rail 1: mlx5_1:1 [0000:1a:00.0], GPU 0000:9a:00.0 (SYS)\nwarning: rank 1 (a): \
+             NIC mlx5_1:1 and GPU 0000:9a:00.0 are SYS apart"
+                .to_string(),
+        ];
+        let (out, w) = pairing_report(&some, "a", &names);
+        assert_eq!(out.lines().count(), 2);
+        assert!(out.ends_with("GPU 0000:9a:00.0 (SYS)\n"), "{out}");
+        assert_eq!(
+            w,
+            ["warning: rank 1 (a): NIC mlx5_1:1 and GPU 0000:9a:00.0 are SYS apart"]
+        );
     }
 
     /// Under `--transport auto`, RDMA ports where every host has one, else interfaces; a rank

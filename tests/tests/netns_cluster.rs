@@ -294,7 +294,7 @@ fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
     );
     let out = &r.stdout;
     assert!(
-        out.contains("# Rail pairing: rank 5 (mr-h2) rail 1: eth1, no GPU paired"),
+        out.contains("# Rail pairing: local rank i on port i of its host (mr-h0: eth0, eth1); no GPU paired"),
         "{out}"
     );
     assert!(out.contains("--rails auto found eth0, eth1 on every host"), "{out}");
