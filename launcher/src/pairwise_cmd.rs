@@ -232,7 +232,9 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel
         .require_rdma("cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)")
         .and_then(|r| r.use_window_memory(Box::new(window)))
         .map_err(|e| e.to_string())?;
-    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id) {
+    // Under --rails auto the pairing's own warning has said it, with a closer GPU, not a NIC.
+    let paired = crate::rails_auto::gpu().is_some();
+    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id).filter(|_| !paired) {
         crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
     }
     let line = format!(
