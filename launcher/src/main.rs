@@ -21,6 +21,7 @@ mod pairwise_cmd;
 mod passes;
 mod precheck;
 mod preflight_cmd;
+mod rails_auto;
 mod rank;
 mod report_files;
 mod settings;

@@ -49,7 +49,7 @@ pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Resul
         (None, None) => Amount::Iterations(if test == TestKind::Lat { 1000 } else { 5000 }),
     };
     let selection = match (a.pair, a.inter_node, a.intra_node) {
-        _ if a.rails => Selection::Rails { intra: a.intra_node },
+        _ if a.rails_on() => Selection::Rails { intra: a.intra_node },
         (Some((x, y)), _, _) => Selection::Pair(x, y),
         (_, true, _) => Selection::InterNode,
         (_, _, true) => Selection::IntraNode,
@@ -214,9 +214,15 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel
     if !t.kind().has_rdma() {
         return Err(cuda_needs_rdma(t.kind()));
     }
-    let ids = match sel {
-        "auto" => None,
-        s => Some(collectives::gpu::parse_ids(s).map_err(|e| e.replace("--gpu-ids", "--use-cuda"))?),
+    let ids = match (sel, crate::rails_auto::gpu()) {
+        // `--rails auto`: the GPU nearest this rank's NIC (the list's entry for this local rank).
+        ("auto", Some(bus)) => {
+            let ordinal =
+                collectives::gpu::cuda::ordinal_of(bus, world.local_rank(), world.host()).map_err(|e| e.to_string())?;
+            Some(vec![ordinal; world.local_rank() + 1])
+        }
+        ("auto", None) => None,
+        (s, _) => Some(collectives::gpu::parse_ids(s).map_err(|e| e.replace("--gpu-ids", "--use-cuda"))?),
     };
     let mut window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
         .map_err(|e| e.to_string())?;
@@ -226,7 +232,9 @@ fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel
         .require_rdma("cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)")
         .and_then(|r| r.use_window_memory(Box::new(window)))
         .map_err(|e| e.to_string())?;
-    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id) {
+    // Under --rails auto the pairing's own warning has said it, with a closer GPU, not a NIC.
+    let paired = crate::rails_auto::gpu().is_some();
+    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id).filter(|_| !paired) {
         crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
     }
     let line = format!(
@@ -349,7 +357,13 @@ impl RankCommand for Pairwise {
     }
 
     fn check(&mut self, world: &ranks::World, t: &dyn ranks::Transport) -> Result<(), String> {
-        let cfg = config(&self.s, t.kind())?;
+        let mut cfg = config(&self.s, t.kind())?;
+        if let Some(found) = crate::rails_auto::nic_choice() {
+            cfg.nic_choice = Some(match cfg.nic_choice.take() {
+                Some(before) => format!("{before}; {found}"),
+                None => found.to_string(),
+            });
+        }
         if let Some((x, y)) = self.s.args.pair {
             if x.max(y) >= world.size() {
                 return Err(format!("--pair {x},{y}: this job has ranks 0 to {}", world.size() - 1));

@@ -54,6 +54,24 @@ pub fn run_rank(args: &Rank, body: impl FnOnce(&World, &mut Mesh) -> Result<i32,
             );
         }
     }
+    // `pairwise --rails auto`: this rank's NIC, found on its host, before anything uses one.
+    let found;
+    let args = if args.rails_auto {
+        match crate::rails_auto::resolve(&world, args) {
+            Ok(r) => {
+                found = r;
+                &found
+            }
+            Err(why) => {
+                if world.rank() == 0 {
+                    say(&why);
+                }
+                return Status::Usage.code();
+            }
+        }
+    } else {
+        args
+    };
     let started = std::time::Instant::now();
     // The address the TCP mesh uses, chosen once: the post-mortem's control port listens there too.
     let ip = mesh::choose_ip(&world, &tcp_options(args, world.local_rank()));

@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod devices;
 pub mod flow_control;
+pub mod gpu_pairing;
 pub mod inventory;
 pub mod limits;
 pub mod mesh;
@@ -11,6 +12,7 @@ pub mod netif;
 pub mod netlink;
 pub mod pci;
 pub mod postmortem;
+pub mod rail_ports;
 mod sys;
 pub mod tcp;
 pub mod trace;

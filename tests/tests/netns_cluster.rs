@@ -275,6 +275,9 @@ fn a_different_mtu_is_named_before_any_traffic() {
     );
 }
 
+/// `--rails auto` finds every host's two interfaces itself (no `--tcp-if` list; the listed form
+/// runs in `quiet_fabric.rs` and `intermittent.rs`), and refuses a job whose ranks per host, or
+/// whose hosts' ports, do not make rails, in one line saying what to start.
 #[test]
 fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
     // Four hosts, each with eth0 (rail 0) and eth1 (rail 1); local rank i uses eth<i>. mr-h2's
@@ -284,12 +287,17 @@ fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
     let json = c.dir.join("rails.json");
     let json_arg = json.display().to_string();
     let mut args = PAIRWISE.to_vec();
-    args.extend(["--rails", "--tcp-if", "eth0,eth1", "--json", &json_arg]);
+    args.extend(["--rails", "auto", "--json", &json_arg]);
     let r = c.names_only(
         &args,
         "# SLOW NIC: mr-h2 on rail 1 (rank 5, eth1): 3 of its 3 pairs on the rail are slow",
     );
     let out = &r.stdout;
+    assert!(
+        out.contains("# Rail pairing: local rank i on port i of its host (mr-h0: eth0, eth1); no GPU paired"),
+        "{out}"
+    );
+    assert!(out.contains("--rails auto found eth0, eth1 on every host"), "{out}");
     assert!(out.contains(" Pairs           : rails "), "{out}");
     // Only rail pairs, rails side by side: 3 rounds for 4 hosts.
     assert!(out.contains("Rounds         : 3"), "{out}");
@@ -320,6 +328,28 @@ fn two_rails_one_slow_nic_is_named_with_its_host_rail_and_interface() {
         (Some("mr-h2"), Some(1), Some("eth1"))
     );
     assert_eq!(v["verdict"]["blamed"].as_array().map(Vec::len), Some(1));
+    // One rank per host where each has two interfaces: the count to start, before any traffic.
+    let r = c.launch(&["--ppn", "1"], &args, limits::LONG_JOB);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains(
+            "meshrun: --rails auto: every host has 2 active interfaces (eth0, eth1), so the job needs 2 rank(s) per \
+             host, one per port; mr-h0 has 1: start 2 per host (meshrun launch --ppn 2, or mpirun -np 8 --map-by \
+             ppr:2:node)"
+        ),
+        "{}",
+        r.stderr
+    );
+    // A host with one interface down: named, with what the first host has.
+    c.script(&["exec", "mr-h3", "ip link set eth1 down"]).expect_code(0);
+    let r = c.launch(&[], &args, limits::LONG_JOB);
+    r.expect_code(2);
+    assert!(
+        r.stderr
+            .contains("hosts differ in their active interfaces: mr-h0 has 2 (eth0, eth1), mr-h3 has 1 (eth0)"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -342,4 +342,26 @@ mod tests {
         assert_eq!(a.threshold, None, "no --threshold: the robust rule");
         assert!(Cli::try_parse_from(["meshrun", "pairwise", "--pairs", "star"]).is_err());
     }
+
+    /// `--rails` alone is the listed form (a flag may follow it), `--rails auto` finds the
+    /// ports, and `MESHRUN_RAILS=true`/`false` still read as the on/off flag it was.
+    #[test]
+    fn rails_listed_auto_and_from_the_environment() {
+        let rails = |args: &[&str]| {
+            let cli = Cli::try_parse_from(["meshrun", "pairwise"].iter().chain(args)).unwrap();
+            let Command::Pairwise(a) = cli.command else {
+                panic!("pairwise")
+            };
+            (a.rails_on(), a.rails_auto(), a.rank.tcp_if)
+        };
+        assert_eq!(
+            rails(&["--rails", "--tcp-if", "eth0,eth1"]),
+            (true, false, vec!["eth0".into(), "eth1".into()])
+        );
+        assert_eq!(rails(&["--rails", "auto"]), (true, true, vec![]));
+        assert_eq!(rails(&["--rails=true"]), (true, false, vec![]));
+        assert_eq!(rails(&["--rails=false"]), (false, false, vec![]));
+        assert_eq!(rails(&[]), (false, false, vec![]));
+        assert!(Cli::try_parse_from(["meshrun", "pairwise", "--rails", "all"]).is_err());
+    }
 }

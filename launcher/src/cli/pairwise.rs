@@ -32,6 +32,19 @@ fn parse_repeat(s: &str) -> Result<u64, String> {
     }
 }
 
+/// `--rails` (each local rank's NIC listed) or `--rails auto` (found on each host).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RailsArg {
+    /// Each local rank's NIC named with --devices or a --tcp-if list (`--rails` alone)
+    #[value(alias = "true")]
+    Listed,
+    /// Every active port of every host, found: RDMA ports, else interfaces with an IPv4 address
+    Auto,
+    /// No rails (`MESHRUN_RAILS=false`)
+    #[value(alias = "false", hide = true)]
+    Off,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum TestArg {
     /// Bandwidth (like ib_write_bw)
@@ -97,9 +110,11 @@ pub struct PairwiseArgs {
     pub intra_node: bool,
     /// Multi-rail nodes (NIC i of every node on rail i): test pairs of the same local rank on
     /// different hosts, all rails at once, with one matrix and one verdict per rail; give each
-    /// local rank its NIC with --devices or a --tcp-if list
-    #[arg(long, conflicts_with_all = ["pair", "inter_node"])]
-    pub rails: bool,
+    /// local rank its NIC with --devices or a --tcp-if list, or `--rails auto`: every active port
+    /// of every host found, local rank i on port i, one rank per port
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "listed", value_name = "auto",
+          conflicts_with_all = ["pair", "inter_node"])]
+    pub rails: Option<RailsArg>,
     /// A pair is suspect below this fraction of the median of all pairs (default: decided from
     /// the distribution, see README "How meshrun decides")
     #[arg(long, value_parser = units::parse_fraction)]
@@ -230,4 +245,16 @@ pub enum OnUnstable {
     Fail,
     /// Report it; the status is the rest of the verdict's
     Warn,
+}
+
+impl PairwiseArgs {
+    /// `--rails`, listed or auto.
+    pub fn rails_on(&self) -> bool {
+        self.rails.is_some_and(|r| r != RailsArg::Off)
+    }
+
+    /// `--rails auto`.
+    pub fn rails_auto(&self) -> bool {
+        self.rails == Some(RailsArg::Auto)
+    }
 }

@@ -85,6 +85,7 @@ impl PairwiseSettings {
             rank.rdma_cm = true;
         }
         rank.mtu = args.mtu;
+        rank.rails_auto = args.rails_auto();
         PairwiseSettings {
             args,
             rank,

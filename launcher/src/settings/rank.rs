@@ -44,6 +44,9 @@ pub struct Rank {
     pub nic_choice: Option<String>,
     /// Queue pairs per peer of the verbs mesh (the collectives' -q; 0 or 1: one).
     pub lanes: usize,
+    /// `pairwise --rails auto`: each rank's NIC is found on its host when it joins the job
+    /// (`crate::rails_auto`), the lists above narrowing what is found.
+    pub rails_auto: bool,
 }
 
 /// Names of this host's interfaces with an address.
@@ -109,6 +112,7 @@ impl Rank {
             verbose: a.verbose,
             nic_choice: None,
             lanes: 0,
+            rails_auto: false,
         }
     }
 

@@ -64,6 +64,29 @@ pub(super) fn init(host: &str) -> Result<usize, GpuError> {
     Ok(count.max(0) as usize)
 }
 
+/// The CUDA ordinal of the GPU at PCI address `bus_id` (`0000:1b:00.0`), among the GPUs this
+/// process sees (`pairwise --rails auto` pairs a NIC with a GPU by its place in the PCI tree).
+pub fn ordinal_of(bus_id: &str, local_rank: usize, host: &str) -> Result<usize, GpuError> {
+    init(host)?;
+    let refused = |why: String| GpuError::Selection {
+        host: host.to_string(),
+        local_rank,
+        why,
+    };
+    let c = std::ffi::CString::new(bus_id).map_err(|_| refused(format!("{bus_id:?} is not a PCI address")))?;
+    let mut dev: sys::CUdevice = 0;
+    // SAFETY: `dev` is a valid place for the answer and `c` a NUL-terminated string, both alive
+    // for the call; cuInit ran in `init` above.
+    let r = unsafe { sys::cuDeviceGetByPCIBusId(&mut dev, c.as_ptr()) };
+    if r != CUresult::CUDA_SUCCESS || dev < 0 {
+        return Err(refused(format!(
+            "the GPU paired with this rank's NIC, at {bus_id}, is not one CUDA shows here ({r:?}; \
+             CUDA_VISIBLE_DEVICES may hide it): pass --use-cuda N to choose one"
+        )));
+    }
+    Ok(dev as usize)
+}
+
 /// The primary context of GPU `ordinal` and what it is (name, PCI address).
 pub(super) fn open_context(ordinal: usize) -> Result<(Arc<CudaContext>, GpuInfo), GpuError> {
     let mut info = GpuInfo {

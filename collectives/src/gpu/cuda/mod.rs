@@ -30,7 +30,7 @@ mod nic;
 mod probe;
 
 use context::{call_error, flush_rule, init, open_context};
-pub use context::{driver_present, hint};
+pub use context::{driver_present, hint, ordinal_of};
 use memory::{DevAlloc, DevMem};
 pub use nic::GpuWindow;
 use nic::{GpuNicMemory, Registrar};
