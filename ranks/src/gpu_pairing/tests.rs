@@ -62,7 +62,10 @@ fn p(parts: &[String]) -> Vec<String> {
 /// ibp94s0 GPU 3, mlx5_6 ibp154s0 GPU 4, mlx5_9 ibp192s0 GPU 5, mlx5_10 ibp206s0 GPU 6, mlx5_11
 /// ibp220s0 GPU 7; the NIC's PCI bus is in its interface name); each pair sits behind one PCIe
 /// switch, which `nvidia-smi topo -m` prints as PIX, GPUs 0-3 on NUMA node 0 and 4-7 on 1. The
-/// GPUs' buses (1b, 43, 52, 61, 9d, c3, d1, df) are as nvidia-smi lists a DGX H100's. The
+/// GPUs' buses (1b, 43, 52, 61, 9d, c3, d1, df) are those of a published `nvidia-smi` listing of
+/// an 8 x H100 80GB HBM3 node with two Xeon Platinum 8480C (the DGX H100's CPUs; driver
+/// 535.161.08, a host named `hidon`, a hardware report found through code search whose repository
+/// was not recorded); the tree between them is modelled, not read off that node. The
 /// storage and in-band NICs (mlx5_1, 2, 7, 8) are left out. `skip`: GPUs not on the bus.
 fn dgx_h100(tag: &str, skip: &[usize]) -> Tree {
     let t = Tree::new(tag);
