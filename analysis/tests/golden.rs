@@ -504,3 +504,14 @@ fn an_unstable_node_says_when_it_was_slow_and_what_ran_beside_it() {
         "{text}"
     );
 }
+
+/// A header value of 16 characters or more keeps a space before the next field: `rails and
+/// intra-node` ran into `Rounds` (seen on a `--rails auto --intra-node` run).
+#[test]
+fn a_long_header_value_keeps_its_space() {
+    let p = dir().join("send-bw-4ranks.outcome.json");
+    let mut f: Fixture = serde_json::from_slice(&std::fs::read(p).expect("fixture")).expect("a fixture outcome");
+    f.config.selection = analysis::pairwise::Selection::Rails { intra: true };
+    let out = String::from_utf8(text::PairwiseText::Whole.render(&outcome(f)).expect("text")).expect("utf-8");
+    assert!(out.contains(" Pairs           : rails and intra-node Rounds"), "{out}");
+}

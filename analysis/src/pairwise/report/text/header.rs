@@ -16,7 +16,7 @@ pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
         TestKind::Lat => "Latency",
     };
     let w = |s: &mut String, l: &str, lv: String, r: &str, rv: String| {
-        let _ = writeln!(s, " {l:<16}: {lv:<16}{r:<15}: {rv}");
+        let _ = writeln!(s, " {l:<16}: {lv:<15} {r:<15}: {rv}");
     };
     let _ = writeln!(s, "{RULE}");
     let _ = writeln!(
