@@ -264,18 +264,23 @@ pub fn slow_links(ms: &[Measurement]) -> Vec<SlowLink> {
     out
 }
 
-/// The rank pairs with a traced first-pass connection across `link`.
-pub fn pairs_across(ms: &[Measurement], link: &SlowLink) -> BTreeSet<Pair> {
-    ms.iter()
-        .filter(|m| !m.retest)
-        .filter(|m| {
-            m.connections.iter().any(|c| match &c.path {
-                Some(Path::Traced { hops, .. }) => hops.iter().flatten().any(|h| *h == link.link.to),
-                _ => false,
-            })
-        })
-        .map(Measurement::pair)
-        .collect()
+/// For each of `links` (in the order [`slow_links`] named them), the rank pairs with a traced
+/// first-pass connection across it and across none named before it: the connections that link
+/// was judged on.
+pub fn pairs_across(ms: &[Measurement], links: &[SlowLink]) -> Vec<BTreeSet<Pair>> {
+    let mut out = vec![BTreeSet::new(); links.len()];
+    for m in ms.iter().filter(|m| !m.retest) {
+        for c in &m.connections {
+            let Some(Path::Traced { hops, .. }) = &c.path else {
+                continue;
+            };
+            let crosses = |l: &SlowLink| hops.iter().flatten().any(|h| *h == l.link.to);
+            if let Some(k) = links.iter().position(crosses) {
+                out[k].insert(m.pair());
+            }
+        }
+    }
+    out
 }
 
 /// The rank pairs the slow `links` explain: pairs with a traced first-pass connection across one

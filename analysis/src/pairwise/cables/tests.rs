@@ -259,3 +259,22 @@ fn a_link_whose_slower_connections_slowed_no_pair_is_not_named() {
     }
     assert!(seen_slow > 10, "the search alone named the link in {seen_slow} of 20");
 }
+
+#[test]
+fn a_live_runs_third_link_beside_the_cable_is_not_named_again() {
+    // A live run on the bed (cable leaf0-spine1 at 60 Mbit/s) named a third link: leaf2's
+    // uplink to spine1 (its connections to leaf1 at 0.79 of the others, z -3.3), kept since some
+    // pairs across it were slow, though only through connections that went on over the cable.
+    // Judged by the connections each link was judged on, exactly the cable, both ways.
+    let r = run(include_str!(
+        "../../../../docs/evidence/leafspine-verdict-2026-12-06/cable-again/cable-5.json"
+    ));
+    assert!(r.cables.len() == 3, "as the run named them: {:?}", r.cables);
+    let again = crate::pairwise::saved::rejudge(&r, &r.config, None);
+    let to: Vec<IpAddr> = again.cables.iter().map(|c| c.link.to).collect();
+    assert_eq!(to.len(), 2, "{:?}", again.cables);
+    for t in to {
+        assert!([ip("10.101.0.2"), ip("10.101.0.1")].contains(&t), "{t}");
+    }
+    assert!(again.verdict.blamed.is_empty(), "{:?}", again.verdict.blamed);
+}

@@ -9,11 +9,13 @@
 //! are the links', set aside before the bars and the retest plan are drawn; and those of them
 //! below the bar the rest drew are reported with the links, not blamed on their hosts.
 //!
-//! A link is kept only where a pair across it is slow by that bar: one TCP connection of a test
+//! A link is kept only where a pair is slow by that bar through the link's own connections
+//! (those it was judged on: not those of a link named before it): one TCP connection of a test
 //! can read a quarter under its others while the test as a whole is fine (connections sharing a
-//! host link split it unevenly, the more so on a busy machine), and a link whose slower
-//! connections slowed no pair was named beside the slow cable on the bed (leaf1's uplink, its 7
-//! connections at 0.77 of the others, z -3.3) while every pair across it was in the bulk.
+//! host link split it unevenly, the more so on a busy machine), and on the bed a leaf's uplink
+//! beside the slow cable was named with it (its connections at 0.77-0.79 of the others, z
+//! -3.3), once while every pair across it was in the bulk and once while its only slow pairs
+//! were those whose other connections went on over the cable.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -51,8 +53,17 @@ pub(super) fn off_links<'a>(first: &'a [Measurement], cfg: &PairwiseConfig, host
             .filter(|m| on.contains(&m.pair()) && m.score() < bar_for(&bars, rule, hosts, m))
             .map(Measurement::pair)
             .collect();
+        // Each link by the connections it was judged on (the search sets aside those of a link
+        // named before it): a link beside the slow cable must slow a pair through connections of
+        // its own, not through connections that went on over the cable.
         let before = links.len();
-        links.retain(|l| !pairs_across(first, l).is_disjoint(&slow));
+        let own = pairs_across(first, &links);
+        let mut k = 0;
+        links.retain(|_| {
+            let keep = !own[k].is_disjoint(&slow);
+            k += 1;
+            keep
+        });
         if links.len() == before {
             return OffLinks {
                 rest: Cow::Owned(rest),
