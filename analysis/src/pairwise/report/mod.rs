@@ -4,7 +4,6 @@
 
 pub mod baseline;
 pub mod csv;
-mod font;
 pub mod heatmap;
 pub mod json;
 pub mod metrics;
