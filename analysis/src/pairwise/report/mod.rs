@@ -5,6 +5,7 @@
 pub mod baseline;
 pub mod csv;
 pub mod heatmap;
+pub mod html;
 pub mod json;
 pub mod metrics;
 pub mod part;

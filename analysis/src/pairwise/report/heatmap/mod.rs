@@ -108,4 +108,4 @@ pub fn render(o: &PairwiseOutcome, path: &std::path::Path) -> Result<Vec<u8>, St
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

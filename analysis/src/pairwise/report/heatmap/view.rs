@@ -151,6 +151,31 @@ fn between_hosts(hosts: &[String], mx: &[Vec<Option<f64>>]) -> Vec<Vec<Option<f6
     }
 }
 
+/// Up to this many ranks the HTML report shows the rank matrix as a table even where the
+/// picture shows hosts (a page scrolls; 128 ranks are 16384 cells, about 1 MB of HTML).
+pub const RANK_TABLE_MAX: usize = 128;
+
+/// The matrices the HTML report shows as tables: the ranks' (up to [`RANK_TABLE_MAX`]), the
+/// hosts' where the picture shows them, and one per rail.
+pub fn tables(o: &PairwiseOutcome) -> Vec<View> {
+    let mx = matrix(o);
+    let n = o.hosts.len();
+    let hosts = distinct_hosts(&o.hosts);
+    let mut views = Vec::new();
+    if n <= RANK_TABLE_MAX {
+        let all: Vec<usize> = (0..n).collect();
+        views.push(rank_view(o, &mx, &all, &o.verdict, "ranks".to_string()));
+    }
+    if n > RANK_VIEW_MAX && hosts.len() < n {
+        views.push(host_view(o, &mx, &hosts));
+    }
+    for r in &o.rails {
+        let heading = format!("rail {} (local rank {}, one rank per host)", r.rail, r.rail);
+        views.push(rank_view(o, &mx, &r.ranks, &r.verdict, heading));
+    }
+    views
+}
+
 /// The scale spans the figures and the bar; a healthy run's small spread is widened to 30% of the
 /// best figure so noise does not look red.
 fn scale(test: TestKind, mx: &[Vec<Option<f64>>], bar: Option<f64>) -> Scale {
