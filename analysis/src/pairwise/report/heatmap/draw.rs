@@ -15,7 +15,7 @@ const TITLE_H: i32 = 26;
 const KEY_H: i32 = 20;
 const HEADING_H: i32 = 24;
 const COLUMNS_H: i32 = 18;
-const LEGEND_W: i32 = 190;
+const LEGEND_W: i32 = 230;
 const LEGEND_BAR_W: i32 = 22;
 const LEGEND_H: i32 = 200;
 /// About the widest glyph of the 13 px labels, so a label's room is never short.
@@ -278,7 +278,7 @@ fn legend<DB: DrawingBackend>(a: &Area<DB>, p: &Picture, l: &Layout) -> Result<(
         text(
             a,
             &format!("bar {bar:.2}"),
-            (x + LEGEND_BAR_W + 90, y),
+            (x + LEGEND_BAR_W + 112, y),
             12,
             BLACK_,
             LEFT_MIDDLE,

@@ -176,6 +176,9 @@ fn a_rank_matrix_too_large_to_read_is_drawn_per_host() {
     assert!(v.cells[1][1].is_some_and(|x| x > 19.0));
     let (_, w, h) = pixels(&o).expect("pixels");
     assert!(w < 1200 && h < 900, "{w}x{h}");
+    if let Some(dir) = std::env::var_os("MESHRUN_HEATMAP_DUMP") {
+        let _ = std::fs::write(Path::new(&dir).join("hosts.png"), png(&o).expect("png"));
+    }
 }
 
 #[test]
