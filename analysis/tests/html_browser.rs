@@ -4,7 +4,8 @@
 //! the FAIL banner's colour where the banner is, the heatmap's slow red and blamed blue on screen,
 //! and the whole against a stored screenshot with a tolerance (fonts and anti-aliasing may move a
 //! few pixels between Chromium builds; a lost section or colour moves thousands).
-//! `MESHRUN_BLESS=1` stores the screenshot anew.
+//! `MESHRUN_BLESS=1` stores the screenshot anew. A screenshot that fails is kept in the temp
+//! folder and a second one taken: a browser under load now and then draws before it is done.
 //!
 //! Without Chromium the test is skipped with its reason printed past the test harness's capture;
 //! where `MESHRUN_REQUIRE_CHROMIUM` is set (scripts/test sets it, so CI), it fails instead.
@@ -74,6 +75,8 @@ fn screenshot(browser: &Path, page: &Path, shot: &Path, profile: &Path) {
             "--disable-sync",
             "--hide-scrollbars",
             "--force-device-scale-factor=1",
+            // Virtual time: the page loaded and laid out before the picture is taken.
+            "--virtual-time-budget=5000",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(format!("--screenshot={}", shot.display()))
@@ -127,40 +130,77 @@ fn the_html_page_opens_in_headless_chromium_as_stored() {
     std::fs::create_dir_all(&dir).expect("a scratch folder");
     let page = dir.join("report.html");
     std::fs::write(&page, Html.render(&outcome).expect("the page")).expect("writing the page");
-    let shot = dir.join("shot.png");
-    screenshot(&browser, &page, &shot, &dir.join("profile"));
-    let bytes = std::fs::read(&shot).expect("the screenshot");
+    let reference = data().join("slow-node.screenshot.png");
+    // A second screenshot where the first one was off: a browser under load now and then draws
+    // before it is done (1 run in about 30 here); a page that is wrong is wrong twice.
+    let mut failures = Vec::new();
+    for attempt in 0..2 {
+        let shot = dir.join(format!("shot-{attempt}.png"));
+        screenshot(&browser, &page, &shot, &dir.join(format!("profile-{attempt}")));
+        let bytes = std::fs::read(&shot).expect("the screenshot");
+        if std::env::var_os("MESHRUN_BLESS").is_some() {
+            std::fs::write(&reference, &bytes).expect("storing the screenshot");
+        }
+        let want = std::fs::read(&reference).expect("the stored screenshot (MESHRUN_BLESS=1)");
+        match check(&bytes, &want) {
+            Ok(()) => break,
+            Err(e) => {
+                // Kept for a look: what the browser showed.
+                let kept = std::env::temp_dir().join(format!("meshrun-html-browser-screenshot-{attempt}.png"));
+                let _ = std::fs::write(&kept, &bytes);
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "screenshot {attempt}: {e} (kept as {})",
+                    kept.display()
+                );
+                failures.push(e);
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    let (px, w, h) = decode(&bytes);
-    assert_eq!((w, h), (WIDTH, HEIGHT), "the window's size");
+    assert!(failures.len() < 2, "both screenshots: {}", failures.join("; "));
+}
+
+/// The screenshot `bytes` against what the page must show and against the stored one `want`.
+fn check(bytes: &[u8], want: &[u8]) -> Result<(), String> {
+    let (px, w, h) = decode(bytes);
+    if (w, h) != (WIDTH, HEIGHT) {
+        return Err(format!("{w}x{h}, not the window's size"));
+    }
     let at = |x: u32, y: u32| {
         let i = ((y * w + x) * 3) as usize;
         [px[i], px[i + 1], px[i + 2]]
     };
     // The FAIL banner across the top.
     for x in [4, WIDTH / 2, WIDTH - 30] {
-        assert!(near(at(x, 8), FAIL_BANNER, 6), "banner at {x}: {:?}", at(x, 8));
+        if !near(at(x, 8), FAIL_BANNER, 6) {
+            return Err(format!("banner at {x}: {:?}", at(x, 8)));
+        }
     }
     // The heatmap on screen: its blamed frames and its red slow cells.
     let count = |want: [u8; 3], tol: u8| (0..w * h).filter(|i| near(at(i % w, i / w), want, tol)).count();
-    assert!(count(BLAMED, 10) > 500, "blamed blue on screen");
-    assert!(count([220, 80, 60], 30) > 2000, "slow red on screen");
-    let reference = data().join("slow-node.screenshot.png");
-    if std::env::var_os("MESHRUN_BLESS").is_some() {
-        std::fs::write(&reference, &bytes).expect("storing the screenshot");
+    if count(BLAMED, 10) <= 500 {
+        return Err("no blamed blue on screen".into());
     }
-    let (want, ww, wh) = decode(&std::fs::read(&reference).expect("the stored screenshot (MESHRUN_BLESS=1)"));
-    assert_eq!((ww, wh), (w, h));
+    if count([220, 80, 60], 30) <= 2000 {
+        return Err("no slow red on screen".into());
+    }
+    let (want, ww, wh) = decode(want);
+    if (ww, wh) != (w, h) {
+        return Err(format!("the stored screenshot is {ww}x{wh}"));
+    }
     let different = px
         .chunks(3)
         .zip(want.chunks(3))
         .filter(|(a, b)| a.iter().zip(b.iter()).any(|(x, y)| x.abs_diff(*y) > CHANNEL_TOLERANCE))
         .count();
     let share = different as f64 / f64::from(w * h);
-    assert!(
-        share < MAX_DIFFERENT,
-        "{:.1}% of the pixels differ from the stored screenshot (at most {:.0}%)",
-        share * 100.0,
-        MAX_DIFFERENT * 100.0
-    );
+    if share >= MAX_DIFFERENT {
+        return Err(format!(
+            "{:.1}% of the pixels differ from the stored screenshot (at most {:.0}%)",
+            share * 100.0,
+            MAX_DIFFERENT * 100.0
+        ));
+    }
+    Ok(())
 }
