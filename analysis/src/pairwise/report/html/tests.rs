@@ -59,3 +59,18 @@ fn a_passing_run_has_the_green_banner() {
     let p = page(&o).expect("page");
     assert!(p.contains("<div class=\"banner pass\""), "{}", &p[..600]);
 }
+
+/// Above 32 ranks the page shows the rank matrix (up to 128) and the hosts' beside it, as the
+/// picture shows hosts.
+#[test]
+fn a_large_run_has_the_rank_and_the_host_tables() {
+    let o = slow_node(5, 8, "h2");
+    let p = page(&o).expect("page");
+    assert!(p.contains("<h2>Matrix: ranks</h2>"));
+    assert!(p.contains("<h2>Matrix: hosts: the median of the rank cells between two hosts"));
+    assert!(
+        p.contains("<th class=\"blamed\">2 h2</th>"),
+        "h2's row in the host table"
+    );
+    assert_eq!(p.matches("<table class=\"matrix\">").count(), 2);
+}
