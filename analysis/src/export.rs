@@ -3,11 +3,14 @@
 //! ones in `coll::report`; preflight's in `preflight::report`, mesh-check's in `mesh_check`,
 //! compare's in `compare::table`.
 
-/// Why a report could not be rendered: only an image encoder can fail.
+/// Why a report could not be rendered: only a picture can fail, being drawn or encoded.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
     #[error(transparent)]
     Png(#[from] png::EncodingError),
+    /// plotters could not draw the heatmap (its font unreadable, a backend's error).
+    #[error("drawing the heatmap: {0}")]
+    Draw(String),
 }
 
 /// One output format of a run `R`: a `PairwiseOutcome` (or a baseline `Comparison`), a

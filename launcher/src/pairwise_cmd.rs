@@ -8,7 +8,9 @@ use analysis::pairwise::baseline;
 use analysis::pairwise::defaults::{default_bw_warmup, sweep_sizes};
 use analysis::pairwise::over_time::plan::Repeats;
 use analysis::pairwise::rails::{self, Fabric};
-use analysis::pairwise::report::{csv::Csv, heatmap::Heatmap, json::PairwiseJson, metrics::PairwiseMetrics, text};
+use analysis::pairwise::report::{
+    csv::Csv, heatmap::Heatmap, html::Html, json::PairwiseJson, metrics::PairwiseMetrics, text,
+};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::{rounds_for, Amount, OpName, PairwiseConfig, PairwiseOutcome, Selection, TestKind};
 use collectives::output;
@@ -264,7 +266,13 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     if let Some(p) = &a.json {
         v.push((p.clone(), Box::new(PairwiseJson)));
     }
-    for (flag, p) in [("--csv", &a.csv), ("--heatmap", &a.heatmap), ("--metrics", &a.metrics)] {
+    let files = [
+        ("--csv", &a.csv),
+        ("--heatmap", &a.heatmap),
+        ("--html", &a.html),
+        ("--metrics", &a.metrics),
+    ];
+    for (flag, p) in files {
         if p.as_deref().is_some_and(output::is_stdout) {
             return Err(format!(
                 "{flag} -: only --json writes to stdout (`--json -`); give {flag} a file name"
@@ -276,6 +284,9 @@ fn outputs(a: &PairwiseArgs) -> Result<Vec<OutputFile>, String> {
     }
     if let Some(p) = &a.heatmap {
         v.push((p.clone(), Box::new(Heatmap::for_path(p)?)));
+    }
+    if let Some(p) = &a.html {
+        v.push((p.clone(), Box::new(Html)));
     }
     if let Some(p) = &a.metrics {
         let now = output::unix_seconds();

@@ -15,7 +15,7 @@ fn perftest_rows(text: &str) -> Vec<Vec<String>> {
 fn bandwidth_rows_matrix_and_files() {
     let d = fresh_dir("pairwise-test");
     let (json, csv, png, svg) = (d.join("r.json"), d.join("m.csv"), d.join("h.png"), d.join("h.svg"));
-    let prom = d.join("m.prom");
+    let (prom, html) = (d.join("m.prom"), d.join("r.html"));
     let r = mpirun(
         3,
         &[
@@ -34,6 +34,8 @@ fn bandwidth_rows_matrix_and_files() {
             png.to_str().unwrap(),
             "--metrics",
             prom.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ],
         &[],
         limits::PAIRWISE_JOB,
@@ -108,6 +110,14 @@ fn bandwidth_rows_matrix_and_files() {
     assert!(lines[1].split(',').nth(2).unwrap().is_empty());
     // PNG signature.
     assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    // The HTML page: the PASS banner, the header's facts, the picture inlined.
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>"), "{page}");
+    assert!(page.contains("<div class=\"banner pass\" id=\"status\">PASS"), "{page}");
+    assert!(
+        page.contains("<th>Ranks</th><td>3 on ") && page.contains("<svg"),
+        "{page}"
+    );
     // An existing file is not overwritten without --force, and nothing runs.
     let r = mpirun(
         2,

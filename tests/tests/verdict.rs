@@ -259,11 +259,18 @@ fn a_json_report_on_stdout_travels_in_the_log_and_is_read_back() {
     let r = meshrun(&["verdict", log.to_str().expect("utf-8")], limits::PAIRWISE_JOB);
     r.expect_code(0);
     assert!(r.stdout.contains("(3 ranks, 6 directions measured)"), "{}", r.stdout);
-    // --csv and --heatmap cannot share stdout with the text report.
+    // --csv, --heatmap and --html cannot share stdout with the text report.
     let r = mpirun(2, &["pairwise", "-n", "5", "--csv", "-"], &[], limits::PAIRWISE_JOB);
     r.expect_code(2);
     assert!(
         r.stderr.contains("--csv -: only --json writes to stdout"),
+        "{}",
+        r.all()
+    );
+    let r = mpirun(2, &["pairwise", "-n", "5", "--html", "-"], &[], limits::PAIRWISE_JOB);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--html -: only --json writes to stdout"),
         "{}",
         r.all()
     );

@@ -160,6 +160,10 @@ pub struct PairwiseArgs {
     /// Write the matrix as a heatmap picture (.png or .svg)
     #[arg(long)]
     pub heatmap: Option<PathBuf>,
+    /// Write the whole report as one self-contained HTML page (no script, nothing fetched): the
+    /// header, the verdict with its evidence and counters, the matrices and the heatmap
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// What to do to the nodes the verdict blames: drain (Slurm's scontrol), label or taint
     /// (kubectl). Printed as commands unless --apply
     #[arg(long, value_enum, value_name = "ACTION")]

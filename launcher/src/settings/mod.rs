@@ -24,6 +24,9 @@ pub use qps::Qps;
 pub use rank::{Here, Rank};
 
 /// A subcommand with its settings resolved: what `main` dispatches.
+// One per process, read once: pairwise's many flags make its variant the largest, and
+// boxing it would save nothing worth the indirection.
+#[allow(clippy::large_enum_variant)]
 pub enum Resolved {
     Launch(LaunchArgs),
     MeshCheck(MeshCheckSettings),

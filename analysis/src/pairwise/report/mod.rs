@@ -4,8 +4,8 @@
 
 pub mod baseline;
 pub mod csv;
-mod font;
 pub mod heatmap;
+pub mod html;
 pub mod json;
 pub mod metrics;
 pub mod part;

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 use super::{nodes, RULE};
 use crate::pairwise::{Amount, OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 
-/// perftest's header block: test, transport, ranks, pairs, depth, direction, run, transport facts.
-pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
+/// The header's title (`Send BW Test (meshrun pairwise)`) and its facts, a line of one or two
+/// (name, value) each, in the order the text prints them; the HTML report shows the same.
+pub(crate) fn facts(o: &PairwiseOutcome) -> (String, Vec<Vec<(String, String)>>) {
     let c = &o.config;
     let n = o.hosts.len();
     let nodes = nodes(o);
@@ -15,25 +16,16 @@ pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
         TestKind::Bw => "BW",
         TestKind::Lat => "Latency",
     };
-    let w = |s: &mut String, l: &str, lv: String, r: &str, rv: String| {
-        let _ = writeln!(s, " {l:<16}: {lv:<15} {r:<15}: {rv}");
-    };
-    let _ = writeln!(s, "{RULE}");
-    let _ = writeln!(
-        s,
-        "                    {} {} Test (meshrun pairwise)",
-        c.op.title(),
-        kind
-    );
-    w(
-        s,
+    let title = format!("{} {} Test (meshrun pairwise)", c.op.title(), kind);
+    let two = |l: &str, lv: String, r: &str, rv: String| vec![(l.to_string(), lv), (r.to_string(), rv)];
+    let mut rows = vec![two(
         "Transport",
         o.transport.clone(),
         "Ranks",
         format!("{n} on {} host(s)", nodes.len()),
-    );
+    )];
     if let Some(nc) = &c.nic_choice {
-        let _ = writeln!(s, " {:<16}: {nc}", "NIC choice");
+        rows.push(vec![("NIC choice".to_string(), nc.clone())]);
     }
     let mut sel = match c.selection {
         Selection::All => "all pairs".to_string(),
@@ -55,15 +47,16 @@ pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
             _ => format!("{p}, {sel}"),
         };
     }
-    w(s, "Pairs", sel, "Rounds", o.rounds.to_string());
+    rows.push(two("Pairs", sel, "Rounds", o.rounds.to_string()));
     if !o.follow_up.is_empty() {
         let ranks: Vec<String> = o.follow_up.iter().map(usize::to_string).collect();
-        let _ = writeln!(
-            s,
-            " {:<16}: all pairs of ranks {} (the slow pairs' ranks and healthy references)",
-            "Follow-up",
-            ranks.join(",")
-        );
+        rows.push(vec![(
+            "Follow-up".to_string(),
+            format!(
+                "all pairs of ranks {} (the slow pairs' ranks and healthy references)",
+                ranks.join(",")
+            ),
+        )]);
     }
     let dir = if c.test == TestKind::Lat && c.op == OpName::Read {
         "one read in flight"
@@ -74,14 +67,33 @@ pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
     } else {
         "unidirectional"
     };
-    w(s, "TX depth", c.window.to_string(), "Direction", dir.into());
+    rows.push(two("TX depth", c.window.to_string(), "Direction", dir.into()));
     let amount = match c.amount {
         Amount::Iterations(i) => format!("{i} iterations"),
         Amount::Duration(d) => format!("{d} s"),
     };
-    w(s, "Run", amount, "Warm-up", c.warmup.to_string());
+    rows.push(two("Run", amount, "Warm-up", c.warmup.to_string()));
     for (k, v) in &o.transport_details {
-        let _ = writeln!(s, " {k:<16}: {v}");
+        rows.push(vec![(k.clone(), v.clone())]);
+    }
+    (title, rows)
+}
+
+/// perftest's header block: test, transport, ranks, pairs, depth, direction, run, transport facts.
+pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
+    let (title, rows) = facts(o);
+    let _ = writeln!(s, "{RULE}");
+    let _ = writeln!(s, "                    {title}");
+    for row in rows {
+        match row.as_slice() {
+            [(l, lv), (r, rv)] => {
+                let _ = writeln!(s, " {l:<16}: {lv:<15} {r:<15}: {rv}");
+            }
+            [(k, v)] => {
+                let _ = writeln!(s, " {k:<16}: {v}");
+            }
+            _ => {}
+        }
     }
     let _ = writeln!(s, "{RULE}");
 }

@@ -9,8 +9,8 @@ use crate::pairwise::report::unit;
 use crate::pairwise::{Amount, OpName, PairwiseOutcome, TestKind, Timings};
 use crate::stats::median;
 
-/// The matrix at the matrix size, over `ranks` (every rank, or one rail's).
-pub(super) fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], ranks: &[usize]) {
+/// What the matrix holds: `Average bandwidth [Gb/sec], row = source, ..., at 65536 bytes`.
+pub(super) fn caption(o: &PairwiseOutcome) -> String {
     let c = &o.config;
     let what = match c.test {
         TestKind::Bw if c.bidirectional => "Bidirectional bandwidth [Gb/sec] (both directions summed)",
@@ -18,7 +18,12 @@ pub(super) fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option
         TestKind::Lat if c.op == OpName::Read => "Typical latency [usec] (one RDMA read's round trip)",
         TestKind::Lat => "Typical latency [usec] (half round trip)",
     };
-    let _ = writeln!(s, "# {what}, at {} bytes", c.matrix_size());
+    format!("{what}, at {} bytes", c.matrix_size())
+}
+
+/// The matrix at the matrix size, over `ranks` (every rank, or one rail's).
+pub(super) fn matrix_table(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], ranks: &[usize]) {
+    let _ = writeln!(s, "# {}", caption(o));
     let hw = host_width(o);
     let _ = write!(s, "{:>6}  {:<hw$}", "rank", "host");
     for j in ranks {

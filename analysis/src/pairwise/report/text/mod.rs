@@ -54,24 +54,48 @@ pub fn render(o: &PairwiseOutcome) -> String {
 /// The report from the matrix on: the matrix (one per rail), the summaries, the bar, what the
 /// run could detect and the verdict (what `meshrun verdict` prints for a run judged again).
 pub fn render_judged(o: &PairwiseOutcome) -> String {
+    judged(o, true)
+}
+
+/// The verdict's lines alone: [`render_judged`] without its matrices (the HTML report shows them
+/// as tables of its own).
+pub(crate) fn verdict_lines(o: &PairwiseOutcome) -> String {
+    judged(o, false)
+}
+
+/// The header's title and facts (see [`header::facts`]).
+pub(crate) fn header_facts(o: &PairwiseOutcome) -> (String, Vec<Vec<(String, String)>>) {
+    header::facts(o)
+}
+
+/// What the matrix holds, as its text heading says it.
+pub(crate) fn matrix_caption(o: &PairwiseOutcome) -> String {
+    matrix::caption(o)
+}
+
+fn judged(o: &PairwiseOutcome, matrices: bool) -> String {
     let mut s = String::new();
     let mx = super::matrix(o);
     if let Some(t) = &o.over_time {
         // Repeated: the last pass's matrix, then every pass and the judgement across them.
         let all: Vec<usize> = (0..o.hosts.len()).collect();
-        matrix::matrix_table(&mut s, o, &mx, &all);
+        if matrices {
+            matrix::matrix_table(&mut s, o, &mx, &all);
+        }
         matrix::summaries(&mut s, o, &mx);
         over_time::section(&mut s, o, t);
         return s;
     }
     if o.rails.is_empty() {
         let all: Vec<usize> = (0..o.hosts.len()).collect();
-        matrix::matrix_table(&mut s, o, &mx, &all);
+        if matrices {
+            matrix::matrix_table(&mut s, o, &mx, &all);
+        }
         matrix::summaries(&mut s, o, &mx);
         verdict(&mut s, o, &o.verdict);
     } else {
         for r in &o.rails {
-            rail_section(&mut s, o, &mx, r);
+            rail_section(&mut s, o, &mx, r, matrices);
         }
         matrix::summaries(&mut s, o, &mx);
         // Pairs within hosts, and the nodes slow on every rail; each rail's parts were said above.
@@ -125,7 +149,7 @@ impl Scale {
 }
 
 /// One rail under `--rails`: its ranks and NICs, its matrix, its bar and its verdict.
-fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r: &RailOutcome) {
+fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r: &RailOutcome, matrices: bool) {
     let mut nics: Vec<&str> = r.nics.iter().flatten().map(String::as_str).collect();
     nics.sort_unstable();
     nics.dedup();
@@ -141,7 +165,9 @@ fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r:
         r.rail,
         r.ranks.len()
     );
-    matrix::matrix_table(s, o, mx, &r.ranks);
+    if matrices {
+        matrix::matrix_table(s, o, mx, &r.ranks);
+    }
     verdict(s, o, &r.verdict);
     let v = &r.verdict;
     let unstable = v.unstable.len();
