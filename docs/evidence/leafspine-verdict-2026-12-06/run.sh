@@ -16,6 +16,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
   OMPI_MCA_rmaps_base_oversubscribe=1
 pairwise() {
   local code=0
+  rm -f "/tmp/leafspine-verdict-$1.json"
   $S exec mrls-h0 "$PWD/target/debug/meshrun" launch --hostfile "$D/hostfile" --rsh-agent "$D/rsh-agent" \
     -- pairwise --transport tcp -q 4 -s 1M -n 8 --json "/tmp/leafspine-verdict-$1.json" >"$out/$1.full" 2>&1 || code=$?
   cp "/tmp/leafspine-verdict-$1.json" "$out/$1.json" 2>/dev/null || true
