@@ -30,7 +30,11 @@
 //! when a noise model misses it, naming the cell. The noise is seeded: a run is repeatable.
 //!
 //!   verdict_accuracy [--small] [--trials N] [--seed S] [--check] [--shape HOSTSxRANKS[r] ...]
-//!                    [--noise NAME ...] [--passes-only]
+//!                    [--noise NAME ...] [--passes-only] [--multipath-only]
+//!
+//! `--multipath-only` runs the leaf-spine rows alone (`verdict_accuracy/multipath.rs`: a slow
+//! cable among equal-cost paths, named from `-q 4` connections and their traces); the full
+//! table ends with them.
 //!
 //! `VERDICT_ACCURACY_DEBUG=1` prints what the verdict named in each trial that did not name its
 //! fault alone (missed, or named with something more), and on each clean fabric it named
@@ -51,6 +55,8 @@ use analysis::schedule::Shifts;
 mod campaign;
 #[path = "verdict_accuracy/fabric.rs"]
 mod fabric;
+#[path = "verdict_accuracy/multipath.rs"]
+mod multipath;
 #[path = "verdict_accuracy/noise.rs"]
 mod noise;
 
@@ -280,7 +286,17 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let missed = run_models(small, trials, value("--seed").unwrap_or(1), &only, &noises);
+    let seed = value("--seed").unwrap_or(1);
+    // `--multipath-only`: the leaf-spine rows alone (multipath.rs); the full table ends with them.
+    let missed = if args.iter().any(|a| a == "--multipath-only") {
+        multipath::run(small, trials, seed)
+    } else {
+        let mut m = run_models(small, trials, seed, &only, &noises);
+        if !small && only.is_empty() && noises.is_empty() && !passes_only() {
+            m.extend(multipath::run(false, trials, seed));
+        }
+        m
+    };
     if check && !missed.is_empty() {
         std::process::exit(1);
     }
