@@ -29,7 +29,7 @@ if [ -z "$only" ]; then
   for i in $(seq 1 10); do pairwise "clean-$i"; done
 fi
 $S shape-cable leaf0 spine1 60mbit
-for i in $(seq 1 5); do pairwise "cable-$i"; done
+for i in $(seq 1 "${MR_LV_CABLE_RUNS:-5}"); do pairwise "cable-$i"; done
 if [ -z "$only" ]; then
   $S shape-cable leaf0 spine1 200mbit
   $S shape-host mrls-h3 60mbit
