@@ -13,6 +13,7 @@ pub mod netlink;
 pub mod pci;
 pub mod postmortem;
 pub mod rail_ports;
+pub mod route;
 mod sys;
 pub mod tcp;
 pub mod trace;

@@ -26,6 +26,11 @@ pub(super) struct PeerConn {
 }
 
 impl PeerConn {
+    /// The peer's address on this connection.
+    pub(super) fn peer_address(&self) -> Option<std::net::IpAddr> {
+        self.stream.peer_addr().ok().map(|a| a.ip())
+    }
+
     pub(super) fn new(stream: TcpStream) -> PeerConn {
         PeerConn {
             stream,

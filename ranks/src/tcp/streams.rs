@@ -81,6 +81,10 @@ impl Streams for TcpMesh {
         }
         Ok(Box::new(t))
     }
+
+    fn peer_address(&self, peer: usize) -> Option<IpAddr> {
+        self.peers.get(peer)?.as_ref()?.peer_address()
+    }
 }
 
 /// A listener on an ephemeral port of `ip`, not blocking.

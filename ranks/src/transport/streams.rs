@@ -18,6 +18,9 @@ pub trait Streams {
         sender: bool,
         deadline: Instant,
     ) -> Result<Box<dyn StreamSet>, TransportError>;
+    /// The address `peer`'s end of its mesh connection has, as this rank sees it (None for
+    /// this rank itself, or a connection the kernel no longer names).
+    fn peer_address(&self, peer: usize) -> Option<std::net::IpAddr>;
 }
 
 /// One test's connections with one peer.
