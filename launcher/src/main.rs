@@ -24,6 +24,7 @@ mod preflight_cmd;
 mod rails_auto;
 mod rank;
 mod report_files;
+mod routed;
 mod settings;
 mod shell;
 mod stall_json;

@@ -356,6 +356,35 @@ impl Pairwise {
     }
 }
 
+impl Pairwise {
+    /// On a routed fabric, [`crate::routed::ROUTED_QPS`] connections per test unless `-q` was
+    /// given: every rank asks the kernel how it reaches its peers, and one rank behind a router
+    /// is enough (every rank takes part, so all agree).
+    fn spread_if_routed(&mut self, world: &ranks::World, t: &mut Mesh) {
+        let given = self.s.qps.given.is_some();
+        let Some(cfg) = self.cfg.as_mut() else { return };
+        if !crate::routed::applies(cfg, given, t.kind() == TransportKind::Tcp) {
+            return;
+        }
+        let found = t.streams().and_then(|s| {
+            let peers: Vec<_> = (0..world.size())
+                .filter(|&p| p != world.rank())
+                .filter_map(|p| s.peer_address(p).map(|a| (p, a)))
+                .collect();
+            crate::routed::first_routed(&peers)
+        });
+        let all = world.all_gather_bytes(&crate::routed::record(found), "asking whether the fabric is routed");
+        if let Some(f) = crate::routed::first_found(&all) {
+            cfg.qps = crate::routed::ROUTED_QPS;
+            let note = crate::routed::note(world.hosts(), f);
+            cfg.nic_choice = Some(match cfg.nic_choice.take() {
+                Some(before) => format!("{before}; {note}"),
+                None => note,
+            });
+        }
+    }
+}
+
 impl RankCommand for Pairwise {
     type Outcome = PairwiseOutcome;
 
@@ -407,6 +436,7 @@ impl RankCommand for Pairwise {
     }
 
     fn run(&mut self, world: &ranks::World, t: &mut Mesh) -> Result<Option<PairwiseOutcome>, RankFailure> {
+        self.spread_if_routed(world, t);
         let a = &self.s.args;
         let cfg = self
             .cfg

@@ -312,9 +312,10 @@ fn pairwise_q4_over_tcp_traces_each_connection_over_the_spine_its_hash_picks() {
     assert!(both > 0, "no direction's connections crossed both spines");
 }
 
-/// The cable leaf0 <-> spine1 at 60 Mbit/s (host links 100, cables 200): `pairwise -q 4` over
-/// TCP names that cable from its traced connections, one way or both, as the links into either
-/// end, and nothing else: no host link, node, uplink or unstable part for the host pairs whose
+/// The cable leaf0 <-> spine1 at 60 Mbit/s (host links 100, cables 200): `pairwise` with default
+/// options (the ranks find the fabric routed and take 4 connections a test, each traced) names
+/// that cable from its traced connections, one way or both, as the links into either end, and
+/// nothing else: no host link, node, uplink or unstable part for the host pairs whose
 /// connections hashed onto it (issue 57: eight host links were named for one cable).
 #[test]
 fn a_slow_cable_is_named_from_the_traces_and_no_host_is_blamed() {
@@ -324,23 +325,17 @@ fn a_slow_cable_is_named_from_the_traces_and_no_host_is_blamed() {
     let json_arg = json.display().to_string();
     let r = bed.launch(
         &[],
-        &[
-            "pairwise",
-            "--transport",
-            "tcp",
-            "-q",
-            "4",
-            "-s",
-            "1M",
-            "-n",
-            "8",
-            "--json",
-            &json_arg,
-        ],
+        &["pairwise", "-s", "1M", "-n", "8", "--json", &json_arg],
         limits::PAIRWISE_JOB,
     );
     r.expect_code(1);
     let out = &r.stdout;
+    // The default, and why: every host reaches the others through its leaf.
+    assert!(
+        out.contains("-q 4 by default on a routed fabric (mrls-h0 reaches mrls-h") && out.contains(" through router "),
+        "{out}"
+    );
+    assert!(out.contains("# Connections: 4 TCP connections per test"), "{out}");
     for wrong in [
         "SLOW HOST LINK",
         "SLOW NODE",
