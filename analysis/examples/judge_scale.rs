@@ -81,7 +81,7 @@ fn main() {
             }
             make.push(t0.elapsed().as_secs_f64());
             let t1 = Instant::now();
-            let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
+            let plan = rails::plan_rail_retests(&first, &cfg, &hosts, None);
             plan_s.push(t1.elapsed().as_secs_f64());
             let mut retests = Vec::new();
             for _ in 0..analysis::pairwise::defaults::RETEST_PASSES {

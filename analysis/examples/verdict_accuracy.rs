@@ -203,7 +203,7 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
     }
     let hosts = s.names();
     let cfg = config(s);
-    let plan = rails::plan_rail_retests(&first, &cfg, &hosts);
+    let plan = rails::plan_rail_retests(&first, &cfg, &hosts, None);
     let mut retests = Vec::new();
     for pass in 0..RETEST_PASSES as u64 {
         for (a, b) in plan.pairs() {

@@ -85,9 +85,14 @@ fn is_rails(cfg: &PairwiseConfig) -> bool {
 }
 
 /// What to retest alone: per rail (and within hosts) under `--rails`, else over the whole run.
-pub fn plan_rail_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
+pub fn plan_rail_retests(
+    first: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    topology: Option<&Topology>,
+) -> RetestPlan {
     if !is_rails(cfg) {
-        return verdict::plan_retests(first, cfg, hosts);
+        return verdict::plan_retests_in(first, cfg, hosts, topology);
     }
     let groups = Groups::new(hosts);
     let mut plan = RetestPlan {
@@ -366,7 +371,7 @@ mod tests {
         first: &[Measurement],
         nics: &[Option<String>],
     ) -> (Verdict, Vec<RailOutcome>) {
-        let plan = plan_rail_retests(first, c, hosts);
+        let plan = plan_rail_retests(first, c, hosts, None);
         let retests: Vec<Measurement> = first
             .iter()
             .filter(|x| plan.pairs().contains(&x.pair()))

@@ -27,6 +27,7 @@ mod cells;
 mod judging;
 mod noise;
 mod on_links;
+mod on_paths;
 mod plan;
 mod settling;
 mod small;
@@ -37,7 +38,7 @@ use serde::{Deserialize, Serialize};
 pub(super) use bars::rule;
 pub use judging::{alone_score, judge_pairs, judged_for};
 pub use noise::{alone_spread, unsteady_at_once};
-pub use plan::{plan_retests, retest_amount, RetestAmount, RetestPlan};
+pub use plan::{plan_retests, plan_retests_in, retest_amount, RetestAmount, RetestPlan};
 pub use settling::{settled_in_two, to_confirm};
 pub use unstable::{part_holds, Unstable};
 

@@ -414,7 +414,7 @@ pub fn run(
         Some(all) if cfg.retest => verdict::RetestPlan {
             paths: paths::pairs_with_suspect_paths(all, cfg),
             amount: verdict::retest_amount(all, cfg, hosts),
-            ..rails::plan_rail_retests(all, cfg, hosts)
+            ..rails::plan_rail_retests(all, cfg, hosts, fabric.topology)
         },
         _ => verdict::RetestPlan::default(),
     };

@@ -7,6 +7,7 @@ use super::bars::{bar_for, bars, rule, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use super::noise::alone_spread;
 use super::on_links::off_links;
+use super::on_paths::on_paths;
 use super::plan::RetestPlan;
 use super::unstable::{holds, unstable_parts};
 use super::{Judged, Population, Rule, Verdict};
@@ -77,7 +78,10 @@ pub fn judge_pairs(
         .iter()
         .map(|(p, bulk)| judge_population(*p, bulk, retests, cfg, hosts, plan))
         .collect();
-    let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged);
+    // Without traces, pairs slow through one of an uplink's paths are confirmed from the first
+    // pass: alone their load would move to the fine paths (`on_paths.rs`).
+    let paths = on_paths(first, cfg, hosts, topology);
+    let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged, &paths);
     let fabric = below_the_bar(whole, cfg, hosts, &bars, &apart.on);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
     let unstable = unstable_parts(
@@ -204,6 +208,7 @@ fn confirm_suspects(
     hosts: &[String],
     bars: &[(Population, Bulk)],
     judged: &[Judged],
+    on_paths: &std::collections::BTreeSet<Pair>,
 ) -> (Vec<SlowPair>, Vec<Pair>) {
     let rule = rule(cfg);
     let alone_bar = |pair: Pair| judged_for(judged, rule, hosts, pair).map_or(0.0, |j| j.bar_alone);
@@ -220,7 +225,11 @@ fn confirm_suspects(
             .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
             .collect();
         let worst_first = slow_dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
-        let re: Vec<&Measurement> = retest_of.get(&(a, b)).cloned().unwrap_or_default();
+        let re: Vec<&Measurement> = if on_paths.contains(&(a, b)) {
+            Vec::new()
+        } else {
+            retest_of.get(&(a, b)).cloned().unwrap_or_default()
+        };
         let worst_re = worst_of_best(&re);
         let retested = !re.is_empty();
         if retested && worst_re >= alone_bar((a, b)) {

@@ -8,10 +8,12 @@ use serde::{Deserialize, Serialize};
 use super::bars::{bars, suspect_pairs};
 use super::cells::{at_matrix_size, population, scores_in};
 use super::on_links::off_links;
+use super::on_paths::on_paths;
 use super::Population;
 use crate::pairwise::blame::host_indices;
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::{MIN_RETEST_ITERATIONS, MIN_RETEST_WARMUP, QUIET_SPREAD, REFERENCES, RETEST_SECONDS};
+use crate::pairwise::topology::Topology;
 use crate::pairwise::{Amount, Measurement, PairwiseConfig, TestKind};
 use crate::schedule::{host_disjoint_groups, Pair};
 use crate::stats::median;
@@ -121,11 +123,26 @@ pub fn retest_amount(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[Strin
 /// What to retest alone: the suspects, and (robust rule) up to [`REFERENCES`] pairs per
 /// population with suspects whose worst direction is nearest the bulk's median.
 pub fn plan_retests(first: &[Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> RetestPlan {
+    plan_retests_in(first, cfg, hosts, None)
+}
+
+/// [`plan_retests`] on a fabric of known `topology`: without traces, the pairs slow through
+/// one of an uplink's paths are not retested (`on_paths.rs`).
+pub fn plan_retests_in(
+    first: &[Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    topology: Option<&Topology>,
+) -> RetestPlan {
     // Pairs slow through a slow fabric link are not the hosts' to retest (`on_links.rs`).
     let apart = off_links(first, cfg, hosts);
     let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
-    let suspects = suspect_pairs(first, cfg, hosts, &bars);
+    let on_paths = on_paths(first, cfg, hosts, topology);
+    let suspects: Vec<Pair> = suspect_pairs(first, cfg, hosts, &bars)
+        .into_iter()
+        .filter(|p| !on_paths.contains(p))
+        .collect();
     let suspect_set: HashSet<Pair> = suspects.iter().copied().collect();
     let has_suspects = |p: Population| {
         at_matrix_size(first, cfg)

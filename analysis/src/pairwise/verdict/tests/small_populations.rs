@@ -87,7 +87,7 @@ impl Small {
                 }
             }
         }
-        let plan = plan_rail_retests(&first, &c, &hosts);
+        let plan = plan_rail_retests(&first, &c, &hosts, None);
         let mut retests = Vec::new();
         let pass = |pairs: &[Pair], retests: &mut Vec<Measurement>, d: &mut Draw| {
             for &(a, b) in pairs {
@@ -175,7 +175,7 @@ fn the_observed_miss_is_named() {
             }
         }
     }
-    let plan = plan_rail_retests(&first, &c, &hosts);
+    let plan = plan_rail_retests(&first, &c, &hosts, None);
     assert_eq!(plan.suspects, vec![(1, 7), (3, 7), (5, 7)], "{plan:?}");
     let rail1: Vec<f64> = first
         .iter()
@@ -307,6 +307,6 @@ fn the_two_rails_run_with_a_dead_nic_suspects_only_its_pairs() {
         (7, 5, 0.19),
     ];
     let first: Vec<Measurement> = rail1.iter().map(|&(a, b, g)| m(a, b, g)).collect();
-    let plan = plan_rail_retests(&first, &c, &hosts);
+    let plan = plan_rail_retests(&first, &c, &hosts, None);
     assert_eq!(plan.suspects, vec![(1, 5), (3, 5), (5, 7)], "{plan:?}");
 }
