@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e::{limits, LeafSpine};
-use ranks::trace::{trace, Connection, Reply, Trace, TraceOptions};
+use ranks::trace::{trace, trace_as, Connection, Probe, Reply, Trace, TraceOptions, ROCE_V2_PORT};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 /// The far end's port every traced connection goes to.
@@ -181,6 +181,66 @@ fn traces_follow_the_kernels_hash_and_cross_both_spines() {
         }
         stop.store(true, Ordering::Relaxed);
     });
+}
+
+/// The spine leaf0's kernel picks for a RoCE v2 packet (UDP to 4791) from `SRC`:`sport` to `DST`.
+fn roce_spine_of(bed: &LeafSpine, sport: u16) -> String {
+    let (src, dst) = (bed.host_addr(SRC).to_string(), bed.host_addr(DST).to_string());
+    let sport = sport.to_string();
+    let port = ROCE_V2_PORT.to_string();
+    let r = bed.script(&[
+        "router", "leaf0", "ip", "route", "get", &dst, "from", &src, "iif", "br0", "ipproto", "udp", "sport", &sport,
+        "dport", &port,
+    ]);
+    r.expect_code(0);
+    let dev = r
+        .stdout
+        .split_whitespace()
+        .skip_while(|w| *w != "dev")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    let spine = dev
+        .strip_prefix('s')
+        .unwrap_or_else(|| panic!("no spine in the leaf's route: {}", r.stdout));
+    format!("spine{spine}")
+}
+
+/// RoCE v2's probes (UDP from a queue pair's source port to 4791) take the path the leaf's hash
+/// gives that UDP 5-tuple, not the TCP one: source ports from 0xc000 up (where flow labels put
+/// them) over both spines, each traced over the spine the leaf's route names for UDP, to the far
+/// end (a host without RoCE answers port unreachable).
+#[test]
+fn roce_probes_follow_the_udp_hash_to_the_far_end() {
+    let bed = LeafSpine::up(3, 2, 2);
+    let (src, dst) = (bed.host_addr(SRC), bed.host_addr(DST));
+    let mut by_spine: std::collections::BTreeMap<String, Vec<u16>> = Default::default();
+    for sport in 0xc001..0xc041u16 {
+        let v = by_spine.entry(roce_spine_of(&bed, sport)).or_default();
+        if v.len() < 2 {
+            v.push(sport);
+        }
+        if by_spine.len() == 2 && by_spine.values().all(|v| v.len() == 2) {
+            break;
+        }
+    }
+    assert_eq!(
+        by_spine.len(),
+        2,
+        "64 source ports all hashed onto one spine: {by_spine:?}"
+    );
+    for (spine, ports) in &by_spine {
+        for &sport in ports {
+            let t = bed.in_host(SRC, || {
+                let c = Connection {
+                    local: SocketAddrV4::new(src, sport),
+                    remote: SocketAddrV4::new(dst, ROCE_V2_PORT),
+                };
+                trace_as(c, Probe::RoceV2, &TraceOptions::default()).expect("trace")
+            });
+            assert_eq!(&spine_crossed(&bed, &t), spine, "source port {sport:#x}");
+        }
+    }
 }
 
 #[test]

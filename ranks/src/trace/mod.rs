@@ -20,6 +20,12 @@
 //! data, SYN or FIN do not: [`is_own_traffic`]), so trace a connection while it is idle (before or
 //! after a measurement), not while it carries data.
 //!
+//! A RoCE v2 queue pair's packets are UDP to port 4791 from a source port that follows from its
+//! flow label (the kernel's `rdma_flow_label_to_udp_sport`), so its path is traced with UDP
+//! probes of those ports ([`Probe::RoceV2`], [`trace_as`]), told apart by their length (in no
+//! hash); a RoCE NIC at the far end drops them, so such a trace ends at the last router (a host
+//! without RoCE answers port unreachable, which counts as the far end).
+//!
 //! Raw sockets need CAP_NET_RAW: without it [`trace`] fails with [`TraceError::NotPermitted`],
 //! and a caller goes on without paths.
 //!
@@ -39,7 +45,9 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::{Duration, Instant};
 
-pub use packet::{is_own_traffic, parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, IcmpError, IcmpKind};
+pub use packet::{
+    is_own_traffic, parse_icmp_error, parse_tcp, tcp_checksum, tcp_probe, udp_probe, IcmpError, IcmpKind, UDP_HEADER,
+};
 use socket::{Datagram, ProbeSockets};
 
 /// The connection whose path is traced: the probes carry these addresses and ports.
@@ -48,6 +56,19 @@ pub struct Connection {
     pub local: SocketAddrV4,
     pub remote: SocketAddrV4,
 }
+
+/// What a trace's probes are: the traced flow's own protocol, so every hash on the way sends them
+/// where the flow goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probe {
+    /// Bare ACKs of a TCP connection.
+    Tcp,
+    /// UDP datagrams of a RoCE v2 queue pair: its source port to [`ROCE_V2_PORT`].
+    RoceV2,
+}
+
+/// RoCE v2's UDP destination port (IANA).
+pub const ROCE_V2_PORT: u16 = 4791;
 
 /// How far and how long a trace probes.
 #[derive(Debug, Clone, Copy)]
@@ -152,13 +173,19 @@ impl TraceError {
 /// unreachable, `gap_limit` TTLs in a row stay silent, `max_hops`, or `total` has passed. Every
 /// wait is bounded: at most `max_hops x attempts x probe_timeout` in all, and never past `total`.
 pub fn trace(connection: Connection, options: &TraceOptions) -> Result<Trace, TraceError> {
+    trace_as(connection, Probe::Tcp, options)
+}
+
+/// [`trace`] with probes of kind `probe`: a RoCE v2 queue pair's path from its UDP source port
+/// (`connection.remote`'s port is then [`ROCE_V2_PORT`]).
+pub fn trace_as(connection: Connection, probe: Probe, options: &TraceOptions) -> Result<Trace, TraceError> {
     if options.max_hops == 0 || options.attempts == 0 || options.probe_timeout.is_zero() || options.total.is_zero() {
         return Err(TraceError::Options(
             "max hops, attempts, the probe timeout and the total must be above 0",
         ));
     }
     let end = Instant::now() + options.total;
-    let sockets = ProbeSockets::open(*connection.local.ip())?;
+    let sockets = ProbeSockets::open(*connection.local.ip(), probe)?;
     let base = random_base()?;
     let mut hops = Vec::new();
     let mut silent = 0u8;
@@ -166,7 +193,7 @@ pub fn trace(connection: Connection, options: &TraceOptions) -> Result<Trace, Tr
         if Instant::now() >= end {
             break;
         }
-        let hop = probe_ttl(&sockets, connection, base, ttl, options, end)?;
+        let hop = probe_ttl(&sockets, (connection, probe), base, ttl, options, end)?;
         silent = if hop.reply == Reply::Silent { silent + 1 } else { 0 };
         let last = matches!(hop.reply, Reply::Destination | Reply::Unreachable(..));
         hops.push(hop);
@@ -182,9 +209,15 @@ fn probe_seq(base: u32, ttl: u8, attempt: u8) -> u32 {
     base.wrapping_add((u32::from(ttl) << 8) | u32::from(attempt))
 }
 
+/// The length of UDP probe (`ttl`, `attempt`): distinct for every probe of a trace, and never
+/// shorter than a header with a little after it.
+fn probe_len(ttl: u8, attempt: u8, attempts: u8) -> u16 {
+    (UDP_HEADER as u16 + 8) + u16::from(ttl) * u16::from(attempts) + u16::from(attempt)
+}
+
 fn probe_ttl(
     sockets: &ProbeSockets,
-    c: Connection,
+    (c, probe): (Connection, Probe),
     base: u32,
     ttl: u8,
     options: &TraceOptions,
@@ -194,14 +227,22 @@ fn probe_ttl(
         if Instant::now() >= end {
             break;
         }
-        let seq = probe_seq(base, ttl, attempt);
-        // The ACK number is as arbitrary as the sequence number: nothing acts on it.
-        let segment = tcp_probe(c.local, c.remote, seq, seq.rotate_left(16));
+        let (seq, segment) = match probe {
+            Probe::Tcp => {
+                let seq = probe_seq(base, ttl, attempt);
+                // The ACK number is as arbitrary as the sequence number: nothing acts on it.
+                (seq, tcp_probe(c.local, c.remote, seq, seq.rotate_left(16)).to_vec())
+            }
+            Probe::RoceV2 => {
+                let len = probe_len(ttl, attempt, options.attempts);
+                (u32::from(len), udp_probe(c.local, c.remote, len))
+            }
+        };
         let sent = Instant::now();
         sockets.send(ttl, &segment, *c.remote.ip())?;
         let deadline = (sent + options.probe_timeout).min(end);
         while let Some(d) = sockets.next(deadline)? {
-            if let Some(reply) = answer(&d, c, seq) {
+            if let Some(reply) = answer(&d, (c, probe), seq) {
                 return Ok(Hop {
                     ttl,
                     reply,
@@ -217,19 +258,26 @@ fn probe_ttl(
     })
 }
 
-/// Whether `d` answers the probe with sequence number `seq` of connection `c`, and how.
-fn answer(d: &Datagram, c: Connection, seq: u32) -> Option<Reply> {
+/// ICMP's "port unreachable": from the far end of a UDP probe, the probe arrived.
+const PORT_UNREACHABLE: u8 = 3;
+
+/// Whether `d` answers the probe `seq` (sequence number, or UDP length) of connection `c`, and how.
+fn answer(d: &Datagram, (c, probe): (Connection, Probe), seq: u32) -> Option<Reply> {
+    let udp = probe == Probe::RoceV2;
     match d {
         Datagram::Icmp(b) => {
             let e = parse_icmp_error(b)?;
-            if e.src != c.local || e.dst != c.remote || e.seq != seq {
+            if e.src != c.local || e.dst != c.remote || e.seq != seq || e.udp != udp {
                 return None;
             }
             Some(match e.kind {
                 IcmpKind::TimeExceeded => Reply::Router(e.from),
+                IcmpKind::Unreachable(PORT_UNREACHABLE) if udp && e.from == *c.remote.ip() => Reply::Destination,
                 IcmpKind::Unreachable(code) => Reply::Unreachable(e.from, code),
             })
         }
+        // What the raw UDP socket sees coming in is no answer to a probe.
+        Datagram::Tcp(_) if udp => None,
         Datagram::Tcp(b) => (parse_tcp(b)? == (c.remote, c.local) && !is_own_traffic(b)).then_some(Reply::Destination),
     }
 }

@@ -8,7 +8,10 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 pub const TCP_HEADER: usize = 20;
 
 const PROTO_TCP: u8 = 6;
+const PROTO_UDP: u8 = 17;
 const PROTO_ICMP: u8 = 1;
+/// A UDP header.
+pub const UDP_HEADER: usize = 8;
 const ICMP_UNREACHABLE: u8 = 3;
 const ICMP_TIME_EXCEEDED: u8 = 11;
 const FLAG_ACK: u8 = 0x10;
@@ -34,6 +37,21 @@ pub fn tcp_probe(from: SocketAddrV4, to: SocketAddrV4, seq: u32, ack: u32) -> [u
     let sum = tcp_checksum(*from.ip(), *to.ip(), &s);
     s[16..18].copy_from_slice(&sum.to_be_bytes());
     s
+}
+
+/// The probe for one TTL of a RoCE v2 path: a UDP datagram of the queue pair's own source port
+/// to `to` (port 4791), so an L4 hash sends it where the queue pair's packets go, `len` bytes in
+/// all (header included, at least [`UDP_HEADER`]): the length names the probe in the ICMP error's
+/// quote, and is in no hash. Checksum 0, as RoCE v2 sends it over IPv4. Zeros after the header:
+/// a RoCE NIC at the far end drops it as a malformed packet (no opcode 0 request of a queue pair
+/// it has), a host without RoCE answers port unreachable.
+pub fn udp_probe(from: SocketAddrV4, to: SocketAddrV4, len: u16) -> Vec<u8> {
+    let mut d = vec![0u8; usize::from(len).max(UDP_HEADER)];
+    d[0..2].copy_from_slice(&from.port().to_be_bytes());
+    d[2..4].copy_from_slice(&to.port().to_be_bytes());
+    let total = d.len() as u16;
+    d[4..6].copy_from_slice(&total.to_be_bytes());
+    d
 }
 
 /// The TCP checksum of `segment` (its checksum field taken as it is: zero when computing, the
@@ -69,7 +87,8 @@ pub enum IcmpKind {
     Unreachable(u8),
 }
 
-/// An ICMP error about a TCP segment, as a raw ICMP socket reads it (IPv4 header first).
+/// An ICMP error about a TCP segment or a UDP datagram, as a raw ICMP socket reads it (IPv4
+/// header first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IcmpError {
     /// Who sent the error.
@@ -78,8 +97,11 @@ pub struct IcmpError {
     /// The quoted segment's addresses and ports, as it was sent.
     pub src: SocketAddrV4,
     pub dst: SocketAddrV4,
-    /// The quoted segment's sequence number: which probe it was.
+    /// Which probe it was: the quoted TCP segment's sequence number, or the quoted UDP
+    /// datagram's length.
     pub seq: u32,
+    /// Whether the quote is of a UDP datagram (else a TCP segment).
+    pub udp: bool,
 }
 
 /// The IPv4 header at the start of `b`: its length, protocol, source and destination; `None`
@@ -103,8 +125,8 @@ fn be32(b: &[u8], at: usize) -> Option<u32> {
     Some(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
-/// An ICMP time-exceeded or unreachable error quoting a TCP segment (its first 8 bytes at
-/// least: ports and sequence number), from a datagram read on a raw ICMP socket; `None` for any
+/// An ICMP time-exceeded or unreachable error quoting a TCP segment or a UDP datagram (its
+/// first 8 bytes at least: ports, and the sequence number or the length), from a datagram read on a raw ICMP socket; `None` for any
 /// other ICMP message, or one cut short.
 pub fn parse_icmp_error(datagram: &[u8]) -> Option<IcmpError> {
     let (ihl, proto, from, _) = ipv4(datagram)?;
@@ -119,16 +141,19 @@ pub fn parse_icmp_error(datagram: &[u8]) -> Option<IcmpError> {
     };
     let quoted = icmp.get(8..)?;
     let (qihl, qproto, qsrc, qdst) = ipv4(quoted)?;
-    if qproto != PROTO_TCP {
-        return None;
-    }
-    let tcp = &quoted[qihl..];
+    let l4 = &quoted[qihl..];
+    let (seq, udp) = match qproto {
+        PROTO_TCP => (be32(l4, 4)?, false),
+        PROTO_UDP => (u32::from(be16(l4, 4)?), true),
+        _ => return None,
+    };
     Some(IcmpError {
         from,
         kind,
-        src: SocketAddrV4::new(qsrc, be16(tcp, 0)?),
-        dst: SocketAddrV4::new(qdst, be16(tcp, 2)?),
-        seq: be32(tcp, 4)?,
+        src: SocketAddrV4::new(qsrc, be16(l4, 0)?),
+        dst: SocketAddrV4::new(qdst, be16(l4, 2)?),
+        seq,
+        udp,
     })
 }
 
@@ -216,8 +241,12 @@ mod tests {
     }
 
     fn icmp_quoting(kind: u8, code: u8, router: Ipv4Addr, probe: &[u8], quote_len: usize) -> Vec<u8> {
+        icmp_quoting_proto(PROTO_TCP, kind, code, router, probe, quote_len)
+    }
+
+    fn icmp_quoting_proto(proto: u8, kind: u8, code: u8, router: Ipv4Addr, probe: &[u8], quote_len: usize) -> Vec<u8> {
         let (src, dst) = (Ipv4Addr::new(10, 80, 0, 10), Ipv4Addr::new(10, 80, 2, 10));
-        let mut inner = ip_header(PROTO_TCP, src, dst, probe.len());
+        let mut inner = ip_header(proto, src, dst, probe.len());
         inner.extend(&probe[..quote_len]);
         let mut icmp = vec![kind, code, 0, 0, 0, 0, 0, 0];
         icmp.extend(inner);
@@ -241,6 +270,40 @@ mod tests {
         }
         let u = parse_icmp_error(&icmp_quoting(3, 1, router, &p, 8)).expect("unreachable");
         assert_eq!(u.kind, IcmpKind::Unreachable(1));
+    }
+
+    #[test]
+    fn a_roce_probe_is_the_queue_pairs_ports_and_its_length_names_it() {
+        // RoCE v2 from the UDP source port of flow label 1 (0xc001) to 4791.
+        let (from, to) = (a("10.80.0.10:49153"), a("10.80.2.10:4791"));
+        let p = udp_probe(from, to, 40);
+        assert_eq!(p.len(), 40);
+        assert_eq!(
+            &p[..8],
+            &[0xc0, 0x01, 0x12, 0xb7, 0, 40, 0, 0],
+            "ports, length, checksum 0"
+        );
+        assert!(p[8..].iter().all(|&b| b == 0));
+        assert_eq!(udp_probe(from, to, 3).len(), UDP_HEADER, "never shorter than a header");
+        let router = Ipv4Addr::new(10, 101, 0, 2);
+        for quote in [8, 28] {
+            let e = parse_icmp_error(&icmp_quoting_proto(PROTO_UDP, 11, 0, router, &p, quote)).expect("quoted");
+            assert_eq!(
+                (e.from, e.kind, e.src, e.dst, e.seq, e.udp),
+                (router, IcmpKind::TimeExceeded, from, to, 40, true)
+            );
+        }
+        // The far end without RoCE: port unreachable, from the destination.
+        let far = *to.ip();
+        let u = parse_icmp_error(&icmp_quoting_proto(PROTO_UDP, 3, 3, far, &p, 8)).expect("unreachable");
+        assert_eq!((u.from, u.kind, u.udp), (far, IcmpKind::Unreachable(3), true));
+        // A quote of another protocol (ICMP in ICMP) is no probe's.
+        assert_eq!(
+            parse_icmp_error(&icmp_quoting_proto(PROTO_ICMP, 11, 0, router, &p, 8)),
+            None
+        );
+        let tcp = parse_icmp_error(&icmp_quoting(11, 0, router, &tcp_probe(from, to, 9, 0), 8)).expect("tcp");
+        assert!(!tcp.udp);
     }
 
     #[test]

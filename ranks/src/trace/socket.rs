@@ -11,9 +11,10 @@ use std::time::Instant;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::TraceError;
+use super::{Probe, TraceError};
 
-/// What one read brought: a datagram (IPv4 header first) from either socket.
+/// What one read brought: a datagram (IPv4 header first) from either socket (`Tcp`: the probes'
+/// own socket, UDP for RoCE v2 probes).
 #[derive(Debug)]
 pub enum Datagram {
     Icmp(Vec<u8>),
@@ -43,11 +44,15 @@ pub(super) fn opening_failed(what: &'static str, e: io::Error) -> TraceError {
 }
 
 impl ProbeSockets {
-    /// Both sockets, probes leaving from `local` (the traced connection's local address).
-    pub fn open(local: Ipv4Addr) -> Result<ProbeSockets, TraceError> {
-        let tcp = raw(Protocol::TCP, "raw TCP socket")?;
+    /// Both sockets, probes leaving from `local` (the traced connection's local address): a raw
+    /// TCP socket for TCP probes, a raw UDP one for RoCE v2's.
+    pub fn open(local: Ipv4Addr, probe: Probe) -> Result<ProbeSockets, TraceError> {
+        let tcp = match probe {
+            Probe::Tcp => raw(Protocol::TCP, "raw TCP socket")?,
+            Probe::RoceV2 => raw(Protocol::UDP, "raw UDP socket")?,
+        };
         tcp.bind(&SockAddr::from(SocketAddrV4::new(local, 0)))
-            .map_err(|e| TraceError::io("bind the raw TCP socket to the connection's address", e))?;
+            .map_err(|e| TraceError::io("bind the raw probe socket to the flow's address", e))?;
         let icmp = raw(Protocol::ICMPV4, "raw ICMP socket")?;
         for s in [&tcp, &icmp] {
             s.set_nonblocking(true)
