@@ -169,6 +169,22 @@ fn trial(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topolog
     run_pass(s, noise, fault, topo, rng).parts()
 }
 
+/// The directed shift slot each cell of `n` ranks runs in, at `src * n + dst` (each rank sends
+/// once and receives once a slot, as in a run; the diagonal is 0), and the slots in all: the
+/// all-pairs pass of both the single-path fabrics here and the multipath ones (`multipath.rs`).
+fn shift_slots(n: usize) -> (Vec<u32>, usize) {
+    let shifts = Shifts::new(n);
+    let mut slot_of = vec![0u32; n * n];
+    for k in 0..shifts.len() {
+        for dst in 0..n {
+            if let Some(src) = shifts.from(k, dst) {
+                slot_of[src * n + dst] = k as u32;
+            }
+        }
+    }
+    (slot_of, shifts.len())
+}
+
 /// One pass over the fabric: every direction once, the retests, the verdict.
 fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topology>, rng: &mut Rng) -> Judged {
     // The moment `t` a cell runs at: its first-pass slot, or RETEST_AT + its retest pass.
@@ -180,18 +196,10 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
         base * f * noise.factor(rng, t >= RETEST_AT)
     };
     let n = s.rank_count();
-    // Every direction once, each cell keeping the directed shift slot it ran in as a run's do
-    // (each rank sends once and receives once a slot): what ran beside it. Drawn in the same
-    // order as before slots were kept, so every noise model's figures are the same draws.
-    let shifts = Shifts::new(n);
-    let mut slot_of = vec![0u32; n * n];
-    for k in 0..shifts.len() {
-        for dst in 0..n {
-            if let Some(src) = shifts.from(k, dst) {
-                slot_of[src * n + dst] = k as u32;
-            }
-        }
-    }
+    // Every direction once, each cell keeping the directed shift slot it ran in as a run's do:
+    // what ran beside it. Drawn in the same order as before slots were kept, so every noise
+    // model's figures are the same draws.
+    let (slot_of, rounds) = shift_slots(n);
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in 0..n {
@@ -236,7 +244,7 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
         eprintln!("  first pass below 90: {slow:.1?}\n  plan {plan:?}\n  retests {re:.1?}\n  judged {:?}\n  cleared {:?}\n  confirmed {:?}", v.judged, v.cleared, v.confirmed.iter().map(|c| (c.a, c.b)).collect::<Vec<_>>());
     }
     Judged {
-        rounds: shifts.len(),
+        rounds,
         first,
         retests,
         verdict: v,

@@ -56,27 +56,20 @@ struct Fixture {
 }
 
 fn outcome(f: Fixture) -> PairwiseOutcome {
-    let (m, r, c) = (f.measurements.clone(), f.retests.clone(), f.config.clone());
     let plan = verdict::plan_retests(&f.measurements, &f.config, &f.hosts);
     let verdict = verdict::judge_pairs(&f.measurements, &f.retests, &f.config, &f.hosts, &plan, None);
     PairwiseOutcome {
-        cables: Vec::new(),
-        config: f.config,
-        transport: f.transport,
         transport_details: f.transport_details,
-        hosts: f.hosts,
-        rounds: f.rounds,
-        measurements: f.measurements,
-        retests: f.retests,
-        verdict,
-        config_findings: Vec::new(),
-        rails: Vec::new(),
-        follow_up: Vec::new(),
-        counters: Vec::new(),
-        timings: None,
-        paths: analysis::pairwise::paths::judge_paths(&m, &r, &c),
-        repeats: Vec::new(),
-        over_time: None,
+        paths: analysis::pairwise::paths::judge_paths(&f.measurements, &f.retests, &f.config),
+        ..PairwiseOutcome::synthetic(
+            f.config,
+            f.transport,
+            f.hosts,
+            f.rounds,
+            f.measurements,
+            f.retests,
+            verdict,
+        )
     }
 }
 

@@ -43,23 +43,16 @@ pub fn campaign(
         .map(|(i, &slow)| {
             let j = run_pass(s, noise, fault.filter(|_| slow), topo, rng);
             let outcome = PairwiseOutcome {
-                config: config(s),
-                transport: "synthetic".into(),
-                transport_details: Vec::new(),
-                hosts: hosts.clone(),
-                rounds: j.rounds,
-                measurements: j.first,
-                retests: j.retests,
-                verdict: j.verdict,
-                config_findings: Vec::new(),
                 rails: j.rails,
-                follow_up: Vec::new(),
-                counters: Vec::new(),
-                timings: None,
-                paths: None,
-                cables: Vec::new(),
-                repeats: Vec::new(),
-                over_time: None,
+                ..PairwiseOutcome::synthetic(
+                    config(s),
+                    "synthetic",
+                    hosts.clone(),
+                    j.rounds,
+                    j.first,
+                    j.retests,
+                    j.verdict,
+                )
             };
             Pass {
                 index: i + 1,

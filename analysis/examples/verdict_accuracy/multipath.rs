@@ -22,9 +22,9 @@ use analysis::pairwise::connections::{Connection, Path};
 use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::verdict::{self, RetestPlan, Verdict};
 use analysis::pairwise::{Measurement, OpName, PairwiseConfig};
-use analysis::schedule::Shifts;
 
 use super::noise::Rng;
+use super::shift_slots;
 
 /// Connections a test (`pairwise -q 4`, as on the bed).
 pub const Q: usize = 4;
@@ -186,15 +186,7 @@ fn trial(f: &Fabric, noise: ConnNoise, cable: Option<Cable>, rng: &mut Rng) -> (
     let n = f.ranks();
     let hosts: Vec<String> = (0..n).map(|r| format!("n{r:04}")).collect();
     let cfg = config();
-    let shifts = Shifts::new(n);
-    let mut slot_of = vec![0u32; n * n];
-    for k in 0..shifts.len() {
-        for dst in 0..n {
-            if let Some(src) = shifts.from(k, dst) {
-                slot_of[src * n + dst] = k as u32;
-            }
-        }
-    }
+    let (slot_of, _) = shift_slots(n);
     let mut first = Vec::with_capacity(n * (n - 1));
     for src in 0..n {
         for dst in (0..n).filter(|&d| d != src) {

@@ -144,25 +144,7 @@ mod tests {
         }
         let names: Vec<String> = (0..hosts).map(|h| format!("h{h}")).collect();
         let v = verdict::judge_pairs(&ms, &[], &cfg, &names, &RetestPlan::default(), None);
-        PairwiseOutcome {
-            cables: Vec::new(),
-            config: cfg,
-            transport: "tcp".into(),
-            transport_details: Vec::new(),
-            hosts: names,
-            rounds: hosts - 1,
-            measurements: ms,
-            retests: Vec::new(),
-            verdict: v,
-            config_findings: Vec::new(),
-            rails: Vec::new(),
-            follow_up: Vec::new(),
-            counters: Vec::new(),
-            timings: None,
-            paths: None,
-            repeats: Vec::new(),
-            over_time: None,
-        }
+        PairwiseOutcome::synthetic(cfg, "tcp", names, hosts - 1, ms, Vec::new(), v)
     }
 
     /// A quiet fabric's rate with a little deterministic noise (+-1%).

@@ -19,7 +19,7 @@ use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
-use super::connections::Path;
+use super::connections::{Connection, Path};
 use super::Measurement;
 use crate::schedule::Pair;
 use crate::stats::median;
@@ -56,6 +56,14 @@ pub struct SlowLink {
     /// [`MIN_DROP`]): none for a link that slows all it carries.
     #[serde(default)]
     pub fine_share: f64,
+}
+
+impl SlowLink {
+    /// Whether `c` was traced across this link: an answer from the interface it arrives on at
+    /// some hop of its path.
+    pub fn carries(&self, c: &Connection) -> bool {
+        matches!(&c.path, Some(Path::Traced { hops, .. }) if hops.iter().flatten().any(|h| *h == self.link.to))
+    }
 }
 
 /// One traced connection: its figure, the routers it crossed, the hosts it joined.
@@ -97,14 +105,9 @@ fn traced(ms: &[Measurement]) -> Vec<Traced> {
 /// verdict to name, not a fabric link's. Left in, its slow connections sat among the others a
 /// link is judged against and hid a slow cable beside it, or made its router's uplink look slow.
 fn without_slow_hosts(pool: Vec<Traced>) -> Vec<Traced> {
-    let mut all: Vec<f64> = pool.iter().map(|t| t.gbps).collect();
-    if all.is_empty() {
+    let Some(bar) = healthy_bar(pool.iter().map(|t| t.gbps).collect()) else {
         return pool;
-    }
-    // Against the upper quartile: a fault only slows, and on a small fabric one slow node and a
-    // slow cable together slow more than half the connections, the median with them.
-    all.sort_by(f64::total_cmp);
-    let bar = (1.0 - MIN_DROP) * all[(all.len() - 1) * 3 / 4];
+    };
     // Per host, its connections grouped by the link they took next to it: the first link out
     // (arriving on the hop after its router) or the last link in (arriving on its router).
     let mut by_host: BTreeMap<IpAddr, BTreeMap<(bool, IpAddr), Vec<f64>>> = BTreeMap::new();
@@ -132,6 +135,19 @@ fn without_slow_hosts(pool: Vec<Traced>) -> Vec<Traced> {
     pool.into_iter()
         .filter(|t| !slow.contains(&t.src) && !slow.contains(&t.dst))
         .collect()
+}
+
+/// The figure under which a connection reads slow: [`MIN_DROP`] under the upper quartile of
+/// `figures` (every connection's of the run); None where there are none. Against the upper
+/// quartile, not the median: a fault only slows, and on a small fabric one slow node and a slow
+/// cable together slow more than half the connections, the median with them. Both the slow
+/// hosts here and the untraced uplinks' shares (`path_share`) are judged against it.
+pub(crate) fn healthy_bar(mut figures: Vec<f64>) -> Option<f64> {
+    if figures.is_empty() {
+        return None;
+    }
+    figures.sort_by(f64::total_cmp);
+    Some((1.0 - MIN_DROP) * figures[(figures.len() - 1) * 3 / 4])
 }
 
 /// Mann-Whitney U of `a` against `b` as a z score (negative: `a` lower), ties at their mean rank.
@@ -271,11 +287,7 @@ pub fn pairs_across(ms: &[Measurement], links: &[SlowLink]) -> Vec<BTreeSet<Pair
     let mut out = vec![BTreeSet::new(); links.len()];
     for m in ms.iter().filter(|m| !m.retest) {
         for c in &m.connections {
-            let Some(Path::Traced { hops, .. }) = &c.path else {
-                continue;
-            };
-            let crosses = |l: &SlowLink| hops.iter().flatten().any(|h| *h == l.link.to);
-            if let Some(k) = links.iter().position(crosses) {
+            if let Some(k) = links.iter().position(|l| l.carries(c)) {
                 out[k].insert(m.pair());
             }
         }
@@ -299,10 +311,7 @@ pub fn explained_pairs(ms: &[Measurement], links: &[SlowLink]) -> BTreeSet<Pair>
             if hops.len() < 2 || hops.iter().any(Option::is_none) {
                 continue;
             }
-            let crossed: Vec<&SlowLink> = links
-                .iter()
-                .filter(|l| hops.iter().flatten().any(|h| *h == l.link.to))
-                .collect();
+            let crossed: Vec<&SlowLink> = links.iter().filter(|l| l.carries(c)).collect();
             let e = by_pair.entry(m.pair()).or_default();
             match crossed.iter().map(|l| l.others_median).reduce(f64::min) {
                 Some(others) => e.0.push(others),

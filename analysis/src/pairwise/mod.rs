@@ -339,6 +339,41 @@ pub struct PairwiseOutcome {
 }
 
 impl PairwiseOutcome {
+    /// A run of `hosts` over `transport` in `rounds` rounds: its first-pass `measurements`, their
+    /// `retests` and the `verdict` judged from them, with nothing else found (no transport facts,
+    /// configuration findings, rails, follow-up, counters, timings, paths, cables or repeats).
+    /// What synthetic runs (unit and golden tests, the accuracy campaign) start from, setting the
+    /// fields they are about with `..`, as with [`PairwiseConfig::synthetic`].
+    pub fn synthetic(
+        config: PairwiseConfig,
+        transport: impl Into<String>,
+        hosts: Vec<String>,
+        rounds: usize,
+        measurements: Vec<Measurement>,
+        retests: Vec<Measurement>,
+        verdict: verdict::Verdict,
+    ) -> PairwiseOutcome {
+        PairwiseOutcome {
+            config,
+            transport: transport.into(),
+            transport_details: Vec::new(),
+            hosts,
+            rounds,
+            measurements,
+            retests,
+            verdict,
+            config_findings: Vec::new(),
+            rails: Vec::new(),
+            follow_up: Vec::new(),
+            counters: Vec::new(),
+            timings: None,
+            paths: None,
+            cables: Vec::new(),
+            repeats: Vec::new(),
+            over_time: None,
+        }
+    }
+
     /// The run passed: no slow pair, and no slow path of a pair; with repeats, the judgement
     /// across the passes.
     pub fn pass(&self) -> bool {

@@ -5,14 +5,14 @@
 //! across it tell whether the whole uplink is slow or one of its parallel paths: a cable on one of
 //! k equal-cost paths slows about one connection in k and leaves the rest fine.
 //!
-//! A connection is slow below [`MIN_DROP`] under the upper quartile of
+//! A connection is slow below [`MIN_DROP`](super::cables::MIN_DROP) under the upper quartile of
 //! every connection's figure in the run (a fault only slows, and the upper quartile is healthy
 //! where the median need not be).
 
 use serde::{Deserialize, Serialize};
 
 use super::blame::Part;
-use super::cables::MIN_DROP;
+use super::cables::healthy_bar;
 use super::topology::Topology;
 use super::Measurement;
 use crate::stats::median;
@@ -56,16 +56,14 @@ impl PathShare {
 /// split at the run's bar; none where the run kept no connections.
 pub fn path_shares(ms: &[Measurement], hosts: &[String], blamed: &[Part], t: &Topology) -> Vec<PathShare> {
     let first = || ms.iter().filter(|m| !m.retest);
-    let mut all: Vec<f64> = first()
+    let all: Vec<f64> = first()
         .flat_map(|m| &m.connections)
         .map(|c| c.gbps)
         .filter(|g| g.is_finite())
         .collect();
-    if all.is_empty() {
+    let Some(bar) = healthy_bar(all) else {
         return Vec::new();
-    }
-    all.sort_by(f64::total_cmp);
-    let bar = (1.0 - MIN_DROP) * all[(all.len() - 1) * 3 / 4];
+    };
     blamed
         .iter()
         .filter_map(|p| match p {

@@ -121,25 +121,8 @@ fn outcome() -> PairwiseOutcome {
         ..PairwiseConfig::synthetic(OpName::Send, 65536, 100)
     };
     let plan = verdict::plan_retests(&ms, &config, &hosts);
-    PairwiseOutcome {
-        cables: Vec::new(),
-        verdict: verdict::judge_pairs(&ms, &[], &config, &hosts, &plan, None),
-        config,
-        transport: "tcp".into(),
-        transport_details: Vec::new(),
-        hosts,
-        rounds: 3,
-        measurements: ms,
-        retests: Vec::new(),
-        config_findings: Vec::new(),
-        rails: Vec::new(),
-        follow_up: Vec::new(),
-        counters: Vec::new(),
-        timings: None,
-        paths: None,
-        repeats: Vec::new(),
-        over_time: None,
-    }
+    let v = verdict::judge_pairs(&ms, &[], &config, &hosts, &plan, None);
+    PairwiseOutcome::synthetic(config, "tcp", hosts, 3, ms, Vec::new(), v)
 }
 
 #[test]

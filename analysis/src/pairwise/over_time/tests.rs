@@ -63,36 +63,20 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
         (named, Vec::new())
     };
     let pass = blamed.is_empty() && unstable.is_empty();
-    let outcome = PairwiseOutcome {
-        cables: Vec::new(),
-        config: PairwiseConfig::synthetic(OpName::Send, SIZE, 100),
-        transport: "tcp".into(),
-        transport_details: Vec::new(),
-        hosts: hosts(),
-        rounds: 3,
-        measurements,
-        retests: Vec::new(),
-        verdict: Verdict {
-            rule: Rule::Robust,
-            judged: Vec::new(),
-            cleared: Vec::new(),
-            confirmed: Vec::new(),
-            blamed,
-            unstable,
-            pass,
-            fabric: Vec::new(),
-            links: Vec::new(),
-            uplink_paths: Vec::new(),
-        },
-        config_findings: Vec::new(),
-        rails: Vec::new(),
-        follow_up: Vec::new(),
-        counters: Vec::new(),
-        timings: None,
-        paths: None,
-        repeats: Vec::new(),
-        over_time: None,
+    let verdict = Verdict {
+        rule: Rule::Robust,
+        judged: Vec::new(),
+        cleared: Vec::new(),
+        confirmed: Vec::new(),
+        blamed,
+        unstable,
+        pass,
+        fabric: Vec::new(),
+        links: Vec::new(),
+        uplink_paths: Vec::new(),
     };
+    let config = PairwiseConfig::synthetic(OpName::Send, SIZE, 100);
+    let outcome = PairwiseOutcome::synthetic(config, "tcp", hosts(), 3, measurements, Vec::new(), verdict);
     Pass {
         index,
         start_s: (index - 1) as f64 * 30.0,

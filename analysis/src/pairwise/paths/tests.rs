@@ -171,24 +171,10 @@ fn the_reports_name_the_path_and_the_run_fails() {
         vec![(1, 3)],
         "the pair of the slow path is retested, once"
     );
+    let v = verdict::judge_pairs(&first, &again, &c, &hosts, &plan, None);
     let o = PairwiseOutcome {
-        cables: Vec::new(),
-        config: c.clone(),
-        transport: "verbs".into(),
-        transport_details: Vec::new(),
-        hosts: hosts.clone(),
-        rounds: 3,
-        verdict: verdict::judge_pairs(&first, &again, &c, &hosts, &plan, None),
         paths: judge_paths(&first, &again, &c),
-        repeats: Vec::new(),
-        over_time: None,
-        measurements: first,
-        retests: again,
-        config_findings: Vec::new(),
-        rails: Vec::new(),
-        follow_up: Vec::new(),
-        counters: Vec::new(),
-        timings: None,
+        ..PairwiseOutcome::synthetic(c.clone(), "verbs", hosts.clone(), 3, first, again, v)
     };
     assert!(o.verdict.pass && !o.pass(), "the pairs pass, the run does not");
     let t = text::render_judged(&o);

@@ -45,25 +45,7 @@ pub(crate) fn slow_node(hosts: usize, per_host: usize, slow_name: &str) -> Pairw
         .map(|(a, b)| Measurement::bandwidth(a, b, SIZE as u64, 1000, figure(a, b), true))
         .collect();
     let verdict = judge_pairs(&first, &retests, &config, &names, &plan, None);
-    PairwiseOutcome {
-        config,
-        transport: "tcp".into(),
-        transport_details: Vec::new(),
-        hosts: names,
-        rounds: n - 1,
-        measurements: first,
-        retests,
-        verdict,
-        config_findings: Vec::new(),
-        rails: Vec::new(),
-        follow_up: Vec::new(),
-        counters: Vec::new(),
-        timings: None,
-        paths: None,
-        cables: Vec::new(),
-        repeats: Vec::new(),
-        over_time: None,
-    }
+    PairwiseOutcome::synthetic(config, "tcp", names, n - 1, first, retests, verdict)
 }
 
 fn at(px: &[u8], w: u32, x: i32, y: i32) -> [u8; 3] {
