@@ -165,7 +165,7 @@ fn first_quoted(s: &str) -> Option<String> {
 
 /// The host an HCA's NodeDescription names: `host` alone (a node name map's), or `host DEVICE`
 /// where DEVICE is an HCA name as Linux gives it (`HCA-1`, `mlx5_0`, `hfi1_0`, `qib0`).
-fn host_of(desc: &str) -> Option<&str> {
+pub(super) fn host_of(desc: &str) -> Option<&str> {
     let words: Vec<&str> = desc.split_whitespace().collect();
     let device = |w: &str| {
         w.strip_prefix("HCA-")
