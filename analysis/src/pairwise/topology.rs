@@ -59,6 +59,20 @@ impl Topology {
         sources::read(path)
     }
 
+    /// Several files or directories as one (`meshrun topology A B`): a host two of them place
+    /// under different switches is an error naming the later.
+    pub fn read_all(paths: &[std::path::PathBuf]) -> Result<Topology, TopologyError> {
+        let mut all = Topology::default();
+        for p in paths {
+            all.merge(Topology::read(p)?).map_err(|why| TopologyError {
+                file: p.display().to_string(),
+                line: 0,
+                why,
+            })?;
+        }
+        Ok(all)
+    }
+
     /// One file's text; `file` names it in errors and, for an LLDP file, names its host
     /// (`lldp/gpu01.json` is gpu01's).
     pub fn parse(text: &str, file: &str) -> Result<Topology, TopologyError> {

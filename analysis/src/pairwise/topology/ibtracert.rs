@@ -112,7 +112,10 @@ pub fn parse(text: &str) -> Result<Vec<Route>, (usize, String)> {
             raw.push((from, legs, end(rest).map_err(|w| (n, w))?, at));
         } else if l.starts_with('[') {
             let Some((_, legs, _)) = open.as_mut() else {
-                return Err((n, "a `[port] -> ...` line outside a route (no `From` line before it)".into()));
+                return Err((
+                    n,
+                    "a `[port] -> ...` line outside a route (no `From` line before it)".into(),
+                ));
             };
             legs.push(leg(l).map_err(|w| (n, w))?);
         } else if open.is_some() && !l.is_empty() {
@@ -129,7 +132,10 @@ pub fn parse(text: &str) -> Result<Vec<Route>, (usize, String)> {
         ));
     }
     if raw.is_empty() {
-        return Err((0, "no route: expected ibtracert's `From ...`, `[N] -> ...`, `To ...` lines".into()));
+        return Err((
+            0,
+            "no route: expected ibtracert's `From ...`, `[N] -> ...`, `To ...` lines".into(),
+        ));
     }
     let names = switch_names(raw.iter().flat_map(|(_, legs, _, _)| legs));
     let mut out = Vec::new();
@@ -217,7 +223,9 @@ fn end(rest: &str) -> Result<End, String> {
     if rest.starts_with('{') {
         return Err(simple_format());
     }
-    let (kind, rest) = rest.split_once(' ').ok_or_else(|| format!("`{rest}` is not `KIND {{0x...}} portnum N ...`"))?;
+    let (kind, rest) = rest
+        .split_once(' ')
+        .ok_or_else(|| format!("`{rest}` is not `KIND {{0x...}} portnum N ...`"))?;
     let (_, rest) = guid(rest)?;
     let port = rest
         .trim_start()

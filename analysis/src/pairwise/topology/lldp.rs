@@ -75,8 +75,12 @@ pub fn neighbours(text: &str) -> Result<Vec<Neighbour>, (usize, String)> {
         let port = port_of(body.get("port"));
         out.push(Neighbour {
             interface: name,
-            chassis: chassis
-                .ok_or_else(|| (0, "a neighbour without a chassis ID or name; is this lldpctl's output?".to_string()))?,
+            chassis: chassis.ok_or_else(|| {
+                (
+                    0,
+                    "a neighbour without a chassis ID or name; is this lldpctl's output?".to_string(),
+                )
+            })?,
             port: port.unwrap_or_default(),
             switch,
         });
@@ -178,10 +182,7 @@ fn may_be_switch(v: Option<&Value>) -> bool {
 fn port_of(v: Option<&Value>) -> Option<String> {
     let p = one(v?);
     let (kind, id) = p.get("id").map(typed).unwrap_or((None, None));
-    let descr = p
-        .get("descr")
-        .and_then(text)
-        .filter(|d| !d.trim().is_empty());
+    let descr = p.get("descr").and_then(text).filter(|d| !d.trim().is_empty());
     match (kind.as_deref(), id) {
         (Some("mac") | None, id) => descr.or(id),
         (_, Some(id)) => Some(id),
@@ -192,10 +193,7 @@ fn port_of(v: Option<&Value>) -> Option<String> {
 /// `{"type": T, "value": V}` (or json0's list of one): (T, V).
 fn typed(v: &Value) -> (Option<String>, Option<String>) {
     let v = one(v);
-    (
-        v.get("type").and_then(text),
-        v.get("value").and_then(text),
-    )
+    (v.get("type").and_then(text), v.get("value").and_then(text))
 }
 
 /// A list of one is its element (json0 keeps them).

@@ -124,11 +124,7 @@ fn refusals_name_the_line_and_the_fix() {
             3,
             "`spine` is not a GUID",
         ),
-        (
-            HXA.replace("From ca", "From switch"),
-            0,
-            "no route between two hosts",
-        ),
+        (HXA.replace("From ca", "From switch"), 0, "no route between two hosts"),
         (
             format!("{HXA}{}", HXA.replace("[3] -> switch", "[4] -> switch")),
             0,
@@ -146,6 +142,8 @@ fn refusals_name_the_line_and_the_fix() {
 #[test]
 fn other_topology_forms_are_not_ibtracert() {
     assert!(!looks_like("leaf1: node[01-16]\n"));
-    assert!(!looks_like(include_str!("../../../../tests/data/ibnetdiscover/X5.topofile")));
+    assert!(!looks_like(include_str!(
+        "../../../../tests/data/ibnetdiscover/X5.topofile"
+    )));
     assert!(!looks_like("{\"lldp\": {}}"));
 }

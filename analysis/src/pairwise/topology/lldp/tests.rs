@@ -36,7 +36,11 @@ fn each_published_output_gives_exactly_its_neighbours() {
         ("empty", EMPTY, vec![]),
         // The port ID is a MAC address: its description names it.
         ("ns-1", NS1, vec![nb("eth0", "ns-2.example.com", "eth1", false)]),
-        ("ns-1 json0", NS1_JSON0, vec![nb("eth0", "ns-2.example.com", "eth1", false)]),
+        (
+            "ns-1 json0",
+            NS1_JSON0,
+            vec![nb("eth0", "ns-2.example.com", "eth1", false)],
+        ),
     ] {
         assert!(looks_like(text), "{name}");
         assert_eq!(neighbours(text).unwrap(), want, "{name}");
@@ -76,7 +80,10 @@ fn a_directory_of_host_files_is_one_topology() {
 fn refusals_are_one_line_naming_the_file_and_the_fix() {
     let e = Topology::parse(EMPTY, "lldp/gpu03.json").unwrap_err();
     assert_eq!((e.file.as_str(), e.line), ("lldp/gpu03.json", 0));
-    assert!(e.why.starts_with("names no LLDP neighbour: lldpd on gpu03 saw none"), "{e}");
+    assert!(
+        e.why.starts_with("names no LLDP neighbour: lldpd on gpu03 saw none"),
+        "{e}"
+    );
     for text in [NS1, NS1_JSON0] {
         let e = Topology::parse(text, "ns-1.json").unwrap_err();
         assert_eq!(
@@ -96,7 +103,11 @@ fn refusals_are_one_line_naming_the_file_and_the_fix() {
         assert_eq!(e.to_string().lines().count(), 1, "{e}");
     }
     let e = Topology::parse("{\"interfaces\": {}}", "h.json").unwrap_err();
-    assert!(e.why.starts_with("JSON that is not lldpctl's: expected `{\"lldp\": ...}`"), "{e}");
+    assert!(
+        e.why
+            .starts_with("JSON that is not lldpctl's: expected `{\"lldp\": ...}`"),
+        "{e}"
+    );
     let e = Topology::parse(&format!("{GPU01}{GPU02}"), "all.json").unwrap_err();
     assert!(e.why.contains("one lldpctl output per file"), "{e}");
     assert_eq!(e.line, 79, "{e}"); // where the second output starts
