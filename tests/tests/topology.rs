@@ -1,8 +1,8 @@
 //! `meshrun topology PATH...` end to end: the binary reads a real fabric's ibnetdiscover output
 //! (analysis/tests/data/ibnetdiscover/, its source named there), a leaf-line file, and published
 //! `lldpctl -f json` outputs as one directory of HOST.json files or as several files
-//! (analysis/tests/data/lldp/), and prints each leaf with its hosts and their switch ports, or
-//! refuses them in one line.
+//! (analysis/tests/data/lldp/) and an ibtracert route (analysis/tests/data/ibtracert/), and prints
+//! each leaf with its hosts, their switch ports and the routes, or refuses them in one line.
 
 use e2e::*;
 
@@ -85,4 +85,31 @@ fn lldpctl_files_place_each_host_under_its_switch_port_or_are_refused_in_one_lin
     assert_eq!(r.stderr.lines().count(), 1, "{}", r.stderr);
     assert!(r.stderr.contains(":0: JSON that is not lldpctl's"), "{}", r.stderr);
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn ibtracert_routes_are_printed_switch_by_switch() {
+    // An ibtracert route on an ibsim fabric (analysis/tests/data/ibtracert/, source named there).
+    let f = root().join("analysis/tests/data/ibtracert/hxa-ibsim.txt");
+    let r = meshrun(&["topology", f.to_str().expect("utf-8")], limits::ONE_PROCESS);
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains(": 2 host(s) under 2 leaf switch(es)\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("\n#   hxa-gpu01: mlx5_0 port 1 -> port 1\n"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.ends_with(
+            "\n# 1 route(s), each switch [in>out port]:\n#   hxa-gpu01 -> hxa-gpu03: \
+             hxa-su1-leaf-r1 (S-0000000000200002) [1>33] > hxa-spine01 (S-0000000000200000) \
+             [1>3] > hxa-su2-leaf-r1 (S-0000000000200004) [33>1]\n"
+        ),
+        "{}",
+        r.stdout
+    );
 }

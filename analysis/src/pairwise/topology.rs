@@ -94,8 +94,9 @@ impl Topology {
         }
         if ibnetdiscover::looks_like(text) {
             return ibnetdiscover::parse(text)
-                .map(|switch_of| Topology {
-                    switch_of,
+                .map(|p| Topology {
+                    switch_of: p.switch_of,
+                    link_of: p.link_of,
                     ..Topology::default()
                 })
                 .map_err(at);
