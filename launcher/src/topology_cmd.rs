@@ -1,6 +1,8 @@
-//! `meshrun topology FILE`: what meshrun makes of a `--topology` file (leaf lines, Slurm's
-//! topology.conf, or ibnetdiscover output): each leaf switch with its hosts as a hostlist, so an
-//! operator sees before a run which uplink a slow set of host links would be blamed on.
+//! `meshrun topology PATH...`: what meshrun makes of a `--topology` file or directory (leaf lines,
+//! Slurm's topology.conf, ibnetdiscover or ibtracert output, one `lldpctl -f json` per host):
+//! each leaf switch with its hosts as a hostlist, each host's cable to it where the source names
+//! one, and the routes given, so an operator sees before a run which uplink, switch port or
+//! route a slow set of host links would be blamed on.
 
 use analysis::pairwise::topology::Topology;
 
@@ -8,9 +10,10 @@ use crate::cli::TopologyArgs;
 use crate::exit::Status;
 
 pub fn run(a: &TopologyArgs) -> i32 {
-    match Topology::read(&a.file) {
+    match Topology::read_all(&a.files) {
         Ok(t) => {
-            print!("{}", render(&t, &a.file.display().to_string()));
+            let names: Vec<String> = a.files.iter().map(|f| f.display().to_string()).collect();
+            print!("{}", render(&t, &names.join(" ")));
             Status::Ok.code()
         }
         Err(e) => {
@@ -20,7 +23,9 @@ pub fn run(a: &TopologyArgs) -> i32 {
     }
 }
 
-/// The report: a header, then `LEAF: HOSTLIST  # N hosts` per leaf.
+/// The report: a header, then `LEAF: HOSTLIST  # N hosts` per leaf, each followed by its hosts'
+/// cables (`#   gpu01: eno1 -> port Ethernet12`) where known, then the routes as comments; the
+/// output is itself a topology file.
 fn render(t: &Topology, file: &str) -> String {
     let leaves = t.leaves();
     let hosts: usize = leaves.values().map(Vec::len).sum();
@@ -34,6 +39,18 @@ fn render(t: &Topology, file: &str) -> String {
             hostfiles::compress_hostlist(hs),
             hs.len()
         ));
+        for h in hs {
+            if let Some(l) = t.link_of(h) {
+                out.push_str(&format!("#   {h}: {} -> port {}\n", l.host_end, l.switch_port));
+            }
+        }
+    }
+    let routes: Vec<_> = t.routes().collect();
+    if !routes.is_empty() {
+        out.push_str(&format!("# {} route(s), each switch [in>out port]:\n", routes.len()));
+        for r in routes {
+            out.push_str(&format!("#   {} -> {}: {}\n", r.src, r.dst, r.phrase()));
+        }
     }
     out
 }
@@ -55,5 +72,26 @@ mod tests {
              leaf1: node[01-03]  # 3 host(s)\n\
              leaf2: gpu7,node[04-05]  # 3 host(s)\n"
         );
+    }
+
+    #[test]
+    fn cables_and_routes_follow_as_comments_and_read_back() {
+        let text = "From ca {0x0000000000100002} portnum 1 lid 5-5 \"gpu01 mlx5_0\"\n\
+                    [1] -> switch port {0x0000000000200002}[7] lid 4-4 \"leaf01\"\n\
+                    [9] -> ca port {0x000000000010000b}[1] lid 12-12 \"gpu02 mlx5_0\"\n\
+                    To ca {0x000000000010000a} portnum 1 lid 12-12 \"gpu02 mlx5_0\"\n";
+        let t = Topology::parse(text, "r.txt").unwrap();
+        let out = render(&t, "r.txt");
+        assert_eq!(
+            out,
+            "# meshrun topology: r.txt: 2 host(s) under 1 leaf switch(es)\n\
+             leaf01 (S-0000000000200002): gpu[01-02]  # 2 host(s)\n\
+             #   gpu01: mlx5_0 port 1 -> port 7\n\
+             #   gpu02: mlx5_0 port 1 -> port 9\n\
+             # 1 route(s), each switch [in>out port]:\n\
+             #   gpu01 -> gpu02: leaf01 (S-0000000000200002) [7>9]\n"
+        );
+        let again = Topology::parse(&out, "again").unwrap();
+        assert_eq!(again.leaves(), t.leaves());
     }
 }

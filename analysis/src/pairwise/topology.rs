@@ -6,18 +6,42 @@
 //! - Slurm's `topology.conf`: `SwitchName=leaf1 Nodes=node[01-16]`. Lines naming only
 //!   `Switches=` (spines) place no host and are accepted without effect.
 //!
-//! Or a whole file of `ibnetdiscover` output (InfiniBand: each host under the switch its HCA is
-//! cabled to, named from the HCAs' NodeDescriptions; `topology/ibnetdiscover.rs`).
+//! Or a whole file of a fabric tool's output, recognised by its content:
+//! - `ibnetdiscover` (InfiniBand: each host under the switch its HCA is cabled to, named from the
+//!   HCAs' NodeDescriptions; `topology/ibnetdiscover.rs`);
+//! - `ibtracert` (InfiniBand routes between hosts, one or many; each host under the first switch
+//!   of its routes, and the routes kept; `topology/ibtracert.rs`);
+//! - `lldpctl -f json` (Ethernet: one host's LLDP neighbours, the host named by the file,
+//!   `HOST.json`; `topology/lldp.rs`).
+//!
+//! A directory is read as all its files (hidden ones skipped), each by its content, so one
+//! `lldpctl -f json > lldp/$(hostname -s).json` per host makes one topology.
 
 mod ibnetdiscover;
+mod ibtracert;
+mod lldp;
+mod sources;
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// Each host's leaf switch.
+pub use ibtracert::{Hop, Route};
+
+/// Each host's leaf switch, with the cable between them where the source names it, and the
+/// routes between hosts an `ibtracert` source gave.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Topology {
     switch_of: BTreeMap<String, String>,
+    link_of: BTreeMap<String, HostLink>,
+    routes: BTreeMap<(String, String), Route>,
+}
+
+/// The cable from a host up to its leaf: the host's end (an interface, `eno1`, or an HCA port,
+/// `mlx5_0 port 1`) and the switch's port (`Ethernet12`, `17`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostLink {
+    pub host_end: String,
+    pub switch_port: String,
 }
 
 /// A line that is not one of the two forms, or names a host twice.
@@ -30,24 +54,52 @@ pub struct TopologyError {
 }
 
 impl Topology {
+    /// A file, or a directory of them (see the module notes).
     pub fn read(path: &Path) -> Result<Topology, TopologyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| TopologyError {
-            file: path.display().to_string(),
-            line: 0,
-            why: format!("cannot read it: {e}"),
-        })?;
-        Topology::parse(&text, &path.display().to_string())
+        sources::read(path)
     }
 
+    /// Several files or directories as one (`meshrun topology A B`): a host two of them place
+    /// under different switches is an error naming the later.
+    pub fn read_all(paths: &[std::path::PathBuf]) -> Result<Topology, TopologyError> {
+        let mut all = Topology::default();
+        for p in paths {
+            all.merge(Topology::read(p)?).map_err(|why| TopologyError {
+                file: p.display().to_string(),
+                line: 0,
+                why,
+            })?;
+        }
+        Ok(all)
+    }
+
+    /// One file's text; `file` names it in errors and, for an LLDP file, names its host
+    /// (`lldp/gpu01.json` is gpu01's).
     pub fn parse(text: &str, file: &str) -> Result<Topology, TopologyError> {
+        let at = |(line, why): (usize, String)| TopologyError {
+            file: file.to_string(),
+            line,
+            why,
+        };
+        if lldp::looks_like(text) {
+            let host = sources::host_of_file(file).map_err(|w| at((0, w)))?;
+            let (switch, host_end, switch_port) = lldp::placement(text, &host).map_err(at)?;
+            let mut t = Topology::default();
+            t.switch_of.insert(host.clone(), switch);
+            t.link_of.insert(host, HostLink { host_end, switch_port });
+            return Ok(t);
+        }
+        if ibtracert::looks_like(text) {
+            return Topology::of_routes(ibtracert::parse(text).map_err(at)?).map_err(|w| at((0, w)));
+        }
         if ibnetdiscover::looks_like(text) {
             return ibnetdiscover::parse(text)
-                .map(|switch_of| Topology { switch_of })
-                .map_err(|(line, why)| TopologyError {
-                    file: file.to_string(),
-                    line,
-                    why,
-                });
+                .map(|p| Topology {
+                    switch_of: p.switch_of,
+                    link_of: p.link_of,
+                    ..Topology::default()
+                })
+                .map_err(at);
         }
         let mut t = Topology::default();
         for (i, raw) in text.lines().enumerate() {
@@ -94,6 +146,98 @@ impl Topology {
     /// The leaf switch of `host`, if the file places it.
     pub fn switch_of(&self, host: &str) -> Option<&str> {
         self.switch_of.get(host).map(String::as_str)
+    }
+
+    /// The cable from `host` to its leaf, where the source names it (LLDP, ibtracert).
+    pub fn link_of(&self, host: &str) -> Option<&HostLink> {
+        self.link_of.get(host)
+    }
+
+    /// The route from `src` to `dst` an ibtracert source gave: the switches it crosses, each
+    /// named with the port it arrived on ([`Hop::arrival`]) as a traced connection's hops are.
+    pub fn route(&self, src: &str, dst: &str) -> Option<&Route> {
+        self.routes.get(&(src.to_string(), dst.to_string()))
+    }
+
+    /// Every route given, by (source host, destination host).
+    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.routes.values()
+    }
+
+    /// The hosts and leaves routes show: each end under the switch next to it.
+    fn of_routes(routes: Vec<Route>) -> Result<Topology, String> {
+        let mut t = Topology::default();
+        for r in routes {
+            if let (Some(first), Some(last)) = (r.hops.first(), r.hops.last()) {
+                let ends = [
+                    (&r.src, &first.switch, &r.src_hca, first.in_port),
+                    (&r.dst, &last.switch, &r.dst_hca, last.out_port),
+                ];
+                for (host, switch, hca, port) in ends {
+                    let link = HostLink {
+                        host_end: hca.clone(),
+                        switch_port: port.to_string(),
+                    };
+                    t.place(host, switch, Some(link))?;
+                }
+            }
+            let key = (r.src.clone(), r.dst.clone());
+            match t.routes.get(&key) {
+                Some(prev) if *prev != r => {
+                    return Err(format!(
+                        "two different routes from {} to {}: {} and {}",
+                        r.src,
+                        r.dst,
+                        prev.phrase(),
+                        r.phrase()
+                    ))
+                }
+                _ => {
+                    t.routes.insert(key, r);
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    /// `host` under `switch`, or why not: it is under another already, as rails are.
+    fn place(&mut self, host: &str, switch: &str, link: Option<HostLink>) -> Result<(), String> {
+        match self.switch_of.get(host) {
+            Some(prev) if prev != switch => Err(format!(
+                "host {host} is under two switches, {prev} and {switch} (rails?): --topology places \
+                 a host under one leaf; give the routes or neighbours of the rail to judge"
+            )),
+            _ => {
+                self.switch_of.insert(host.to_string(), switch.to_string());
+                if let Some(l) = link {
+                    let ends = self.link_of.entry(host.to_string()).or_insert(l.clone());
+                    if *ends != l && !ends.switch_port.split(',').any(|p| p == l.switch_port) {
+                        ends.host_end = format!("{},{}", ends.host_end, l.host_end);
+                        ends.switch_port = format!("{},{}", ends.switch_port, l.switch_port);
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `other` added to this one: a host placed by both must be under the same switch, a
+    /// route given by both the same route.
+    fn merge(&mut self, other: Topology) -> Result<(), String> {
+        for (host, switch) in &other.switch_of {
+            self.place(host, switch, other.link_of.get(host).cloned())?;
+        }
+        for (key, r) in other.routes {
+            match self.routes.get(&key) {
+                Some(prev) if *prev != r => {
+                    return Err(format!("two different routes from {} to {}", key.0, key.1));
+                }
+                _ => {
+                    self.routes.insert(key, r);
+                }
+            }
+        }
+        Ok(())
     }
 }
 

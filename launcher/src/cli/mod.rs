@@ -53,8 +53,9 @@ pub enum Command {
     /// Judge a saved `pairwise --json` run again offline: under another rule, or against an
     /// earlier good run of the same hosts (--baseline)
     Verdict(VerdictArgs),
-    /// What meshrun reads in a --topology file (leaf lines, Slurm's topology.conf, or
-    /// ibnetdiscover output): each leaf switch and the hosts under it
+    /// What meshrun reads in a --topology file or directory (leaf lines, Slurm's topology.conf,
+    /// ibnetdiscover or ibtracert output, lldpctl -f json per host): each leaf switch and the
+    /// hosts under it, their cables and routes where the source names them
     Topology(TopologyArgs),
     /// Set outputs side by side: nccl-tests and meshrun tables or -J files, perftest or meshrun
     /// pairwise reports; ratios to the first file, a summary, and a pass/fail bar
@@ -105,8 +106,9 @@ pub struct VerdictArgs {
 
 #[derive(Args, Debug)]
 pub struct TopologyArgs {
-    /// The file, as pairwise --topology takes it
-    pub file: PathBuf,
+    /// The file or directory, as pairwise --topology takes it; several are read as one
+    #[arg(required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Args, Debug)]

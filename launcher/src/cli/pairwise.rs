@@ -123,8 +123,9 @@ pub struct PairwiseArgs {
     /// (K random partners); the quick patterns screen a big fabric in a few rounds
     #[arg(long = "pairs", value_name = "PATTERN", default_value = "all", value_parser = parse_pattern)]
     pub pairs: analysis::schedule::Pattern,
-    /// Which hosts hang off which leaf switch (`leaf1: node[01-16]` lines, or Slurm's
-    /// topology.conf), to blame a switch uplink when the slow host links all cross it
+    /// Which hosts hang off which leaf switch (`leaf1: node[01-16]` lines, Slurm's topology.conf,
+    /// ibnetdiscover or ibtracert output, or a directory of `lldpctl -f json` files, HOST.json),
+    /// to blame a switch uplink when the slow host links all cross it
     #[arg(long)]
     pub topology: Option<PathBuf>,
     /// Absolute floor in Gb/s: pairs below it are suspect (like perftest -w)

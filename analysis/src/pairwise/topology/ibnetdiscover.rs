@@ -10,10 +10,23 @@
 //! (firmware defaults such as `MT25408 ConnectX Mellanox Technologies`) place nothing; where no
 //! HCA names its host the file is refused with that fix.
 //!
+//! Each host's cable is kept too: its HCA port and the leaf's port number (`[13]` on the
+//! switch's line, the far `[N]` on the HCA's).
+//!
 //! A leaf is named by its description where that is unique among the file's switches, with its
 //! GUID (`Voltaire 4036 # 4036-369C (S-0008f1050020369c)`), else by its GUID alone.
 
 use std::collections::BTreeMap;
+
+use super::HostLink;
+
+/// What ibnetdiscover output places: each host's leaf, and the cable up to it (the HCA's port
+/// and the switch's port number).
+#[derive(Debug, Default)]
+pub struct Placed {
+    pub switch_of: BTreeMap<String, String>,
+    pub link_of: BTreeMap<String, HostLink>,
+}
 
 /// Whether `text` looks like ibnetdiscover output (a switch or CA header, or its GUID lines).
 pub fn looks_like(text: &str) -> bool {
@@ -24,11 +37,12 @@ pub fn looks_like(text: &str) -> bool {
 }
 
 /// Each host's leaf switch, or why the text gives none (line 0: the file as a whole).
-pub fn parse(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
-    // Switch GUID -> description; HCA GUID -> description; (switch, HCA) cables with the line.
+pub fn parse(text: &str) -> Result<Placed, (usize, String)> {
+    // Switch GUID -> description; HCA GUID -> description; (switch, HCA) cables with the line
+    // and the ports at each end (switch, HCA).
     let mut switches: BTreeMap<String, String> = BTreeMap::new();
     let mut hcas: BTreeMap<String, String> = BTreeMap::new();
-    let mut cables: Vec<(String, String, usize)> = Vec::new();
+    let mut cables: Vec<Cable> = Vec::new();
     // The node whose block the lines are in: (is a switch, its GUID).
     let mut current: Option<(bool, String)> = None;
     for (i, raw) in text.lines().enumerate() {
@@ -51,9 +65,13 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
                     if let Some(d) = desc {
                         hcas.entry(peer.clone()).or_insert(d);
                     }
-                    cables.push((me.clone(), peer, i + 1));
+                    let (mine, theirs) = ports(line);
+                    cables.push((me.clone(), peer, i + 1, mine, theirs));
                 }
-                (false, 'S') => cables.push((peer, me.clone(), i + 1)),
+                (false, 'S') => {
+                    let (mine, theirs) = ports(line);
+                    cables.push((peer, me.clone(), i + 1, theirs, mine));
+                }
                 _ => {}
             }
         }
@@ -74,7 +92,8 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
     };
     let mut switch_of: BTreeMap<String, String> = BTreeMap::new();
     let mut unnamed: Vec<&str> = Vec::new();
-    for (sw, hca, line) in &cables {
+    let mut link_of: BTreeMap<String, HostLink> = BTreeMap::new();
+    for (sw, hca, line, sw_port, hca_port) in &cables {
         let desc = hcas.get(hca).map_or("", String::as_str);
         let Some(host) = host_of(desc) else {
             unnamed.push(desc);
@@ -94,6 +113,26 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
             }
             _ => {
                 switch_of.insert(host.to_string(), leaf);
+                if let (Some(sp), Some(hp)) = (sw_port, hca_port) {
+                    let dev = desc.split_whitespace().nth(1).unwrap_or("HCA");
+                    let (end, port) = (format!("{dev} port {hp}"), sp.to_string());
+                    match link_of.get_mut(host) {
+                        Some(l) if !l.switch_port.split(',').any(|p| p == port) => {
+                            l.host_end = format!("{},{end}", l.host_end);
+                            l.switch_port = format!("{},{port}", l.switch_port);
+                        }
+                        Some(_) => {}
+                        None => {
+                            link_of.insert(
+                                host.to_string(),
+                                HostLink {
+                                    host_end: end,
+                                    switch_port: port,
+                                },
+                            );
+                        }
+                    }
+                }
             }
         }
     }
@@ -107,7 +146,25 @@ pub fn parse(text: &str) -> Result<BTreeMap<String, String>, (usize, String)> {
             ),
         ));
     }
-    Ok(switch_of)
+    Ok(Placed { switch_of, link_of })
+}
+
+/// A switch-to-HCA cable: the switch's GUID, the HCA's, the line it is read from, and the port
+/// numbers at the switch and at the HCA.
+type Cable = (String, String, usize, Option<u32>, Option<u32>);
+
+/// A port line's two port numbers: this node's (`[N]` at the start) and the far end's (`[M]`
+/// after its quoted name).
+fn ports(line: &str) -> (Option<u32>, Option<u32>) {
+    let num = |s: &str| {
+        let (n, _) = s.strip_prefix('[')?.split_once(']')?;
+        n.trim().parse::<u32>().ok()
+    };
+    let far = line
+        .split_once('"')
+        .and_then(|(_, r)| r.split_once('"'))
+        .and_then(|(_, r)| num(r.trim_start()));
+    (num(line), far)
 }
 
 /// `KIND <ports> "<prefix><guid>" # "<description>" ...`: the GUID (without its prefix) and the
@@ -165,7 +222,7 @@ fn first_quoted(s: &str) -> Option<String> {
 
 /// The host an HCA's NodeDescription names: `host` alone (a node name map's), or `host DEVICE`
 /// where DEVICE is an HCA name as Linux gives it (`HCA-1`, `mlx5_0`, `hfi1_0`, `qib0`).
-fn host_of(desc: &str) -> Option<&str> {
+pub(super) fn host_of(desc: &str) -> Option<&str> {
     let words: Vec<&str> = desc.split_whitespace().collect();
     let device = |w: &str| {
         w.strip_prefix("HCA-")

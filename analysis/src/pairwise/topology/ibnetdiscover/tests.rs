@@ -57,7 +57,7 @@ fn x5_as_printed_names_no_host_and_says_how_to() {
 
 #[test]
 fn x5_with_its_node_name_map_agrees_with_its_slurm_topology() {
-    let ours = parse(&with_names(X5, &x5_map())).unwrap();
+    let ours = parse(&with_names(X5, &x5_map())).unwrap().switch_of;
     let slurm = Topology::parse(X5_SLURM, "X5.topology.conf").unwrap();
     // Every host the published topology.conf names (its unmapped HCAs go by GUID there, and
     // name nothing here) is under the same leaf switch, by GUID.
@@ -72,6 +72,9 @@ fn x5_with_its_node_name_map_agrees_with_its_slurm_topology() {
         checked += 1;
     }
     assert_eq!(checked, ours.len(), "no host placed that topology.conf does not place");
+    let t = Topology::parse(&with_names(X5, &x5_map()), "X5.topofile").unwrap();
+    let cabled = ours.keys().filter(|h| t.link_of(h).is_some()).count();
+    assert_eq!(cabled, ours.len(), "every placed host with its switch port");
     assert!(checked >= 80, "{checked} hosts checked");
     // Six leaves, named by description where it is unique, else by GUID.
     let mut leaves: Vec<&String> = ours.values().collect();
@@ -124,7 +127,8 @@ Ca\t1 \"H-a088c20300bb0004\"\t\t# \"gpu04 mlx5_0\"
 
 #[test]
 fn linux_node_descriptions_name_their_hosts() {
-    let t = parse(LINUX).unwrap();
+    let placed = parse(LINUX).unwrap();
+    let t = &placed.switch_of;
     let want = [
         ("gpu01", "leaf01 (S-b83fd20300aa0001)"),
         ("gpu02", "leaf01 (S-b83fd20300aa0001)"),
@@ -135,6 +139,22 @@ fn linux_node_descriptions_name_their_hosts() {
     for (h, leaf) in want {
         assert_eq!(t.get(h).map(String::as_str), Some(leaf), "{h}");
     }
+    // Each host's cable: its HCA's port and the switch's, from the switch's block or (gpu04,
+    // seen from its own CA block only) from the HCA's.
+    let links: Vec<(&str, &str, &str)> = placed
+        .link_of
+        .iter()
+        .map(|(h, l)| (h.as_str(), l.host_end.as_str(), l.switch_port.as_str()))
+        .collect();
+    assert_eq!(
+        links,
+        [
+            ("gpu01", "mlx5_0 port 1", "1"),
+            ("gpu02", "HCA-1 port 1", "2"),
+            ("gpu03", "mlx5_0 port 1", "1"),
+            ("gpu04", "mlx5_0 port 1", "2"),
+        ]
+    );
 }
 
 #[test]
