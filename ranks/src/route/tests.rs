@@ -48,7 +48,10 @@ fn the_request_is_ip_route_get() {
 #[test]
 fn local_on_link_and_routed_answers() {
     let dst = (RTA_DST, vec![10, 0, 1, 5]);
-    assert_eq!(parse(&answer(RTN_LOCAL, std::slice::from_ref(&dst)), 1), Ok(NextHop::Local));
+    assert_eq!(
+        parse(&answer(RTN_LOCAL, std::slice::from_ref(&dst)), 1),
+        Ok(NextHop::Local)
+    );
     // A peer on the bridge: an output interface, no gateway.
     let on_link = answer(1, &[dst.clone(), (OIF, 3u32.to_ne_bytes().to_vec())]);
     assert_eq!(parse(&on_link, 1), Ok(NextHop::OnLink));

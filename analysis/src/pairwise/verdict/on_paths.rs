@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 use super::bars::{bar_for, bars, rule, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use crate::pairwise::blame::{blame, Part, SlowPair};
-use crate::pairwise::cables::MIN_DROP;
+use crate::pairwise::cables::healthy_bar;
 use crate::pairwise::connections::Path;
 use crate::pairwise::path_share::path_shares;
 use crate::pairwise::topology::Topology;
@@ -40,12 +40,10 @@ pub(super) fn on_paths(
     if traced || !first.iter().any(|m| m.connections.len() >= 2) {
         return BTreeSet::new();
     }
-    let mut all: Vec<f64> = conns().map(|c| c.gbps).filter(|g| g.is_finite()).collect();
-    if all.is_empty() {
+    // The bar `path_shares` splits connections at.
+    let Some(slow_conn) = healthy_bar(conns().map(|c| c.gbps).filter(|g| g.is_finite()).collect()) else {
         return BTreeSet::new();
-    }
-    all.sort_by(f64::total_cmp);
-    let slow_conn = (1.0 - MIN_DROP) * all[(all.len() - 1) * 3 / 4];
+    };
     let bars = bars(first, cfg, hosts);
     let rule = rule(cfg);
     let of = by_pair(at_matrix_size(first, cfg));
