@@ -4,6 +4,7 @@
 //! how its results are judged and reported is `analysis::pairwise`; this module measures.
 
 pub mod measure;
+mod roce_paths;
 pub mod streams;
 mod timed;
 
@@ -87,19 +88,26 @@ fn measure_pair(
             for initiator in [lo, hi] {
                 let target = if initiator == lo { hi } else { lo };
                 let me_initiates = me == initiator;
-                if let Some((r, paths)) = measure::bw_one_sided(
-                    t,
-                    if me_initiates { target } else { initiator },
-                    &spec,
-                    op,
-                    me_initiates,
-                )? {
+                let other = if me_initiates { target } else { initiator };
+                if let Some((r, paths)) = measure::bw_one_sided(t, other, &spec, op, me_initiates)? {
                     let (src, dst) = if cfg.op == OpName::Read {
                         (target, initiator)
                     } else {
                         (initiator, target)
                     };
-                    out.push(rec(src, dst, Some(r), None, r.iterations, paths));
+                    // RoCE v2 queue pairs as connections, traced by the sender of a write or
+                    // send in the first pass at the matrix size (not a read's: its data comes
+                    // back on the responder's packets).
+                    let traced = !cfg.no_trace && !retest && bytes == cfg.matrix_size() && cfg.op != OpName::Read;
+                    let flows = t
+                        .rdma()
+                        .and_then(|x| x.roce_v2_flows(other))
+                        .filter(|_| cfg.op != OpName::Read);
+                    let mut m = rec(src, dst, Some(r), None, r.iterations, paths);
+                    if let Some(f) = flows.filter(|f| f.sports.len() == m.paths.len()) {
+                        m.connections = roce_paths::connections(&f, bytes as u64 * r.iterations, &m.paths, traced);
+                    }
+                    out.push(m);
                 }
             }
         }

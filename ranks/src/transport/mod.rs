@@ -12,7 +12,7 @@ pub mod streams;
 
 pub use rdma::{
     DirectKind, DirectOp, DmaBuf, ForeignPath, Memory, NicMemory, OneSidedOp, OneSidedResult, OneSidedRole, Rdma,
-    RegionId, Span, WindowMemory,
+    RegionId, RoceFlows, Span, WindowMemory,
 };
 pub use streams::{StreamSet, Streams};
 

@@ -219,4 +219,71 @@ pub trait Rdma {
     /// on RoCE v2 each takes its own UDP source port, and so its own ECMP path, and a retest of
     /// the pair takes the same paths. Latency tests always use one. Both ends must set the same n.
     fn set_test_qps(&mut self, n: usize);
+
+    /// Where a bandwidth test's queue pairs with `peer` go as RoCE v2 packets over IPv4: this
+    /// rank's and the peer's addresses (their GIDs, IPv4-mapped) and each queue pair's UDP source
+    /// port, from the flow label it carries (none: not RoCE v2 over IPv4, or the connection
+    /// manager chose the flow labels).
+    fn roce_v2_flows(&self, peer: usize) -> Option<RoceFlows> {
+        let _ = peer;
+        None
+    }
+}
+
+/// A test's RoCE v2 flows with one peer ([`Rdma::roce_v2_flows`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RoceFlows {
+    pub local: std::net::Ipv4Addr,
+    pub remote: std::net::Ipv4Addr,
+    /// Queue pair k's UDP source port.
+    pub sports: Vec<u16>,
+}
+
+/// The UDP source port of a RoCE v2 queue pair with flow label `fl`, as the kernel's
+/// `rdma_flow_label_to_udp_sport` (include/rdma/ib_verbs.h) folds it: the label's low 14 bits
+/// xored with its high 6, in the range from 0xc000 that RoCE v2 reserves.
+pub fn roce_sport(fl: u32) -> u16 {
+    let fl = fl & 0x000f_ffff;
+    let low = (fl & 0x3fff) ^ ((fl & 0xf_c000) >> 14);
+    (low | 0xc000) as u16
+}
+
+/// The IPv4 address in an IPv4-mapped GID (`::ffff:a.b.c.d`, how RoCE v2 GIDs carry an IPv4
+/// address).
+pub fn gid_ipv4(gid: &[u8; 16]) -> Option<std::net::Ipv4Addr> {
+    std::net::Ipv6Addr::from(*gid).to_ipv4_mapped()
+}
+
+#[cfg(test)]
+mod roce_tests {
+    use super::*;
+
+    #[test]
+    fn flow_labels_fold_into_roce_source_ports_as_the_kernel_does() {
+        // Labels 1-4 (a -q 4 test): 0xc001-0xc004, as the Soft-RoCE VM test captures them.
+        assert_eq!(
+            (1..=4).map(roce_sport).collect::<Vec<_>>(),
+            [0xc001, 0xc002, 0xc003, 0xc004]
+        );
+        // Low 14 bits 0x3fff, high 6 bits 0x3f: 0x3fff ^ 0x3f = 0x3fc0.
+        assert_eq!(roce_sport(0xf_ffff), 0xc000 | 0x3fc0);
+        // Label 0x4001: low 1, high 1: 1 ^ 1 = 0 -> 0xc000. Bits above 20 are not the label's.
+        assert_eq!(roce_sport(0x4001), 0xc000);
+        assert_eq!(roce_sport(0x10_0001), 0xc001);
+    }
+
+    #[test]
+    fn only_ipv4_mapped_gids_give_an_address() {
+        let mut g = [0u8; 16];
+        g[10] = 0xff;
+        g[11] = 0xff;
+        g[12..].copy_from_slice(&[10, 80, 0, 10]);
+        assert_eq!(gid_ipv4(&g), Some(std::net::Ipv4Addr::new(10, 80, 0, 10)));
+        // A link-local RoCE v1/IB GID (fe80::...): none.
+        let mut ll = [0u8; 16];
+        ll[0] = 0xfe;
+        ll[1] = 0x80;
+        ll[15] = 1;
+        assert_eq!(gid_ipv4(&ll), None);
+    }
 }

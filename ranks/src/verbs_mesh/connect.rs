@@ -566,7 +566,9 @@ fn connect_peers(
             }
         }
         if ready.len() == lanes {
-            peers.push(Some(Peer::new(ready, regions, inbox, (slots, slot))));
+            let mut peer = Peer::new(ready, regions, inbox, (slots, slot));
+            peer.gid = remote.get(p * lanes).and_then(Option::as_ref).map(|r| r.gid);
+            peers.push(Some(peer));
         } else {
             peers.push(None);
         }

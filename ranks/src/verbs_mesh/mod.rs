@@ -160,6 +160,9 @@ pub enum VerbsMeshError {
 struct Peer {
     /// Lane 0: the first queue pair to the peer, which also carries the credit writes.
     qp: QueuePair<Rts>,
+    /// The peer's GID, where this rank connected its queue pairs to it from its endpoint (None
+    /// through the connection manager).
+    gid: Option<[u8; 16]>,
     /// Lanes 1.. (several queue pairs per peer): fragment k rides lane k mod lanes.
     lanes: Vec<QueuePair<Rts>>,
     send_mr: MemoryRegion,
@@ -198,6 +201,7 @@ impl Peer {
         let qp = qps.remove(0);
         Peer {
             qp,
+            gid: None,
             lanes: qps,
             send_mr: r.send_mr,
             inbox: r.inbox,
@@ -400,6 +404,22 @@ impl Rdma for VerbsMesh {
 
     fn set_test_qps(&mut self, n: usize) {
         self.test_qps = n.max(1);
+    }
+
+    fn roce_v2_flows(&self, peer: usize) -> Option<crate::transport::RoceFlows> {
+        use crate::devices::{GidKind, LinkLayer};
+        use crate::transport::rdma::{gid_ipv4, roce_sport};
+        let roce_v2 = self.choice.link_layer == LinkLayer::Ethernet && self.choice.gid.kind == Some(GidKind::RoceV2);
+        if !roce_v2 || self.cm.is_some() || self.test_qps < 2 {
+            return None;
+        }
+        let remote = gid_ipv4(&self.peers.get(peer)?.as_ref()?.gid?)?;
+        Some(crate::transport::RoceFlows {
+            local: gid_ipv4(&self.choice.gid.raw)?,
+            remote,
+            // Queue pair k carries flow label k + 1 ([`Rdma::set_test_qps`]).
+            sports: (1..=self.test_qps as u32).map(roce_sport).collect(),
+        })
     }
 
     fn register_region(&mut self, mem: Box<dyn NicMemory>) -> Result<(RegionId, ForeignPath), TransportError> {

@@ -1,4 +1,4 @@
-//! `-q N` over TCP: each direction's connections, by source port, with their own Gb/s; where a
+//! `-q N` over TCP (or RoCE v2): each direction's connections (queue pairs), by source port, with their own Gb/s; where a
 //! direction's connections took different paths, a letter per connection and a line naming each
 //! path's routers; why paths were not traced, once for the run.
 
@@ -13,10 +13,16 @@ pub(super) fn connections(s: &mut String, o: &PairwiseOutcome) {
     let Some(n) = with.iter().map(|m| m.connections.len()).max() else {
         return;
     };
+    // Over RDMA the connections are RoCE v2 queue pairs (UDP to 4791 from their flow labels' ports).
+    let what = if o.transport == "tcp" {
+        "TCP connections per test, each from its own source port"
+    } else {
+        "RoCE v2 queue pairs per test, each from the UDP source port of its flow label"
+    };
     let _ = writeln!(
         s,
-        "# Connections: {n} TCP connections per test, each from its own source port; each one's Gb/s by its source \
-         port, and where a test's connections took different paths, which path (letters) and its routers"
+        "# Connections: {n} {what}; each one's Gb/s by its source port, and where a test's connections took \
+         different paths, which path (letters) and its routers"
     );
     let width = super::host_width(o);
     for m in with {
