@@ -1,5 +1,6 @@
 //! `meshrun topology PATH...`: what meshrun makes of a `--topology` file or directory (leaf lines,
-//! Slurm's topology.conf, ibnetdiscover or ibtracert output, one `lldpctl -f json` per host):
+//! Slurm's topology.conf, ibnetdiscover or ibtracert output, one `lldpctl -f json` per host, a
+//! traced pairwise `--json` report):
 //! each leaf switch with its hosts as a hostlist, each host's cable to it where the source names
 //! one, and the routes given, so an operator sees before a run which uplink, switch port or
 //! route a slow set of host links would be blamed on.
@@ -45,6 +46,17 @@ fn render(t: &Topology, file: &str) -> String {
             }
         }
     }
+    let paths = t.traced_paths();
+    if !paths.is_empty() {
+        out.push_str(&format!(
+            "# router paths traced between {} pair(s) of first routers:\n",
+            paths.len()
+        ));
+        for ((a, b), ps) in paths {
+            let list: Vec<&str> = ps.iter().map(String::as_str).collect();
+            out.push_str(&format!("#   {a} -> {b}: {} path(s): {}\n", ps.len(), list.join("; ")));
+        }
+    }
     let routes: Vec<_> = t.routes().collect();
     if !routes.is_empty() {
         out.push_str(&format!("# {} route(s), each switch [in>out port]:\n", routes.len()));
@@ -72,6 +84,30 @@ mod tests {
              leaf1: node[01-03]  # 3 host(s)\n\
              leaf2: gpu7,node[04-05]  # 3 host(s)\n"
         );
+    }
+
+    /// The leaf-spine bed's traced run: three first routers, both spines between each two.
+    #[test]
+    fn a_traced_report_gives_first_routers_and_their_paths() {
+        let json = include_str!("../../docs/evidence/leafspine-defaults-2026-12-06/runs/default-cable-1.json");
+        let t = Topology::parse(json, "run.json").expect("a traced report");
+        let out = render(&t, "run.json");
+        assert!(out.starts_with(
+            "# meshrun topology: run.json: 6 host(s) under 3 leaf switch(es)\n\
+             router-10.80.0.1: mrls-h[0-1]  # 2 host(s)\n\
+             router-10.80.1.1: mrls-h[2-3]  # 2 host(s)\n\
+             router-10.80.2.1: mrls-h[4-5]  # 2 host(s)\n\
+             # router paths traced between 6 pair(s) of first routers:\n"
+        ));
+        assert!(
+            out.contains(
+                "#   router-10.80.0.1 -> router-10.80.2.1: 2 path(s): 10.80.0.1 > 10.100.0.2 > 10.100.2.1; \
+                 10.80.0.1 > 10.101.0.2 > 10.101.2.1\n"
+            ),
+            "{out}"
+        );
+        // And it reads back as a topology file.
+        assert_eq!(Topology::parse(&out, "again").expect("reads back").leaves(), t.leaves());
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - `ibtracert` (InfiniBand routes between hosts, one or many; each host under the first switch
 //!   of its routes, and the routes kept; `topology/ibtracert.rs`);
 //! - `lldpctl -f json` (Ethernet: one host's LLDP neighbours, the host named by the file,
-//!   `HOST.json`; `topology/lldp.rs`).
+//!   `HOST.json`; `topology/lldp.rs`);
+//! - a meshrun pairwise `--json` report with traced connections (each host under its first
+//!   router, `router-ADDRESS`, and the router paths between them; `topology/traced.rs`).
 //!
 //! A directory is read as all its files (hidden ones skipped), each by its content, so one
 //! `lldpctl -f json > lldp/$(hostname -s).json` per host makes one topology.
@@ -21,8 +23,9 @@ mod ibnetdiscover;
 mod ibtracert;
 mod lldp;
 mod sources;
+mod traced;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub use ibtracert::{Hop, Route};
@@ -34,6 +37,8 @@ pub struct Topology {
     switch_of: BTreeMap<String, String>,
     link_of: BTreeMap<String, HostLink>,
     routes: BTreeMap<(String, String), Route>,
+    /// From a traced pairwise report: the router paths seen from each first router to each other.
+    paths: BTreeMap<(String, String), BTreeSet<String>>,
 }
 
 /// The cable from a host up to its leaf: the host's end (an interface, `eno1`, or an HCA port,
@@ -81,6 +86,14 @@ impl Topology {
             line,
             why,
         };
+        if traced::looks_like(text) {
+            let tr = traced::parse(text).map_err(at)?;
+            return Ok(Topology {
+                switch_of: tr.switch_of,
+                paths: tr.paths,
+                ..Topology::default()
+            });
+        }
         if lldp::looks_like(text) {
             let host = sources::host_of_file(file).map_err(|w| at((0, w)))?;
             let (switch, host_end, switch_port) = lldp::placement(text, &host).map_err(at)?;
@@ -164,6 +177,11 @@ impl Topology {
         self.routes.values()
     }
 
+    /// The router paths a traced pairwise report showed, by (first router, first router).
+    pub fn traced_paths(&self) -> &BTreeMap<(String, String), BTreeSet<String>> {
+        &self.paths
+    }
+
     /// The hosts and leaves routes show: each end under the switch next to it.
     fn of_routes(routes: Vec<Route>) -> Result<Topology, String> {
         let mut t = Topology::default();
@@ -226,6 +244,9 @@ impl Topology {
     fn merge(&mut self, other: Topology) -> Result<(), String> {
         for (host, switch) in &other.switch_of {
             self.place(host, switch, other.link_of.get(host).cloned())?;
+        }
+        for (key, ps) in other.paths {
+            self.paths.entry(key).or_default().extend(ps);
         }
         for (key, r) in other.routes {
             match self.routes.get(&key) {
