@@ -153,6 +153,8 @@ fn staging_is_pinned_once_per_run_at_the_largest_size() {
             &[
                 STANDIN,
                 ("MESHRUN_GPU_STANDIN_LOG", dir.to_str().expect("a UTF-8 temp dir")),
+                // The staged path's rule, so every hop stages (on one node they would go by IPC).
+                ("MESHRUN_P2P", "net"),
             ],
             limits::LONG_JOB,
         );
