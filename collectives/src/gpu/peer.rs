@@ -5,7 +5,7 @@
 //! with [`super::Gpu::copy`] (`cuMemcpyDtoDAsync`) and closes it with [`super::Gpu::free`]
 //! (`cuIpcCloseMemHandle`). The ranks order their copies with the mesh's own messages: the
 //! records here, [`Ready`] (where a receiver wants a hop's bytes) and [`Done`] (the copy
-//! finished), are what they send each other.
+//! finished), are what they send each other, each as a [`Control`] message.
 
 /// Bytes of an exported buffer's handle: CUDA's `CUipcMemHandle` is 64.
 pub const HANDLE_BYTES: usize = 64;
@@ -91,22 +91,58 @@ impl Ready {
     }
 }
 
-impl Done {
-    pub const BYTES: usize = 8;
+/// One control message of a hop, as it crosses the mesh: every one the same size, its kind
+/// first, so a rank that batches its hops differently from its peer (one transfer of many
+/// slices against one transfer per slice) reads them in stream order and keeps each for the
+/// hop that needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    Ready(Ready),
+    Done(Done),
+}
 
-    pub fn encode(&self) -> [u8; Done::BYTES] {
-        self.bytes.to_le_bytes()
+impl Control {
+    pub const BYTES: usize = 8 + Ready::BYTES;
+
+    pub fn encode(&self) -> [u8; Control::BYTES] {
+        let mut b = [0u8; Control::BYTES];
+        match self {
+            Control::Ready(r) => {
+                b[..8].copy_from_slice(&1u64.to_le_bytes());
+                b[8..].copy_from_slice(&r.encode());
+            }
+            Control::Done(d) => {
+                b[..8].copy_from_slice(&2u64.to_le_bytes());
+                b[8..16].copy_from_slice(&d.bytes.to_le_bytes());
+            }
+        }
+        b
     }
 
-    pub fn decode(b: &[u8]) -> Result<Done, BadRecord> {
-        let bytes: [u8; 8] = b.try_into().map_err(|_| BadRecord {
-            what: "done",
+    pub fn decode(b: &[u8]) -> Result<Control, BadRecord> {
+        let bad = BadRecord {
+            what: "control",
             got: b.len(),
-            want: Done::BYTES,
-        })?;
-        Ok(Done {
-            bytes: u64::from_le_bytes(bytes),
-        })
+            want: Control::BYTES,
+        };
+        if b.len() != Control::BYTES {
+            return Err(bad);
+        }
+        let mut n = [0u8; 8];
+        n.copy_from_slice(&b[..8]);
+        match u64::from_le_bytes(n) {
+            1 => Ok(Control::Ready(Ready::decode(&b[8..])?)),
+            2 => {
+                n.copy_from_slice(&b[8..16]);
+                Ok(Control::Done(Done {
+                    bytes: u64::from_le_bytes(n),
+                }))
+            }
+            _ => Err(BadRecord {
+                what: "control (unknown kind)",
+                ..bad
+            }),
+        }
     }
 }
 
@@ -133,8 +169,13 @@ mod tests {
         assert_eq!(Ready::decode(&r.encode()), Ok(r));
         let e = Ready::decode(&r.encode()[1..]).unwrap_err();
         assert_eq!(e.to_string(), "a peer-to-peer ready record of 103 bytes, expected 104");
-        let d = Done { bytes: 99 };
-        assert_eq!(Done::decode(&d.encode()), Ok(d));
-        assert!(Done::decode(&[0u8; 9]).is_err());
+        for c in [Control::Ready(r), Control::Done(Done { bytes: 99 })] {
+            assert_eq!(Control::decode(&c.encode()), Ok(c));
+        }
+        assert!(Control::decode(&[0u8; 9]).is_err());
+        assert!(
+            Control::decode(&[0u8; Control::BYTES]).is_err(),
+            "kind 0 is no control record"
+        );
     }
 }

@@ -9,7 +9,8 @@
 //! attributes say a device would need it: by default ordering none (0) and the host flush
 //! supported, so every test that lands RDMA writes also goes through the flush;
 //! `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS` set the two
-//! attributes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
+//! attributes; `MESHRUN_GPU_STANDIN_IPC=0` makes it refuse to share memory with other
+//! processes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
 //! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG` set, and then write a summary of it
 //! when dropped, for the end-to-end tests: `1` prints it on stderr, an absolute directory gets
 //! one file per process.
@@ -219,6 +220,8 @@ pub struct HostStandIn {
     /// it, a long run's journal would only grow).
     log: Option<JournalSink>,
     record: bool,
+    /// Whether it shares memory with other processes (`MESHRUN_GPU_STANDIN_IPC=0`: not).
+    ipc: bool,
     /// The reduction started and not yet waited for.
     started: Option<Started>,
 }
@@ -305,6 +308,7 @@ impl HostStandIn {
             landed: false,
             log: None,
             record: true,
+            ipc: true,
             started: None,
         }
     }
@@ -320,6 +324,7 @@ impl HostStandIn {
         );
         g.log = std::env::var_os("MESHRUN_GPU_STANDIN_LOG").and_then(JournalSink::from_env);
         g.record = g.log.is_some();
+        g.ipc = std::env::var("MESHRUN_GPU_STANDIN_IPC").map_or(true, |v| v != "0");
         g
     }
 
@@ -551,6 +556,12 @@ impl Gpu for HostStandIn {
     fn export_peer(&mut self, buf: BufId) -> Result<PeerHandle, GpuError> {
         let (b, _) = self.range(At::new(buf, 0), 0, "exporting a freed buffer")?;
         self.note(Call::IpcExport);
+        if !self.ipc {
+            return Err(self.failed(
+                "cuIpcGetMemHandle",
+                "CUDA_ERROR_NOT_SUPPORTED (MESHRUN_GPU_STANDIN_IPC=0)",
+            ));
+        }
         let b = lock(&b);
         let handle = b.handle().map_err(|e| self.failed("cuIpcGetMemHandle", e))?;
         let len = b.len() as u64;

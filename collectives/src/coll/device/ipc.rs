@@ -3,17 +3,18 @@
 //! buffer, with no host memory and no network in between. The ranks keep the ring's order with
 //! two small messages over the mesh per hop: the receiver's [`Ready`] (its buffer's handle and
 //! where the bytes go: it is done with that memory) and the sender's [`Done`] (the copy finished,
-//! the bytes are there). A hop therefore ends, on both ranks, within the same transfer call as
-//! a staged one, and the algorithms over [`super::DeviceRun::transfer`] run unchanged.
+//! the bytes are there). A hop therefore ends, on both ranks, within the transfer call that
+//! holds it, as a staged one does, and the algorithms over [`super::DeviceRun::transfer`] run
+//! unchanged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
 use ranks::{Op, Transport, TransportError};
 
 use super::Xfer;
 use crate::coll::CollError;
-use crate::gpu::peer::{Done, PeerHandle, Ready};
+use crate::gpu::peer::{Control, Done, PeerHandle, Ready};
 use crate::gpu::{At, BufId, Gpu, GpuError};
 
 /// Which peers a rank reaches by IPC (`--p2p ipc`: the other ranks of its node), by rank.
@@ -59,6 +60,8 @@ pub(super) struct IpcHops {
     exported: Vec<(BufId, u64, PeerHandle)>,
     next_serial: u64,
     opened: HashMap<(usize, u64), BufId>,
+    /// Control messages read ahead of the hop that needs them, by peer, in arrival order.
+    inbox: HashMap<usize, VecDeque<Control>>,
 }
 
 /// A schedule or wire fault between two ranks: named by both, one line.
@@ -116,9 +119,15 @@ impl IpcHops {
             gpu.free(b);
         }
         self.exported.clear();
+        self.inbox.clear();
     }
 
-    /// Move `xs` (all with peers this rank reaches by IPC): readies out, copies, dones back.
+    /// Move `xs` (all with peers this rank reaches by IPC). Every receive first says where its
+    /// bytes go (sent at once, not waited on by anyone); then each send, in order, waits for
+    /// its receiver's ready, copies and says done; then each receive waits for its done. A
+    /// sender's copy needs only the receiver to have reached the transfer of that hop, as a
+    /// network send of that size would, so the algorithms' order holds; and since both ends see
+    /// their hops in one order per pair, a peer that batches hops differently still matches.
     pub(super) fn transfer(
         &mut self,
         gpu: &mut dyn Gpu,
@@ -126,90 +135,91 @@ impl IpcHops {
         xs: &[Xfer],
         deadline: Instant,
     ) -> Result<(), CollError> {
-        // Each receive says where its bytes go; each send hears where its bytes go.
-        let mut ready_out = Vec::new();
+        let mut readies = Vec::new();
         for x in xs {
-            if let Xfer::Recv { into, len, .. } = *x {
-                let (serial, peer) = self.export(gpu, into.buf)?;
+            if let Xfer::Recv { peer, into, len } = *x {
+                let (serial, handle) = self.export(gpu, into.buf)?;
                 let (at, len) = (into.off as u64, len as u64);
-                ready_out.push(Ready { peer, serial, at, len }.encode());
+                let r = Ready {
+                    peer: handle,
+                    serial,
+                    at,
+                    len,
+                };
+                readies.push((peer, Control::Ready(r).encode()));
             }
         }
-        let sends = xs.iter().filter(|x| matches!(x, Xfer::Send { .. })).count();
-        let mut ready_in = vec![[0u8; Ready::BYTES]; sends];
-        exchange(t, xs, Phase::Ready, &ready_out, &mut ready_in, deadline)?;
-        // The copies, each complete when `copy` returns.
-        let mut done_out = Vec::with_capacity(sends);
-        let send_list = xs.iter().filter_map(|x| match *x {
-            Xfer::Send { peer, from, len } => Some((peer, from, len)),
-            Xfer::Recv { .. } => None,
-        });
-        for ((peer, from, len), bytes) in send_list.zip(&ready_in) {
-            let r = Ready::decode(bytes).map_err(|e| disagree(t, peer, e.to_string()))?;
-            if r.len != len as u64 {
-                let what = format!("it is ready for {} bytes where this rank sends {len}", r.len);
-                return Err(disagree(t, peer, what));
+        let mut ops: Vec<Op<'_>> = readies.iter().map(|(p, b)| Op::send(*p, b)).collect();
+        t.exchange(&mut ops, deadline)?;
+        for x in xs {
+            if let Xfer::Send { peer, from, len } = *x {
+                let Control::Ready(r) = self.next(t, peer, Kind::Ready, deadline)? else {
+                    unreachable!("next returns the kind asked for")
+                };
+                if r.len != len as u64 {
+                    let what = format!("it is ready for {} bytes where this rank sends {len}", r.len);
+                    return Err(disagree(t, peer, what));
+                }
+                let theirs = self.open(gpu, t, peer, &r)?;
+                gpu.copy(At::new(theirs, r.at as usize), from, len)?;
+                let done = Control::Done(Done { bytes: len as u64 }).encode();
+                t.exchange(&mut [Op::send(peer, &done)], deadline)?;
             }
-            let theirs = self.open(gpu, t, peer, &r)?;
-            gpu.copy(At::new(theirs, r.at as usize), from, len)?;
-            done_out.push(Done { bytes: len as u64 }.encode());
         }
-        // The receives wait for their senders' word.
-        let recvs = xs.len() - sends;
-        let mut done_in = vec![[0u8; Done::BYTES]; recvs];
-        exchange(t, xs, Phase::Done, &done_out, &mut done_in, deadline)?;
-        let recv_list = xs.iter().filter_map(|x| match *x {
-            Xfer::Recv { peer, len, .. } => Some((peer, len)),
-            Xfer::Send { .. } => None,
-        });
-        for ((peer, len), bytes) in recv_list.zip(&done_in) {
-            let d = Done::decode(bytes).map_err(|e| disagree(t, peer, e.to_string()))?;
-            if d.bytes != len as u64 {
-                return Err(disagree(
-                    t,
-                    peer,
-                    format!("it copied {} bytes where {len} were due", d.bytes),
-                ));
+        for x in xs {
+            if let Xfer::Recv { peer, len, .. } = *x {
+                let Control::Done(d) = self.next(t, peer, Kind::Done, deadline)? else {
+                    unreachable!("next returns the kind asked for")
+                };
+                if d.bytes != len as u64 {
+                    return Err(disagree(
+                        t,
+                        peer,
+                        format!("it copied {} bytes where {len} were due", d.bytes),
+                    ));
+                }
             }
         }
         Ok(())
     }
+
+    /// The next control message of `kind` from `peer`: one kept from an earlier read, else read
+    /// from the mesh, keeping those of the other kind for the hops that need them.
+    fn next(
+        &mut self,
+        t: &mut dyn Transport,
+        peer: usize,
+        kind: Kind,
+        deadline: Instant,
+    ) -> Result<Control, CollError> {
+        let kept = self.inbox.entry(peer).or_default();
+        if let Some(i) = kept.iter().position(|c| Kind::of(c) == kind) {
+            return Ok(kept.remove(i).expect("a position found above"));
+        }
+        loop {
+            let mut b = [0u8; Control::BYTES];
+            t.exchange(&mut [Op::recv(peer, &mut b)], deadline)?;
+            let c = Control::decode(&b).map_err(|e| disagree(t, peer, e.to_string()))?;
+            if Kind::of(&c) == kind {
+                return Ok(c);
+            }
+            self.inbox.entry(peer).or_default().push_back(c);
+        }
+    }
 }
 
 /// The two control messages of a hop: the receiver's ready, then the sender's done.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
     Ready,
     Done,
 }
 
-/// One exchange of control records in `xs`' order, matched as the peers' are: in the ready
-/// phase each receive sends a record of `out` and each send receives one into `inn`; in the
-/// done phase the other way round.
-fn exchange<O: AsRef<[u8]>, I: AsMut<[u8]>>(
-    t: &mut dyn Transport,
-    xs: &[Xfer],
-    phase: Phase,
-    out: &[O],
-    inn: &mut [I],
-    deadline: Instant,
-) -> Result<(), CollError> {
-    let mut out = out.iter();
-    let mut inn = inn.iter_mut();
-    let mut ops = Vec::with_capacity(xs.len());
-    for x in xs {
-        let (peer, receives) = match *x {
-            Xfer::Send { peer, .. } => (peer, false),
-            Xfer::Recv { peer, .. } => (peer, true),
-        };
-        if receives == (phase == Phase::Ready) {
-            if let Some(o) = out.next() {
-                ops.push(Op::send(peer, o.as_ref()));
-            }
-        } else if let Some(i) = inn.next() {
-            ops.push(Op::recv(peer, i.as_mut()));
+impl Kind {
+    fn of(c: &Control) -> Kind {
+        match c {
+            Control::Ready(_) => Kind::Ready,
+            Control::Done(_) => Kind::Done,
         }
     }
-    t.exchange(&mut ops, deadline)?;
-    Ok(())
 }
