@@ -201,6 +201,12 @@ impl<'g> DeviceRun<'g> {
         self.ipc = ipc::IpcHops::new(peers);
     }
 
+    /// Close the buffers of other ranks this run opened (also done by [`DeviceRun::release`]):
+    /// before a barrier, so that no rank frees a buffer another still has open.
+    pub fn close_peers(&mut self) {
+        self.ipc.release(&mut *self.gpu);
+    }
+
     /// Register `buf` with the transport (direct path only).
     fn register(&mut self, t: &mut dyn Transport, buf: BufId) -> Result<(), CollError> {
         if let Path::Direct { regions } = &mut self.path {

@@ -247,6 +247,12 @@ impl HarnessRun<'_> {
             Ok(mut dr) => {
                 dr.use_ipc(paths.ipc.clone());
                 let r = self.placement_gpu_on(t, ctx, in_place, &mut dr, dev, &send_h, &recv_h);
+                if paths.ipc.in_job() && r.is_ok() {
+                    // Every rank closes the peers' buffers it opened before any frees its own.
+                    dr.close_peers();
+                    self.world
+                        .barrier("closing the device buffers of this node's other ranks");
+                }
                 dr.release(t);
                 r
             }

@@ -21,6 +21,8 @@ use crate::gpu::{At, BufId, Gpu, GpuError};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IpcPeers {
     ipc: Vec<bool>,
+    /// Whether the job took IPC within nodes (every rank the same, even one alone on its node).
+    in_job: bool,
 }
 
 impl IpcPeers {
@@ -38,6 +40,7 @@ impl IpcPeers {
                 .enumerate()
                 .map(|(r, n)| r != rank && Some(*n) == mine)
                 .collect(),
+            in_job: true,
         }
     }
 
@@ -49,6 +52,12 @@ impl IpcPeers {
     /// Whether any hop does.
     pub fn any(&self) -> bool {
         self.ipc.iter().any(|&b| b)
+    }
+
+    /// Whether the job took IPC within nodes: the same on every rank, so steps every rank takes
+    /// together (a barrier) follow it, not [`IpcPeers::any`].
+    pub fn in_job(&self) -> bool {
+        self.in_job
     }
 }
 

@@ -13,7 +13,13 @@ const SLICE: usize = 512;
 
 /// An all-reduce of `count` elements on this rank's stand-in, its hops by IPC or staged: the
 /// result and the calls the ring made.
-fn all_reduce(t: &mut ranks::tcp::TcpMesh, ctx: &Ctx, count: usize, in_place: bool, ipc: bool) -> (Vec<u8>, Vec<Call>) {
+fn all_reduce(
+    t: &mut ranks::tcp::TcpMesh,
+    ctx: &Ctx,
+    count: usize,
+    in_place: bool,
+    nodes: Option<&[usize]>,
+) -> (Vec<u8>, Vec<Call>) {
     let (n, elt) = (ctx.nranks, ctx.elt());
     let bounds = |c: usize| super::super::super::ring::chunk(count, n, c, elt);
     let bytes = count * elt;
@@ -35,8 +41,8 @@ fn all_reduce(t: &mut ranks::tcp::TcpMesh, ctx: &Ctx, count: usize, in_place: bo
         None => DevBufs::InPlace { buf },
     };
     let mut dr = DeviceRun::with_slice(&mut g, t, DataPath::Staged, bytes, bufs, Some(&mut staging), SLICE).unwrap();
-    if ipc {
-        dr.use_ipc(IpcPeers::same_node(&vec![0; n], ctx.rank));
+    if let Some(node_of) = nodes {
+        dr.use_ipc(IpcPeers::same_node(node_of, ctx.rank));
     }
     let from = journal.lock().unwrap().len();
     ring_reduce_scatter(t, ctx, &mut dr, src, buf, &bounds).unwrap();
@@ -74,8 +80,8 @@ fn ipc_hops_give_the_staged_rings_bytes_without_staging() {
                             dt.name(),
                             op.name()
                         );
-                        let (staged, _) = all_reduce(&mut t, &ctx, count, in_place, false);
-                        let (ipc, calls) = all_reduce(&mut t, &ctx, count, in_place, true);
+                        let (staged, _) = all_reduce(&mut t, &ctx, count, in_place, None);
+                        let (ipc, calls) = all_reduce(&mut t, &ctx, count, in_place, Some(&vec![0; n]));
                         assert!(
                             ipc == staged,
                             "{case}: the IPC hops give other bytes than the staged ones"
@@ -102,5 +108,40 @@ fn ipc_hops_give_the_staged_rings_bytes_without_staging() {
         for h in threads {
             h.join().unwrap();
         }
+    }
+}
+
+/// Four ranks on two "nodes" (0 and 1 on one, 2 and 3 on the other): in each ring step one hop
+/// goes by IPC and the other over the network, in the same transfer; the bytes are the staged
+/// ring's, and each rank both copied into a peer and staged through the host.
+#[test]
+fn ipc_and_network_hops_mix_in_one_ring() {
+    let node_of = [0, 0, 1, 1];
+    let threads: Vec<_> = local_mesh(4)
+        .into_iter()
+        .enumerate()
+        .map(|(rank, mut t)| {
+            std::thread::spawn(move || {
+                for (count, in_place) in [(1001, false), (1001, true), (7, false)] {
+                    let ctx = Ctx::for_test(rank, 4, Duration::from_secs(20));
+                    let (staged, _) = all_reduce(&mut t, &ctx, count, in_place, None);
+                    let (mixed, calls) = all_reduce(&mut t, &ctx, count, in_place, Some(&node_of));
+                    let case = format!("rank {rank} x{count} in_place={in_place}");
+                    assert!(mixed == staged, "{case}: mixed hops give other bytes than staged ones");
+                    // Rank 0 sends to 1 (same node) and receives from 3 (the other): it copies
+                    // into a peer and uploads what the network brought; rank 1 the other way.
+                    let peer_copies = calls.iter().filter(|c| matches!(c, Call::PeerCopy(_))).count();
+                    let uploads = calls.iter().filter(|c| matches!(c, Call::Upload(..))).count();
+                    let downloads = calls.iter().filter(|c| matches!(c, Call::Download(..))).count();
+                    match rank % 2 {
+                        0 => assert!(peer_copies > 0 && uploads > 0 && downloads == 0, "{case}: {calls:?}"),
+                        _ => assert!(peer_copies == 0 && uploads == 0 && downloads > 0, "{case}: {calls:?}"),
+                    }
+                }
+            })
+        })
+        .collect();
+    for h in threads {
+        h.join().unwrap();
     }
 }
