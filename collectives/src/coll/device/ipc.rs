@@ -8,6 +8,7 @@
 //! unchanged.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use ranks::{Op, Transport, TransportError};
@@ -67,11 +68,14 @@ impl IpcPeers {
 pub(super) struct IpcHops {
     pub(super) peers: IpcPeers,
     exported: Vec<(BufId, u64, PeerHandle)>,
-    next_serial: u64,
     opened: HashMap<(usize, u64), BufId>,
     /// Control messages read ahead of the hop that needs them, by peer, in arrival order.
     inbox: HashMap<usize, VecDeque<Control>>,
 }
+
+/// Export serials, unique in this process across runs, so no peer's cache of opened buffers can
+/// take a new export for an old one.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// A schedule or wire fault between two ranks: named by both, one line.
 fn disagree(t: &dyn Transport, peer: usize, what: String) -> CollError {
@@ -97,9 +101,9 @@ impl IpcHops {
             return Ok((*serial, *h));
         }
         let h = gpu.export_peer(buf)?;
-        self.next_serial += 1;
-        self.exported.push((buf, self.next_serial, h));
-        Ok((self.next_serial, h))
+        let serial = NEXT_SERIAL.fetch_add(1, Ordering::Relaxed);
+        self.exported.push((buf, serial, h));
+        Ok((serial, h))
     }
 
     /// `peer`'s buffer that `r` names, opened once per run.
