@@ -451,11 +451,23 @@ fn ipc_refused_falls_back_to_the_network_or_fails_as_asked() {
         "{}",
         r.all()
     );
-    let r = mpirun(2, &args, &[STANDIN, ("NCCL_P2P_DISABLE", "1")], limits::LONG_JOB);
+    let dir = fresh_dir("p2p-json");
+    let json = dir.join("run.json");
+    let with_json = [&args[..], &["-J", json.to_str().expect("a UTF-8 temp dir")]].concat();
+    let r = mpirun(2, &with_json, &[STANDIN, ("NCCL_P2P_DISABLE", "1")], limits::LONG_JOB);
     check_verified("NCCL_P2P_DISABLE=1", &r, 1);
     assert!(
         r.stdout.contains("#  P2P: net within the node (NCCL_P2P_DISABLE=1)\n"),
         "{}",
         r.stdout
     );
+    // The -J document says it too, as fields and as the header's line.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the -J file")).expect("JSON");
+    let p2p = &doc["config"]["p2p"];
+    assert_eq!(p2p["within_nodes"], "net", "{p2p}");
+    assert_eq!(p2p["between_nodes"], "net", "{p2p}");
+    assert_eq!(p2p["why"], "NCCL_P2P_DISABLE=1", "{p2p}");
+    assert_eq!(p2p["line"], "net within the node (NCCL_P2P_DISABLE=1)", "{p2p}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
