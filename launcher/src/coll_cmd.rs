@@ -303,6 +303,11 @@ pub fn run(mut s: settings::CollSettings) -> i32 {
             return Status::Usage.code();
         }
     };
+    // The flag asks for something only GPU buffers have; the variables may be set for any run.
+    if gpu_req.is_none() && s.p2p.source.as_deref().is_some_and(|w| w.starts_with("--p2p")) {
+        ranks::eline!("meshrun {name}: --p2p chooses how GPU buffers move between ranks of a node: add -g");
+        return Status::Usage.code();
+    }
     crate::driver::drive(Coll {
         coll,
         s,

@@ -274,6 +274,13 @@ fn gpu_flag_errors() {
             "--gpu-ids and --gpu-staging apply to GPU buffers: add -g",
         ),
         (
+            &["--p2p", "ipc"],
+            &[],
+            "--p2p chooses how GPU buffers move between ranks of a node: add -g",
+        ),
+        // The variables may be set for every run of a job: without -g they change nothing.
+        (&[], &[("MESHRUN_P2P", "ipc"), ("NCCL_P2P_DISABLE", "1")], ""),
+        (
             &["-g", "--gpu-staging", "--gpu-ids", "0,x"],
             &[],
             "\"x\" is not a GPU ordinal",
@@ -300,7 +307,7 @@ fn gpu_flag_errors() {
         args.extend_from_slice(flags);
         let r = mpirun(2, &args, env, limits::LONG_JOB);
         if want.is_empty() {
-            // A list with one id per local rank (and more) is fine.
+            // A list with one id per local rank (and more) is fine; so are the P2P variables.
             r.expect_code(0);
             continue;
         }
