@@ -397,7 +397,10 @@ write_summary
 
 M=$B/bin/meshrun
 MPIRUN=(mpirun --bind-to none -np 2)
-GPU=(-g --gpu-staging --gpu-ids 0 --transport tcp --tcp-if lo -T 20)
+# --p2p net: the two ranks share a node, whose hops would go by CUDA IPC; these steps are the
+# staged network path's (the p2p-ipc step takes IPC).
+GPU=(-g --gpu-staging --gpu-ids 0 --transport tcp --tcp-if lo -T 20 --p2p net)
+GPU_IPC=(-g --gpu-staging --gpu-ids 0 --transport tcp --tcp-if lo -T 20)
 COLLS=(all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv)
 # Sweeps (-b -e -f), chosen so the last size is hit.
 HOST_SW=(-b 8 -e 256K -f 8)
@@ -455,6 +458,22 @@ awk -v s="$s" -v a="$on_o" -v b="$off_o" -v c="$on_i" -v d="$off_i" '"'"'BEGIN {
   printf "OK: at %d B, overlapped %s us, not %s us (x%.2f) out of place; %s us, %s us (x%.2f) in place\n",
     s, a, b, (a > 0 ? b / a : 0), c, d, (c > 0 ? d / c : 0) }'"'"'' ring-overlap "$SCR/ring-overlap" \
   "${MPIRUN[@]}" "$M" all_reduce "${GPU[@]}" "${RING_SW[@]}" -n 5 -w 1
+# Hops by CUDA IPC between the two ranks of GPU 0 (cuIpcOpenMemHandle, device-to-device copies),
+# then the same over the network (staged through TCP): both verified, their times at the size
+# compared; one -J document holding both. Against torch-copy's device-to-device figure below.
+# shellcheck disable=SC2016
+run_step p2p-ipc gpu,coll 90 "all_reduce -g, hops by CUDA IPC then over the network, $(lbl "${RING_SW[@]}"), 2 ranks on GPU 0, verified, times compared" -- \
+  bash -c 'set -o pipefail; j=$1; shift
+"$@" --p2p ipc -J "$j.ipc" | tee "$j.ipc.txt" || exit $?
+grep -q "^#  P2P: ipc " "$j.ipc.txt" || { echo "FAILED: the header does not say the hops went by IPC"; exit 1; }
+"$@" --p2p net -J "$j.net" | tee "$j.net.txt" || exit $?
+printf "{\"ipc\": %s, \"net\": %s}\n" "$(cat "$j.ipc")" "$(cat "$j.net")" >"$j.json"
+t() { awk '"'"'$1 ~ /^[0-9]+$/ && NF >= 13 { s = $1; o = $6; i = $10; b = $8 } END { print s, o, i, b }'"'"' "$1"; }
+read -r s ipc_o ipc_i ipc_b <<<"$(t "$j.ipc.txt")"; read -r _ net_o net_i _ <<<"$(t "$j.net.txt")"
+awk -v s="$s" -v a="$ipc_o" -v b="$net_o" -v c="$ipc_i" -v d="$net_i" -v bw="$ipc_b" '"'"'BEGIN {
+  printf "OK: at %d B, ipc %s us, net %s us (x%.2f) out of place; %s us, %s us (x%.2f) in place; ipc busbw %s GB/s\n",
+    s, a, b, (a > 0 ? b / a : 0), c, d, (c > 0 ? d / c : 0), bw }'"'"'' p2p-ipc "$SCR/p2p-ipc" \
+  "${MPIRUN[@]}" "$M" all_reduce "${GPU_IPC[@]}" "${RING_SW[@]}" -n 5 -w 1
 for c in "${LARGE_COLLS[@]}"; do
   run_step "large-$c" gpu,coll 120 "$c -g --gpu-staging, 2 ranks on GPU 0 over TCP, $(lbl "${LARGE_SW[@]}"), verified" -- \
     "${MPIRUN[@]}" "$M" "$c" "${GPU[@]}" "${LARGE_SW[@]}" "${LARGE_IT[@]}" -J "$SCR/large-$c.json"

@@ -209,6 +209,7 @@ fn sweep() -> (CollConfig, Vec<Row>, Vec<Row>) {
         step_timeout: Duration::from_secs(60),
         baseline: None,
         nic_choice: None,
+        p2p: None,
         busbw_bar: None,
         per_iter: false,
         per_iter_skip: 0,

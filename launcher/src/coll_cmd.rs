@@ -6,6 +6,7 @@ use analysis::coll::report::{self, BaselineRun, CollJson, CollRun, DeviceInfo};
 use analysis::coll::{self as results, Baseline, CollConfig, Step, TimeAverage};
 use analysis::dtype::{DataType, RedOp};
 use analysis::export::Exporter;
+use collectives::coll::device::DevicePaths;
 use collectives::coll::{self, harness};
 use collectives::gpu::{self, DataPath, Gpu, GpuInfo};
 use collectives::output;
@@ -66,6 +67,7 @@ pub fn config(s: &settings::CollSettings) -> Result<CollConfig, String> {
         step_timeout: Duration::from_secs_f64(s.rank.timeout),
         baseline: a.baseline.map(|BaselineArg::Mpi| Baseline::Mpi),
         nic_choice: s.rank.nic_choice.clone(),
+        p2p: None,
         busbw_bar: s.busbw_bar.clone(),
         per_iter: a.per_iter_timing == 1,
         per_iter_skip: a.per_iter_skip,
@@ -301,6 +303,11 @@ pub fn run(mut s: settings::CollSettings) -> i32 {
             return Status::Usage.code();
         }
     };
+    // The flag asks for something only GPU buffers have; the variables may be set for any run.
+    if gpu_req.is_none() && s.p2p.source.as_deref().is_some_and(|w| w.starts_with("--p2p")) {
+        ranks::eline!("meshrun {name}: --p2p chooses how GPU buffers move between ranks of a node: add -g");
+        return Status::Usage.code();
+    }
     crate::driver::drive(Coll {
         coll,
         s,
@@ -384,7 +391,6 @@ impl RankCommand for Coll {
     }
 
     fn run(&mut self, world: &World, t: &mut Mesh) -> Result<Option<Swept>, RankFailure> {
-        let cfg = &self.cfg;
         let mut gpu: Option<(Box<dyn Gpu>, DataPath)> = None;
         if let Some(req) = &self.gpu_req {
             gpu = open_gpu_reporting(world, t, &self.s.rank, req);
@@ -392,6 +398,14 @@ impl RankCommand for Coll {
                 return Err(RankFailure::Stopped(Status::Usage));
             }
         }
+        let mut paths = None;
+        if let Some((g, net)) = gpu.as_mut() {
+            let (ipc, p2p) =
+                crate::p2p::choose(world, &mut **g, &self.s.p2p).map_err(|()| RankFailure::Stopped(Status::Usage))?;
+            self.cfg.p2p = Some(p2p);
+            paths = Some(DevicePaths { net: *net, ipc });
+        }
+        let cfg = &self.cfg;
         let start = report::now_string();
         // The setup findings pairwise prints too (`# Config:`), at the head of the report.
         crate::rank::config_findings(world, t, &self.s.rank)?;
@@ -403,7 +417,9 @@ impl RankCommand for Coll {
             t,
             self.coll,
             cfg,
-            gpu.as_mut().map(|(g, p)| (&mut **g as &mut dyn Gpu, *p)),
+            gpu.as_mut()
+                .zip(paths.as_ref())
+                .map(|((g, _), p)| (&mut **g as &mut dyn Gpu, p)),
             |r: &results::Row| stream.row(r),
         )
         .map_err(|e| coll_failure(world, e))?;

@@ -17,6 +17,7 @@ mod inventory;
 mod launch;
 mod manual;
 mod mesh_check_cmd;
+mod p2p;
 mod pairwise_cmd;
 mod passes;
 mod precheck;

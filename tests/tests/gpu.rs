@@ -1,6 +1,8 @@
 //! GPU buffers (`-g --gpu-staging`) end to end with real mpirun, on a machine without a GPU:
 //! the staged algorithms run over the host stand-in (`MESHRUN_GPU_STANDIN=host`: device buffers
-//! reached only by upload, download and device-side reductions), verified bit for bit; the real
+//! reached only by upload, download and device-side reductions), verified bit for bit; all ranks
+//! share this host, so their hops go by IPC (`--p2p`, the stand-in's shared memory) unless a test
+//! asks for the network (`--p2p net`, `MESHRUN_P2P=net`); the real
 //! CUDA path's gating and errors; flag checks. The same algorithms over GPUDirect RDMA (device
 //! buffers registered with the NIC, no --gpu-staging) run on real Soft-RoCE verbs in the VM stage
 //! (scripts/softroce-vm). The CUDA kernels themselves are checked on a GPU machine by
@@ -153,6 +155,8 @@ fn staging_is_pinned_once_per_run_at_the_largest_size() {
             &[
                 STANDIN,
                 ("MESHRUN_GPU_STANDIN_LOG", dir.to_str().expect("a UTF-8 temp dir")),
+                // The staged path's rule, so every hop stages (on one node they would go by IPC).
+                ("MESHRUN_P2P", "net"),
             ],
             limits::LONG_JOB,
         );
@@ -270,6 +274,13 @@ fn gpu_flag_errors() {
             "--gpu-ids and --gpu-staging apply to GPU buffers: add -g",
         ),
         (
+            &["--p2p", "ipc"],
+            &[],
+            "--p2p chooses how GPU buffers move between ranks of a node: add -g",
+        ),
+        // The variables may be set for every run of a job: without -g they change nothing.
+        (&[], &[("MESHRUN_P2P", "ipc"), ("NCCL_P2P_DISABLE", "1")], ""),
+        (
             &["-g", "--gpu-staging", "--gpu-ids", "0,x"],
             &[],
             "\"x\" is not a GPU ordinal",
@@ -296,7 +307,7 @@ fn gpu_flag_errors() {
         args.extend_from_slice(flags);
         let r = mpirun(2, &args, env, limits::LONG_JOB);
         if want.is_empty() {
-            // A list with one id per local rank (and more) is fine.
+            // A list with one id per local rank (and more) is fine; so are the P2P variables.
             r.expect_code(0);
             continue;
         }
@@ -323,4 +334,147 @@ fn pairwise_use_cuda_needs_rdma() {
             r.stderr
         );
     }
+}
+
+/// The journals a job's stand-ins left in `dir` (one per rank), read and removed.
+fn journals(dir: &std::path::Path, n: usize, r: &Run) -> Vec<String> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir(dir).expect("the journal directory") {
+        v.push(std::fs::read_to_string(e.expect("a journal entry").path()).expect("a journal file"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    assert_eq!(v.len(), n, "{v:?}\n{}", r.all());
+    v
+}
+
+/// A number a journal summary gives: `peer_copy=12` -> 12.
+fn journal_count(j: &str, key: &str) -> u64 {
+    let field = j.split_whitespace().find_map(|f| f.strip_prefix(&format!("{key}=")));
+    field
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key}= in {j}"))
+}
+
+/// Collectives at 3 ranks on one node, their hops by CUDA IPC (the stand-in's shared memory
+/// between the rank processes) and then over the network (staged): both verified bit for bit
+/// against the same expected bytes, at sizes from 96 B to 3 MiB (several slices a transfer), root
+/// 2. The header says which path the hops took, and the stand-ins' journals that the IPC run
+/// copied into its peers' buffers and the network run did not. The ring (reduce-scatter and
+/// all-gather), the chain whose root sends all its slices in one transfer while the others take
+/// one each, and the exchanges of alltoall and sendrecv; the other collectives take IPC in the
+/// tests above (the default on one node).
+#[test]
+fn collectives_give_the_same_verified_bytes_over_ipc_and_over_the_network() {
+    for name in ["all_reduce", "broadcast", "alltoall", "sendrecv"] {
+        for p2p in ["ipc", "net"] {
+            let dir = fresh_dir(&format!("p2p-{name}-{p2p}"));
+            let log = dir.to_str().expect("a UTF-8 temp dir");
+            let args = [
+                name,
+                "-g",
+                "--gpu-staging",
+                "-b",
+                "96",
+                "-e",
+                "3M",
+                "-f",
+                "32",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "-r",
+                "2",
+                "--p2p",
+                p2p,
+            ];
+            let r = mpirun(3, &args, &[STANDIN, ("MESHRUN_GPU_STANDIN_LOG", log)], limits::LONG_JOB);
+            check_verified(&format!("{name} --p2p {p2p}"), &r, 4);
+            let want = match p2p {
+                "ipc" => "#  P2P: ipc within the node (ranks 0-2 on ".to_string(),
+                _ => "#  P2P: net within the node (--p2p net)\n".to_string(),
+            };
+            assert!(r.stdout.contains(&want), "{name}: want {want:?} in\n{}", r.stdout);
+            let mut total = 0;
+            for j in journals(&dir, 3, &r) {
+                assert!(j.trim_end().ends_with(" rules=kept"), "{name} --p2p {p2p}: {j}");
+                let copies = journal_count(&j, "peer_copy");
+                match p2p {
+                    // Each rank opened the probe's buffers; a rank that only receives (the root
+                    // of reduce) copies into no peer, so the job's count is checked below.
+                    "ipc" => assert!(journal_count(&j, "ipc_open") >= 2, "{name}: {j}"),
+                    _ => assert_eq!(copies, 0, "{name} over the network copied into a peer: {j}"),
+                }
+                total += copies;
+            }
+            if p2p == "ipc" {
+                // At least one copy per rank for each size and placement (two runs each: timed
+                // and verified).
+                assert!(total >= 3 * 4 * 2 * 2, "{name}: {total} copies into peers over IPC");
+            }
+        }
+    }
+}
+
+/// Where a rank's GPU cannot share its memory (the stand-in told to refuse, as a container
+/// without a shared IPC namespace would), the default goes over the network and the header says
+/// why, once; `--p2p ipc` is then an error naming the rank, its host and the way out; and NCCL's
+/// `NCCL_P2P_DISABLE=1` chooses the network, the header saying so.
+#[test]
+fn ipc_refused_falls_back_to_the_network_or_fails_as_asked() {
+    let args = [
+        "all_reduce",
+        "-g",
+        "--gpu-staging",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-n",
+        "1",
+        "-w",
+        "0",
+    ];
+    let refuse = ("MESHRUN_GPU_STANDIN_IPC", "0");
+    let r = mpirun(2, &args, &[STANDIN, refuse], limits::LONG_JOB);
+    check_verified("IPC refused, the default", &r, 1);
+    let line = r.stdout.lines().find(|l| l.starts_with("#  P2P: ")).unwrap_or_default();
+    assert!(
+        line.starts_with("#  P2P: net within the node (IPC refused: rank 0 (")
+            && line.contains(") cannot share its GPU memory: GPU 0 (host stand-in")
+            && line.contains("cuIpcGetMemHandle failed: CUDA_ERROR_NOT_SUPPORTED"),
+        "{}",
+        r.stdout
+    );
+    let r = mpirun(
+        2,
+        &[&args[..], &["--p2p", "ipc"]].concat(),
+        &[STANDIN, refuse],
+        limits::LONG_JOB,
+    );
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("cannot share its GPU memory") && r.stderr.contains("; run with --p2p net"),
+        "{}",
+        r.all()
+    );
+    let dir = fresh_dir("p2p-json");
+    let json = dir.join("run.json");
+    let with_json = [&args[..], &["-J", json.to_str().expect("a UTF-8 temp dir")]].concat();
+    let r = mpirun(2, &with_json, &[STANDIN, ("NCCL_P2P_DISABLE", "1")], limits::LONG_JOB);
+    check_verified("NCCL_P2P_DISABLE=1", &r, 1);
+    assert!(
+        r.stdout.contains("#  P2P: net within the node (NCCL_P2P_DISABLE=1)\n"),
+        "{}",
+        r.stdout
+    );
+    // The -J document says it too, as fields and as the header's line.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("the -J file")).expect("JSON");
+    let p2p = &doc["config"]["p2p"];
+    assert_eq!(p2p["within_nodes"], "net", "{p2p}");
+    assert_eq!(p2p["between_nodes"], "net", "{p2p}");
+    assert_eq!(p2p["why"], "NCCL_P2P_DISABLE=1", "{p2p}");
+    assert_eq!(p2p["line"], "net within the node (NCCL_P2P_DISABLE=1)", "{p2p}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

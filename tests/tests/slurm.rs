@@ -275,6 +275,11 @@ fn the_gpu_sbatch_asks_for_verbs_and_runs_one_rank_per_gpu() {
     assert!(out.contains(": 2 nodes (mr-h[0-1]), 4 tasks, GPUs per node 2"), "{out}");
     assert!(out.contains("== meshrun pairwise: status 0"), "{out}");
     assert!(out.contains("== meshrun all_reduce: status 0"), "{out}");
+    // Two ranks a node: their hops by IPC (the stand-in's shared memory), the others over TCP.
+    assert!(
+        out.contains("#  P2P: ipc within nodes (ranks 0-1 on mr-h0; ranks 2-3 on mr-h1), net between nodes\n"),
+        "{out}"
+    );
     // One rank per GPU: ranks 0-1 on mr-h0 drive its GPUs 0 and 1, ranks 2-3 on mr-h1's.
     for (rank, host, gpu) in [(0, "mr-h0", 0), (1, "mr-h0", 1), (2, "mr-h1", 0), (3, "mr-h1", 1)] {
         let line = out

@@ -2,6 +2,7 @@
 //! prints, the per-iteration figures ([`per_iter`]) and the reports ([`report`]). Running the
 //! collectives is `collectives::coll`.
 
+pub mod p2p;
 pub mod per_iter;
 pub mod report;
 
@@ -81,6 +82,9 @@ pub struct CollConfig {
     /// Where the NIC choices came from, where any came from the environment: one header line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nic_choice: Option<String>,
+    /// `-g`: which path each hop took, IPC within nodes or the network: one header line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<p2p::P2p>,
     /// `-I`: time every iteration (nccl-tests' per-iteration report).
     pub per_iter: bool,
     /// `-K`: leading iterations left out of the per-iteration statistics.
@@ -185,6 +189,7 @@ mod tests {
             step_timeout: Duration::from_secs(1),
             baseline: None,
             nic_choice: None,
+            p2p: None,
             busbw_bar: None,
             per_iter: false,
             per_iter_skip: 0,

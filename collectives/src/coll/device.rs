@@ -11,6 +11,10 @@
 //! Rings and chains move one slice ([`super::ring::SLICE`]) per step. The ring reduce-scatter
 //! keeps two slices in flight: slice k's reduction kernel runs while slice k+1 moves
 //! (`MESHRUN_GPU_RING_OVERLAP=0` turns that off, for comparisons).
+//!
+//! Hops between ranks of one node may go by CUDA IPC instead (`--p2p ipc`, [`DeviceRun::use_ipc`]):
+//! the sender copies into the receiver's device buffer, ordered by two small messages over the
+//! mesh (`device/ipc.rs`); the other hops of the same transfer take the run's path.
 
 use std::ops::Range;
 use std::time::Instant;
@@ -20,6 +24,9 @@ use ranks::{DirectOp, Op, RegionId, Span, Transport};
 use super::ring::{neighbours, pieces, Phase};
 use super::{CollError, Ctx};
 use crate::gpu::{At, BufId, DataPath, Gpu, GpuError, Staging};
+
+mod ipc;
+pub use ipc::IpcPeers;
 
 /// Device buffers of one run: separate (out of place) or one (in place).
 #[derive(Debug, Clone, Copy)]
@@ -52,6 +59,21 @@ impl Xfer {
         let recv = recv.map(|(peer, into, len)| Xfer::Recv { peer, into, len });
         send.into_iter().chain(recv).collect()
     }
+
+    /// The rank at the other end.
+    pub fn peer(&self) -> usize {
+        match *self {
+            Xfer::Send { peer, .. } | Xfer::Recv { peer, .. } => peer,
+        }
+    }
+}
+
+/// How one sweep's device data moves: over the network as `net` says, and by CUDA IPC between
+/// the ranks `ipc` names (the rest of this rank's node under `--p2p ipc`; none under `net`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DevicePaths {
+    pub net: DataPath,
+    pub ipc: IpcPeers,
 }
 
 /// Pinned host buffers for the staged path, one to send from and one to receive into: allocated
@@ -111,6 +133,8 @@ pub struct DeviceRun<'g> {
     pub overlap: bool,
     /// Device work buffer for algorithms that need a whole-size temporary (allocated on first use).
     work: Option<(BufId, usize)>,
+    /// The hops that go by CUDA IPC, and what they exported and opened.
+    ipc: ipc::IpcHops,
 }
 
 impl<'g> DeviceRun<'g> {
@@ -160,6 +184,7 @@ impl<'g> DeviceRun<'g> {
             slice,
             overlap: overlap_from_env(),
             work: None,
+            ipc: ipc::IpcHops::default(),
         };
         for b in bufs.all().into_iter().chain([dev_scratch]) {
             if let Err(e) = run.register(t, b) {
@@ -168,6 +193,18 @@ impl<'g> DeviceRun<'g> {
             }
         }
         Ok(run)
+    }
+
+    /// Move the hops with `peers` by CUDA IPC (the other ranks of this node, under `--p2p ipc`).
+    /// Every rank of the job sets the same rule, so both ends of a hop take the same path.
+    pub fn use_ipc(&mut self, peers: IpcPeers) {
+        self.ipc = ipc::IpcHops::new(peers);
+    }
+
+    /// Close the buffers of other ranks this run opened (also done by [`DeviceRun::release`]):
+    /// before a barrier, so that no rank frees a buffer another still has open.
+    pub fn close_peers(&mut self) {
+        self.ipc.release(&mut *self.gpu);
     }
 
     /// Register `buf` with the transport (direct path only).
@@ -192,6 +229,7 @@ impl<'g> DeviceRun<'g> {
             old => {
                 if let Some((id, _)) = old {
                     self.forget(t, id);
+                    self.ipc.forget(id);
                     self.gpu.free(id);
                 }
                 let id = self.gpu.alloc(len)?;
@@ -218,6 +256,7 @@ impl<'g> DeviceRun<'g> {
     /// Deregister everything and free the device memory this run allocated (host staging frees
     /// itself; the caller frees its own buffers).
     pub fn release(mut self, t: &mut dyn Transport) {
+        self.ipc.release(&mut *self.gpu);
         if let Path::Direct { regions } = &mut self.path {
             for (_, id) in regions.drain(..) {
                 if let Some(r) = t.rdma() {
@@ -238,7 +277,24 @@ impl<'g> DeviceRun<'g> {
 
     /// Move device data: every send and receive of `xs` progresses concurrently and all complete
     /// before this returns (matched with the peers' transfers as [`Transport::exchange`] matches).
+    /// Hops with peers reached by IPC move after the others: the network's never wait on them,
+    /// so no rank waits in a cycle.
     pub fn transfer(&mut self, t: &mut dyn Transport, xs: &[Xfer], deadline: Instant) -> Result<(), CollError> {
+        if !self.ipc.peers.any() {
+            return self.transfer_net(t, xs, deadline);
+        }
+        let (near, far): (Vec<Xfer>, Vec<Xfer>) = xs.iter().partition(|x| self.ipc.peers.reaches(x.peer()));
+        if !far.is_empty() {
+            self.transfer_net(t, &far, deadline)?;
+        }
+        if !near.is_empty() {
+            self.ipc.transfer(&mut *self.gpu, t, &near, deadline)?;
+        }
+        Ok(())
+    }
+
+    /// [`DeviceRun::transfer`] over the network: staged or GPUDirect, as the run's path.
+    fn transfer_net(&mut self, t: &mut dyn Transport, xs: &[Xfer], deadline: Instant) -> Result<(), CollError> {
         match &mut self.path {
             Path::Staged(staging) => {
                 let HostStaging {

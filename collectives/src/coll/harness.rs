@@ -7,7 +7,7 @@ use analysis::coll::per_iter::PerIter;
 use analysis::coll::{algbw, CollConfig, Placement, Row, TimeAverage};
 use ranks::{Transport, World};
 
-use super::device::{DevBufs, DeviceRun, HostStaging};
+use super::device::{DevBufs, DevicePaths, DeviceRun, HostStaging};
 use super::{Bufs, CollError, Collective, Counts, Ctx};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
@@ -228,7 +228,7 @@ impl HarnessRun<'_> {
         ctx: &Ctx,
         in_place: bool,
         gpu: &mut dyn Gpu,
-        path: DataPath,
+        paths: &DevicePaths,
         staging: Option<&mut HostStaging>,
     ) -> Result<Placement, CollError> {
         let (c, elt) = (ctx.counts, ctx.elt());
@@ -243,9 +243,16 @@ impl HarnessRun<'_> {
                 recv: gpu.alloc(recv_h.len())?,
             }
         };
-        let result = match DeviceRun::new(&mut *gpu, t, path, c.send.max(c.recv) * elt, dev, staging) {
+        let result = match DeviceRun::new(&mut *gpu, t, paths.net, c.send.max(c.recv) * elt, dev, staging) {
             Ok(mut dr) => {
+                dr.use_ipc(paths.ipc.clone());
                 let r = self.placement_gpu_on(t, ctx, in_place, &mut dr, dev, &send_h, &recv_h);
+                if paths.ipc.in_job() && r.is_ok() {
+                    // Every rank closes the peers' buffers it opened before any frees its own.
+                    dr.close_peers();
+                    self.world
+                        .barrier("closing the device buffers of this node's other ranks");
+                }
                 dr.release(t);
                 r
             }
@@ -332,7 +339,7 @@ pub fn run(
     t: &mut dyn Transport,
     coll: &dyn Collective,
     cfg: &CollConfig,
-    mut gpu: Option<(&mut dyn Gpu, DataPath)>,
+    mut gpu: Option<(&mut dyn Gpu, &DevicePaths)>,
     mut row: impl FnMut(&Row),
 ) -> Result<Sweep, CollError> {
     let run = HarnessRun {
@@ -354,7 +361,7 @@ pub fn run(
     let cases = cases(world, t, coll, cfg);
     // Staged GPU runs: pinned host staging once, at the largest size of any case.
     let mut staging = match gpu.as_mut() {
-        Some((g, DataPath::Staged)) => {
+        Some((g, p)) if p.net == DataPath::Staged => {
             let largest = cases
                 .iter()
                 .map(|(_, _, _, ctx)| ctx.counts.send.max(ctx.counts.recv) * ctx.elt())
@@ -368,8 +375,8 @@ pub fn run(
         ranks::postmortem::enter(&format!("{} {size} B", coll.description().name));
         let (out, inp) = match gpu.as_mut() {
             Some((g, path)) => (
-                run.placement_gpu(t, &ctx, false, &mut **g, *path, staging.as_mut())?,
-                run.placement_gpu(t, &ctx, true, &mut **g, *path, staging.as_mut())?,
+                run.placement_gpu(t, &ctx, false, &mut **g, path, staging.as_mut())?,
+                run.placement_gpu(t, &ctx, true, &mut **g, path, staging.as_mut())?,
             ),
             None => (
                 run.placement(t, &ctx, Impl::Mesh, false)?,

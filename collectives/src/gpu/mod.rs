@@ -18,6 +18,7 @@
 
 pub mod cuda;
 pub mod kernels;
+pub mod peer;
 pub mod standin;
 
 use std::ops::Range;
@@ -335,9 +336,33 @@ pub trait Gpu {
     /// download) they are made visible to it, by `cuFlushGPUDirectRDMAWrites` where the device
     /// needs that ([`RdmaFlush::Flush`]); elsewhere this costs nothing.
     fn rdma_writes_landed(&mut self);
+    /// Export `buf` for the ranks on this node ([`peer`]: CUDA IPC's `cuIpcGetMemHandle`). The
+    /// buffer must stay allocated while a peer may copy into it.
+    fn export_peer(&mut self, buf: BufId) -> Result<peer::PeerHandle, GpuError> {
+        let _ = buf;
+        Err(no_peer_access(self.info(), "cuIpcGetMemHandle"))
+    }
+    /// Open a buffer another rank on this node exported, as a buffer of this GPU that
+    /// [`Gpu::copy`] writes into (`cuIpcOpenMemHandle`); [`Gpu::free`] closes it
+    /// (`cuIpcCloseMemHandle`). A handle whose buffer its rank freed is an error, not memory.
+    fn open_peer(&mut self, handle: &peer::PeerHandle) -> Result<BufId, GpuError> {
+        let _ = handle;
+        Err(no_peer_access(self.info(), "cuIpcOpenMemHandle"))
+    }
     /// How long one call may wait for the device before it is an error (default: a minute).
     fn set_call_limit(&mut self, limit: std::time::Duration) {
         let _ = limit;
+    }
+}
+
+/// A device without peer-to-peer memory sharing, as its IPC calls say.
+fn no_peer_access(info: &GpuInfo, call: &'static str) -> GpuError {
+    GpuError::Call {
+        ordinal: info.ordinal,
+        name: info.name.clone(),
+        call,
+        error: "this device shares no memory with other processes".into(),
+        hint: "; use --p2p net".into(),
     }
 }
 

@@ -9,14 +9,19 @@
 //! attributes say a device would need it: by default ordering none (0) and the host flush
 //! supported, so every test that lands RDMA writes also goes through the flush;
 //! `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS` set the two
-//! attributes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
+//! attributes; `MESHRUN_GPU_STANDIN_IPC=0` makes it refuse to share memory with other
+//! processes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
 //! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG` set, and then write a summary of it
 //! when dropped, for the end-to-end tests: `1` prints it on stderr, an absolute directory gets
 //! one file per process.
+//!
+//! Its device buffers live in shared memory (`shm.rs`), so ranks on this machine share them as
+//! CUDA IPC shares device memory between processes ([`Gpu::export_peer`], [`Gpu::open_peer`]).
 
 use std::ops::Range;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use super::peer::PeerHandle;
 use super::{At, BufId, Gpu, GpuDirectProbe, GpuError, GpuInfo, RdmaFlush, Staging};
 use crate::buffers::HostBuffer;
 use crate::dtype::{DataType, RedOp};
@@ -25,10 +30,13 @@ use crate::reduce;
 /// How many "GPUs" the stand-in pretends a node has.
 pub const VISIBLE: usize = 8;
 
-/// A stand-in buffer: shared, so a registration with the NIC keeps it alive after `free`.
-type Shared = Arc<Mutex<HostBuffer>>;
+mod shm;
+use shm::ShmBuf;
 
-fn lock(b: &Shared) -> MutexGuard<'_, HostBuffer> {
+/// A stand-in buffer: shared, so a registration with the NIC keeps it alive after `free`.
+type Shared = Arc<Mutex<ShmBuf>>;
+
+fn lock(b: &Shared) -> MutexGuard<'_, ShmBuf> {
     b.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -76,6 +84,14 @@ pub enum Call {
     PointerAttribute,
     /// `cuMemGetHandleForAddressRange(DMA_BUF_FD)` of this many bytes.
     DmaBufExport(usize),
+    /// `cuIpcGetMemHandle`: a buffer exported to ranks on this node.
+    IpcExport,
+    /// `cuIpcOpenMemHandle`: a peer's buffer opened.
+    IpcOpen,
+    /// `cuIpcCloseMemHandle`.
+    IpcClose,
+    /// A copy of this many bytes into a peer's opened buffer.
+    PeerCopy(usize),
     /// Something outside the GPU (a test's transport) noted in order.
     Note(&'static str),
 }
@@ -85,7 +101,12 @@ impl Call {
     pub fn reads_device(&self) -> bool {
         matches!(
             self,
-            Call::Download(..) | Call::Copy(_) | Call::Reduce { .. } | Call::ReduceStart { .. } | Call::Finalize(_)
+            Call::Download(..)
+                | Call::Copy(_)
+                | Call::PeerCopy(_)
+                | Call::Reduce { .. }
+                | Call::ReduceStart { .. }
+                | Call::Finalize(_)
         )
     }
 }
@@ -157,7 +178,7 @@ pub fn summary(calls: &[Call], flush: RdmaFlush) -> String {
         .collect();
     format!(
         "host_staging={} staging_bytes={} alloc={} free={} upload={} download={} copy={} reduce={} finalize={} \
-         rdma_landed={} flush={} probe_exports={} rules={}",
+         ipc_export={} ipc_open={} peer_copy={} rdma_landed={} flush={} probe_exports={} rules={}",
         staging.len(),
         if staging.is_empty() {
             "-".into()
@@ -171,6 +192,9 @@ pub fn summary(calls: &[Call], flush: RdmaFlush) -> String {
         count(&|c| matches!(c, Call::Copy(_))),
         count(&|c| matches!(c, Call::Reduce { .. } | Call::ReduceStart { .. })),
         count(&|c| matches!(c, Call::Finalize(_))),
+        count(&|c| matches!(c, Call::IpcExport)),
+        count(&|c| matches!(c, Call::IpcOpen)),
+        count(&|c| matches!(c, Call::PeerCopy(_))),
         count(&|c| matches!(c, Call::RdmaLanded)),
         count(&|c| matches!(c, Call::Flush)),
         count(&|c| matches!(c, Call::DmaBufExport(_))),
@@ -184,6 +208,8 @@ pub fn summary(calls: &[Call], flush: RdmaFlush) -> String {
 pub struct HostStandIn {
     info: GpuInfo,
     bufs: Vec<Option<Shared>>,
+    /// The buffers that are peers' memory, opened ([`Gpu::open_peer`]).
+    opened: Vec<BufId>,
     journal: Journal,
     /// Modelled `..._GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS` and `..._WRITES_ORDERING`.
     flush_options: i32,
@@ -194,6 +220,8 @@ pub struct HostStandIn {
     /// it, a long run's journal would only grow).
     log: Option<JournalSink>,
     record: bool,
+    /// Whether it shares memory with other processes (`MESHRUN_GPU_STANDIN_IPC=0`: not).
+    ipc: bool,
     /// The reduction started and not yet waited for.
     started: Option<Started>,
 }
@@ -273,12 +301,14 @@ impl HostStandIn {
                 stand_in: true,
             },
             bufs: Vec::new(),
+            opened: Vec::new(),
             journal: Journal::default(),
             flush_options,
             writes_ordering,
             landed: false,
             log: None,
             record: true,
+            ipc: true,
             started: None,
         }
     }
@@ -294,6 +324,7 @@ impl HostStandIn {
         );
         g.log = std::env::var_os("MESHRUN_GPU_STANDIN_LOG").and_then(JournalSink::from_env);
         g.record = g.log.is_some();
+        g.ipc = std::env::var("MESHRUN_GPU_STANDIN_IPC").map_or(true, |v| v != "0");
         g
     }
 
@@ -415,8 +446,10 @@ impl Gpu for HostStandIn {
     }
     fn alloc(&mut self, len: usize) -> Result<BufId, GpuError> {
         self.note(Call::Alloc(len));
-        // Page-aligned host memory, as device buffers are placed on host-page boundaries.
-        self.bufs.push(Some(Arc::new(Mutex::new(HostBuffer::new(len)))));
+        // Page-aligned shared memory, as device buffers are placed on host-page boundaries and
+        // can be shared with ranks on this node.
+        let b = ShmBuf::new(len).map_err(|e| self.failed("cuMemAlloc", e))?;
+        self.bufs.push(Some(Arc::new(Mutex::new(b))));
         Ok(self.bufs.len() - 1)
     }
     fn free(&mut self, buf: BufId) {
@@ -424,7 +457,8 @@ impl Gpu for HostStandIn {
         let _ = self.reduce_wait();
         if let Some(b) = self.bufs.get_mut(buf) {
             if b.take().is_some() {
-                self.note(Call::Free);
+                let peer = self.opened.contains(&buf);
+                self.note(if peer { Call::IpcClose } else { Call::Free });
             }
         }
     }
@@ -447,7 +481,10 @@ impl Gpu for HostStandIn {
     }
     fn copy(&mut self, dst: At, src: At, len: usize) -> Result<(), GpuError> {
         self.settle();
-        self.note(Call::Copy(len));
+        self.note(match self.opened.contains(&dst.buf) {
+            true => Call::PeerCopy(len),
+            false => Call::Copy(len),
+        });
         let (d, dr) = self.range(dst, len, "copy destination past the end")?;
         let (s, sr) = self.range(src, len, "copy source past the end")?;
         let v = lock(&s).as_slice()[sr].to_vec();
@@ -515,6 +552,27 @@ impl Gpu for HostStandIn {
     fn rdma_writes_landed(&mut self) {
         self.note(Call::RdmaLanded);
         self.landed = true;
+    }
+    fn export_peer(&mut self, buf: BufId) -> Result<PeerHandle, GpuError> {
+        let (b, _) = self.range(At::new(buf, 0), 0, "exporting a freed buffer")?;
+        self.note(Call::IpcExport);
+        if !self.ipc {
+            return Err(self.failed(
+                "cuIpcGetMemHandle",
+                "CUDA_ERROR_NOT_SUPPORTED (MESHRUN_GPU_STANDIN_IPC=0)",
+            ));
+        }
+        let b = lock(&b);
+        let handle = b.handle().map_err(|e| self.failed("cuIpcGetMemHandle", e))?;
+        let len = b.len() as u64;
+        Ok(PeerHandle { handle, offset: 0, len })
+    }
+    fn open_peer(&mut self, h: &PeerHandle) -> Result<BufId, GpuError> {
+        self.note(Call::IpcOpen);
+        let b = ShmBuf::open(&h.handle, h.len as usize).map_err(|e| self.failed("cuIpcOpenMemHandle", e))?;
+        self.bufs.push(Some(Arc::new(Mutex::new(b))));
+        self.opened.push(self.bufs.len() - 1);
+        Ok(self.bufs.len() - 1)
     }
 }
 

@@ -149,6 +149,12 @@ pub struct CollArgs {
     /// and on nodes without GPUDirect RDMA); reductions still run on the GPU
     #[arg(long = "gpu-staging")]
     pub gpu_staging: bool,
+    /// With -g: how device data moves between ranks of one node: ipc (CUDA IPC, the sender
+    /// copies into the receiver's GPU buffer, as NCCL's P2P transport) or net (the network path,
+    /// as NCCL_P2P_DISABLE=1, read when this flag is not given). Default: ipc where every rank
+    /// can open its node's other ranks' buffers, else net, the reason in the header
+    #[arg(long = "p2p", value_enum, value_name = "PATH")]
+    pub p2p: Option<P2pArg>,
     /// Queue pairs per peer over RDMA, 1-16 (NCCL_IB_QPS_PER_CONNECTION when not given): every
     /// message is striped over them fragment by fragment, so on RoCE v2 each takes its own ECMP
     /// path as NCCL's do; capped where the job's size leaves too little staging (2 at 4,096 ranks)
@@ -159,4 +165,11 @@ pub struct CollArgs {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum BaselineArg {
     Mpi,
+}
+
+/// `--p2p`: the path between ranks of one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum P2pArg {
+    Ipc,
+    Net,
 }

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-pub use coll::{BaselineArg, CollArgs, CollCommand};
+pub use coll::{BaselineArg, CollArgs, CollCommand, P2pArg};
 pub use pairwise::{OnFail, OnUnstable, OpArg, PairwiseArgs, TestArg};
 
 #[derive(Parser, Debug)]

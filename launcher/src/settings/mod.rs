@@ -2,13 +2,15 @@
 //! types ([`crate::cli`]) hold the flags as given; here they become the values a command reads:
 //! NCCL's NIC variables where neither a flag nor `MESHRUN_<FLAG>` chose ([`rank`]), perftest's
 //! `-d/-i/-x/-R` spellings, `-q` and `NCCL_IB_QPS_PER_CONNECTION` ([`qps`]), a collective's bus
-//! bandwidth bar ([`busbw`]), each with where it came from for the run header ([`source`]).
+//! bandwidth bar ([`busbw`]), a GPU run's path within nodes (`--p2p`, `NCCL_P2P_DISABLE`:
+//! [`p2p`]), each with where it came from for the run header ([`source`]).
 //! Precedence everywhere: the flag, then `MESHRUN_<FLAG>`, then NCCL's (or nccl-tests') variable,
 //! NCCL's from the environment, else from NCCL's configuration files ([`nccl_conf`]).
 
 pub mod busbw;
 pub mod nccl;
 pub mod nccl_conf;
+pub mod p2p;
 pub mod qps;
 pub mod rank;
 pub mod source;
@@ -138,6 +140,8 @@ pub struct CollSettings {
     pub busbw_bar: Option<BusbwBar>,
     /// Queue pairs per peer.
     pub qps: Qps,
+    /// `-g`: the path between ranks of one node, and where it came from.
+    pub p2p: p2p::P2p,
 }
 
 /// Where the rank options' NIC choices come from.
@@ -188,12 +192,14 @@ pub fn resolve(
         cli::Command::Coll(c) => {
             let (r, q) = (rank(&c.args.rank)?, qps(c.args.qps));
             let busbw_bar = busbw::from_matches(c.args.expect_busbw, sub, env)?;
+            let p2p = p2p::from_matches(c.args.p2p, sub, env)?;
             Resolved::Coll(CollSettings {
                 name: c.name,
                 args: c.args,
                 rank: r,
                 busbw_bar,
                 qps: q,
+                p2p,
             })
         }
         cli::Command::Verdict(a) => Resolved::Verdict(a),

@@ -6,6 +6,7 @@ use clap::parser::ValueSource;
 
 use super::busbw::NCCL_TESTS_MIN_BW;
 use super::nccl::NCCL_VARS;
+use super::p2p::NCCL_P2P_DISABLE;
 
 /// Where one choice came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +96,7 @@ pub fn clap_source(m: &clap::ArgMatches, id: &str, long: &str, value: impl Fn() 
 /// Variables `meshrun launch` passes on to the ranks when they are set here: every
 /// `MESHRUN_<FLAG>`, NCCL's NIC variables and `NCCL_CONF_FILE` (the file each rank then reads on
 /// its own host, as NCCL would), and nccl-tests' `NCCL_TESTS_MIN_BW` (mpirun forwards nothing
-/// to remote hosts by itself).
+/// to remote hosts by itself), and `NCCL_P2P_DISABLE` (a GPU run's path within nodes).
 pub fn forwarded(vars: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut v: Vec<String> = vars
         .into_iter()
@@ -104,6 +105,7 @@ pub fn forwarded(vars: impl IntoIterator<Item = String>) -> Vec<String> {
                 || NCCL_VARS.contains(&k.as_str())
                 || k == "NCCL_CONF_FILE"
                 || k == NCCL_TESTS_MIN_BW
+                || k == NCCL_P2P_DISABLE
         })
         .collect();
     v.sort();

@@ -118,6 +118,10 @@ pub fn json_report(
             "device_hex": d.bus_id, "device_info": d.name,
         })).collect::<Vec<_>>(),
     });
+    if let Some(p) = &cfg.p2p {
+        config["p2p"] = json!(p);
+        config["p2p"]["line"] = json!(p.line());
+    }
     match cfg.step {
         Step::Factor(f) => config["step_factor"] = json!(f),
         Step::Bytes(b) => config["step_bytes"] = json!(b),

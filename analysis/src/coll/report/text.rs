@@ -15,6 +15,9 @@ pub fn preamble(cfg: &CollConfig, devices: &[DeviceInfo]) -> String {
     if let Some(nc) = &cfg.nic_choice {
         s.push_str(&format!("#  NIC choice: {nc}\n"));
     }
+    if let Some(p) = &cfg.p2p {
+        s.push_str(&format!("#  P2P: {}\n", p.line()));
+    }
     s.push_str(&table_header(cfg.per_iter));
     s
 }

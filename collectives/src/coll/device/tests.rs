@@ -291,5 +291,7 @@ fn check_overlap(calls: &[Call]) -> Result<usize, String> {
     }
 }
 
+#[path = "tests/ipc.rs"]
+mod ipc;
 #[path = "tests/staged.rs"]
 mod staged;

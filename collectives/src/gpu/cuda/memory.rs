@@ -25,6 +25,8 @@ pub(super) struct DevMem {
     pub(super) raw: sys::CUdeviceptr,
     pub(super) base: u64,
     pub(super) size: usize,
+    /// A peer's buffer opened by CUDA IPC (`cuIpcOpenMemHandle`): closed, not freed.
+    pub(super) opened: bool,
 }
 
 impl DevMem {
@@ -42,6 +44,7 @@ impl DevMem {
                 raw,
                 base: base.unwrap_or(raw),
                 size,
+                opened: false,
             };
             if base.is_some() {
                 return Ok(mem);
@@ -57,6 +60,12 @@ impl Drop for DevMem {
         // Nothing can report an error from a drop; a failed free leaks the memory until the
         // context goes, which is all a caller could do about it either.
         let _ = self.ctx.bind_to_thread();
+        if self.opened {
+            // SAFETY: `raw` came from cuIpcOpenMemHandle in this context and is closed once, here;
+            // every copy into it completed before its call returned.
+            let _ = unsafe { sys::cuIpcCloseMemHandle(self.raw) };
+            return;
+        }
         // SAFETY: `raw` came from cuMemAlloc in this context and is freed once, here. Every device
         // operation on it completed before its call returned, and a NIC registration holds an
         // `Arc` of this allocation, so none outlives it.

@@ -4,7 +4,8 @@
 //! Memory is allocated as GPUDirect RDMA needs it (see `memory::DevMem` and `Pinned` below), and
 //! this module is the only place with `unsafe` for CUDA: each call has its `// SAFETY:` line.
 //! `context.rs` opens the driver and a GPU, `memory.rs` places device memory, `probe.rs` asks what
-//! GPUDirect RDMA a GPU offers, `nic.rs` registers GPU memory with a NIC.
+//! GPUDirect RDMA a GPU offers, `nic.rs` registers GPU memory with a NIC, `ipc.rs` shares device
+//! buffers with the ranks of this node (CUDA IPC).
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -25,6 +26,7 @@ use crate::dtype::{DataType, RedOp};
 use ranks::NicMemory;
 
 mod context;
+mod ipc;
 mod memory;
 mod nic;
 mod probe;
@@ -346,9 +348,10 @@ impl Gpu for CudaGpu {
             .bufs
             .get(buf)
             .and_then(|b| b.as_ref())
+            .filter(|a| !a.mem.opened)
             .ok_or(GpuError::OutOfBounds {
                 buf,
-                what: "registering a freed buffer",
+                what: "registering a freed buffer, or a peer's",
                 range: 0..0,
                 len: 0,
             })?;
@@ -426,6 +429,14 @@ impl Gpu for CudaGpu {
 
     fn set_call_limit(&mut self, limit: std::time::Duration) {
         self.limit = limit;
+    }
+
+    fn export_peer(&mut self, buf: BufId) -> Result<crate::gpu::peer::PeerHandle, GpuError> {
+        self.export_ipc(buf)
+    }
+
+    fn open_peer(&mut self, handle: &crate::gpu::peer::PeerHandle) -> Result<BufId, GpuError> {
+        self.open_ipc(handle)
     }
 }
 

@@ -173,3 +173,40 @@ fn journal_rules_catch_broken_orders() {
         "{s}"
     );
 }
+
+/// CUDA IPC, modelled over shared memory: a buffer one "rank" exports is opened by another (a
+/// thread of its own, its own stand-in), which copies into it; the exporter sees the bytes. The
+/// opened buffer is closed by `free`, and a handle of a freed buffer is refused as stale.
+#[test]
+fn ipc_export_open_copy_close_and_a_stale_handle() {
+    let mut a = HostStandIn::new(0);
+    let buf = a.alloc(4096 + 8).unwrap();
+    let h = a.export_peer(buf).unwrap();
+    assert_eq!((h.offset, h.len), (0, 4104));
+    let journal = std::thread::spawn(move || {
+        let mut b = HostStandIn::new(1);
+        let mine = b.alloc(16).unwrap();
+        b.upload(At::new(mine, 0), &[5u8; 16]).unwrap();
+        let theirs = b.open_peer(&h).unwrap();
+        b.copy(At::new(theirs, 4096), At::new(mine, 0), 8).unwrap();
+        let e = b.copy(At::new(theirs, 4100), At::new(mine, 0), 8).unwrap_err();
+        assert!(e.to_string().contains("copy destination past the end"), "{e}");
+        b.free(theirs);
+        b.journal().lock().unwrap().clone()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        journal[2..],
+        [Call::IpcOpen, Call::PeerCopy(8), Call::PeerCopy(8), Call::IpcClose]
+    );
+    let mut out = [0u8; 8];
+    a.download(At::new(buf, 4096), &mut out).unwrap();
+    assert_eq!(out, [5u8; 8], "the peer's copy landed in the exporter's buffer");
+    a.free(buf);
+    let e = HostStandIn::new(1).open_peer(&h).unwrap_err().to_string();
+    assert!(e.contains("cuIpcOpenMemHandle failed: stale handle"), "{e}");
+    assert!(a.export_peer(buf).is_err(), "a freed buffer is not exported");
+    let calls = a.journal().lock().unwrap().clone();
+    assert!(summary(&calls, RdmaFlush::Flush).contains("ipc_export=1 ipc_open=0 peer_copy=0"));
+}

@@ -15,13 +15,13 @@ use crate::dtype::{DataType, RedOp};
 const SLICE: usize = 512;
 
 /// A mesh of `n` ranks in this process, one per thread.
-fn local_mesh(n: usize) -> Vec<TcpMesh> {
+pub(super) fn local_mesh(n: usize) -> Vec<TcpMesh> {
     ranks::tcp::loopback_mesh(n, Duration::from_secs(10)).unwrap()
 }
 
 /// Bytes that are no particular values (random floats, NaNs included): the comparison is of
 /// bytes, and each element's operations are the same on every path.
-fn noise(seed: u64, len: usize) -> Vec<u8> {
+pub(super) fn noise(seed: u64, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
