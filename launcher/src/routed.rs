@@ -6,7 +6,7 @@
 
 use std::net::IpAddr;
 
-use analysis::pairwise::{PairwiseConfig, TestKind};
+use analysis::pairwise::{Amount, PairwiseConfig, TestKind};
 use ranks::route::{self, NextHop};
 
 /// Connections per test on a routed fabric. With k equal-cost paths all four connections of one
@@ -15,10 +15,15 @@ use ranks::route::{self, NextHop};
 /// (`bench/verdict-accuracy --multipath-only`).
 pub const ROUTED_QPS: usize = 4;
 
-/// Whether the default applies: a bandwidth test over TCP, one direction at a time, with `-q`
-/// (and `MESHRUN_QP`) not given.
+/// Whether the default applies: a bandwidth test over TCP, one direction at a time, of `-n`
+/// messages (a test's own connections count messages, not `-D` seconds), with `-q` (and
+/// `MESHRUN_QP`) not given.
 pub fn applies(cfg: &PairwiseConfig, qps_given: bool, tcp: bool) -> bool {
-    tcp && !qps_given && cfg.qps <= 1 && cfg.test == TestKind::Bw && !cfg.bidirectional
+    tcp && !qps_given
+        && cfg.qps <= 1
+        && cfg.test == TestKind::Bw
+        && !cfg.bidirectional
+        && matches!(cfg.amount, Amount::Iterations(_))
 }
 
 /// One rank's finding, as gathered: whether a peer is behind a router, which, and the router.
@@ -125,6 +130,12 @@ mod tests {
             ..PairwiseConfig::synthetic(OpName::Send, 1 << 20, 10)
         };
         assert!(!applies(&bidir, false, true), "-b");
+        // -D: a test's own TCP connections count messages, so a timed run keeps one.
+        let timed = PairwiseConfig {
+            amount: Amount::Duration(5.0),
+            ..PairwiseConfig::synthetic(OpName::Send, 1 << 20, 10)
+        };
+        assert!(!applies(&timed, false, true), "-D");
     }
 
     /// The kernel here: loopback is no router.

@@ -211,7 +211,8 @@ pub struct PairwiseArgs {
     /// ECMP path; the report gives each one's Gb/s. Over TCP, N connections per test, each from its
     /// own source port, the -n messages dealt over them; the report gives each one's Gb/s and the
     /// path it took (traced, see --no-trace) [default: 1; over TCP where a peer is reached through a
-    /// router (the kernel's route has a gateway), 4, so each test covers the fabric's equal-cost paths]
+    /// router (the kernel's route has a gateway), 4, so each test covers the fabric's equal-cost paths;
+    /// not with -b, -D or --test lat]
     #[arg(short = 'q', long = "qp", value_name = "QPS")]
     pub qps: Option<u32>,
     /// With -q over TCP: do not trace each connection's path (by default traced where raw
