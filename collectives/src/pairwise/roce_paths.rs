@@ -12,10 +12,12 @@ use std::time::Duration;
 
 use analysis::pairwise::connections::{Connection, Path};
 use ranks::route::{self, NextHop};
-use ranks::trace::{self, Probe, TraceError, TraceOptions, ROCE_V2_PORT};
+use ranks::trace::{self, Probe, TraceOptions, ROCE_V2_PORT};
 use ranks::transport::RoceFlows;
 
-use super::streams::TRACE_BUDGET;
+// The far end never answers, so a trace that reached its last router reads as not reached:
+// its routers are the path.
+use super::streams::{traced_path, TRACE_BUDGET};
 
 /// How a queue pair's path is probed: as a TCP connection's, but one silent TTL ends it (the far
 /// end is a RoCE NIC, which drops the probes).
@@ -76,7 +78,7 @@ fn paths(flows: &RoceFlows) -> Vec<Option<Path>> {
                         local: SocketAddrV4::new(flows.local, sport),
                         remote: SocketAddrV4::new(flows.remote, ROCE_V2_PORT),
                     };
-                    path_of(trace::trace_as(c, Probe::RoceV2, &trace_options()))
+                    traced_path(trace::trace_as(c, Probe::RoceV2, &trace_options()))
                 })
             })
             .collect();
@@ -89,23 +91,6 @@ fn paths(flows: &RoceFlows) -> Vec<Option<Path>> {
             })
             .collect()
     })
-}
-
-/// A trace as the report keeps it. The far end never answers, so a trace that reached its last
-/// router reads as not reached: its routers are the path.
-fn path_of(t: Result<trace::Trace, TraceError>) -> Path {
-    match t {
-        Ok(tr) => Path::Traced {
-            hops: tr.routers().into_iter().map(|h| h.map(Into::into)).collect(),
-            reached: tr.reached(),
-        },
-        Err(TraceError::NotPermitted) => Path::Untraced {
-            reason: "no CAP_NET_RAW (the probes go out on raw sockets: run as root, or setcap cap_net_raw+ep \
-                     meshrun; --no-trace skips them)"
-                .into(),
-        },
-        Err(e) => Path::Untraced { reason: e.to_string() },
-    }
 }
 
 #[cfg(test)]

@@ -149,7 +149,12 @@ fn path_of(from: SocketAddr, to: SocketAddr, end: Instant, budget: Duration) -> 
             ),
         };
     }
-    match trace::trace(trace::Connection { local, remote }, &trace_options(left)) {
+    traced_path(trace::trace(trace::Connection { local, remote }, &trace_options(left)))
+}
+
+/// A trace as the report keeps it: its routers and whether it arrived, or why there is none.
+pub(super) fn traced_path(t: Result<trace::Trace, TraceError>) -> Path {
+    match t {
         Ok(tr) => Path::Traced {
             hops: tr.routers().into_iter().map(|h| h.map(Into::into)).collect(),
             reached: tr.reached(),
