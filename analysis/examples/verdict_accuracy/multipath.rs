@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
+use analysis::pairwise::cables::End;
 use analysis::pairwise::connections::{Connection, Path};
 use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::verdict::{self, RetestPlan, Verdict};
@@ -354,7 +355,11 @@ pub fn run(small: bool, trials: usize, seed: u64) -> Vec<String> {
                     let before = rng.0;
                     let (v, first) = trial(f, noise, Some(cable), &mut rng);
                     let ends = [at_spine(cable.leaf, cable.spine), at_leaf(cable.leaf, cable.spine)];
-                    let right = v.links.iter().filter(|l| ends.contains(&l.link.to)).count();
+                    let right = v
+                        .links
+                        .iter()
+                        .filter(|l| ends.iter().any(|e| l.link.to == End::Ip(*e)))
+                        .count();
                     let quiet = v.blamed.is_empty() && v.unstable.is_empty();
                     tally.trials += 1;
                     tally.links += v.links.len();

@@ -93,6 +93,7 @@ mod tests {
             blamed: Vec::new(),
             pass: false,
             fabric: Vec::new(),
+            unrouted: Vec::new(),
             links: Vec::new(),
             uplink_paths: Vec::new(),
         }

@@ -264,9 +264,11 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
     let mut fabric = Vec::new();
     let mut links = Vec::new();
     let mut uplink_paths = Vec::new();
+    let mut unrouted = Vec::new();
     for r in rails {
         fabric.extend(r.verdict.fabric.iter().cloned());
         links.extend(r.verdict.links.iter().cloned());
+        unrouted.extend(r.verdict.unrouted.iter().copied());
         uplink_paths.extend(r.verdict.uplink_paths.iter().cloned());
         blamed.extend(
             r.verdict
@@ -288,8 +290,11 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         fabric.extend(w.fabric);
         links.extend(w.links);
         uplink_paths.extend(w.uplink_paths);
+        unrouted.extend(w.unrouted);
         judged = w.judged;
     }
+    unrouted.sort_unstable();
+    unrouted.dedup();
     Verdict {
         rule: verdict::rule(cfg),
         judged,
@@ -301,6 +306,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         fabric,
         links,
         uplink_paths,
+        unrouted,
     }
 }
 

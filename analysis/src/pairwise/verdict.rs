@@ -125,6 +125,11 @@ pub struct Verdict {
     /// `fabric`. The outcome's `cables` are these (every rail's, with `--rails`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub links: Vec<super::cables::SlowLink>,
+    /// With a topology that gives routes (`ibtracert`): the first-pass directions between hosts
+    /// (source rank, destination rank) with neither a traced connection nor a route, left out of
+    /// the search for slow links rather than given a guessed path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unrouted: Vec<(usize, usize)>,
     /// Each blamed uplink's connections (`-q` over TCP, `--topology`), slow and fine: whether
     /// one of its paths is slow rather than all ([`path_share`](super::path_share)).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

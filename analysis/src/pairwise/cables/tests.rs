@@ -5,6 +5,8 @@
 use super::*;
 use crate::pairwise::PairwiseOutcome;
 
+mod routes;
+
 const CLEAN: &str = include_str!("../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-clean.json");
 const SLOW: &str =
     include_str!("../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-cable-leaf0-spine1-60mbit.json");
@@ -15,6 +17,10 @@ fn run(json: &str) -> PairwiseOutcome {
 
 fn ip(s: &str) -> IpAddr {
     s.parse().expect("an address")
+}
+
+fn end(s: &str) -> End {
+    End::Ip(ip(s))
 }
 
 #[test]
@@ -36,12 +42,12 @@ fn the_slowed_cable_is_named_in_both_directions_and_nothing_else() {
     // leaf0 (10.80.0.1) to spine1, arriving on spine1's end of the cable (10.101.0.2) ...
     assert!(found.iter().any(|s| s.link
         == Link {
-            from: vec![ip("10.80.0.1")],
-            to: ip("10.101.0.2")
+            from: vec![end("10.80.0.1")],
+            to: end("10.101.0.2")
         }));
     // ... and anything else named is the same cable the other way: from spine1 to leaf0's end.
     for s in &found {
-        assert!([ip("10.101.0.2"), ip("10.101.0.1")].contains(&s.link.to), "{s:?}");
+        assert!([end("10.101.0.2"), end("10.101.0.1")].contains(&s.link.to), "{s:?}");
     }
 }
 
@@ -108,7 +114,7 @@ fn synthetic_clean_fabrics_name_nothing_and_a_cable_at_60_percent_is_named() {
             false_pos += 1;
         }
         let found = slow_links(&synthetic(seed + 10_000, 0.25, Some((0, 1)), 0.6));
-        let cable = [ip("10.101.0.2"), ip("10.101.0.1")];
+        let cable = [end("10.101.0.2"), end("10.101.0.1")];
         if !found.is_empty() && found.iter().all(|s| cable.contains(&s.link.to)) {
             named += 1;
         } else if std::env::var_os("CABLES_DEBUG").is_some() {
@@ -271,10 +277,10 @@ fn a_live_runs_third_link_beside_the_cable_is_not_named_again() {
     ));
     assert!(r.cables.len() == 3, "as the run named them: {:?}", r.cables);
     let again = crate::pairwise::saved::rejudge(&r, &r.config, None);
-    let to: Vec<IpAddr> = again.cables.iter().map(|c| c.link.to).collect();
+    let to: Vec<End> = again.cables.iter().map(|c| c.link.to.clone()).collect();
     assert_eq!(to.len(), 2, "{:?}", again.cables);
     for t in to {
-        assert!([ip("10.101.0.2"), ip("10.101.0.1")].contains(&t), "{t}");
+        assert!([end("10.101.0.2"), end("10.101.0.1")].contains(&t), "{t}");
     }
     assert!(again.verdict.blamed.is_empty(), "{:?}", again.verdict.blamed);
 }

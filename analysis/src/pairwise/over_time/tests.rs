@@ -74,6 +74,7 @@ fn pass(index: usize, fine: f64, slow: Option<(usize, usize)>, within: bool) -> 
         fabric: Vec::new(),
         links: Vec::new(),
         uplink_paths: Vec::new(),
+        unrouted: Vec::new(),
     };
     let config = PairwiseConfig::synthetic(OpName::Send, SIZE, 100);
     let outcome = PairwiseOutcome::synthetic(config, "tcp", hosts(), 3, measurements, Vec::new(), verdict);

@@ -71,7 +71,7 @@ pub fn judge_pairs(
     // others fine) are the link's: judged apart from the rest, not blamed on their hosts, nor
     // judged unstable (alone, a pair's new connections hash anew and may miss the link).
     let whole = first;
-    let apart = off_links(whole, cfg, hosts);
+    let apart = off_links(whole, cfg, hosts, topology);
     let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
     let judged: Vec<Judged> = bars
@@ -106,6 +106,7 @@ pub fn judge_pairs(
         confirmed,
         fabric,
         links: apart.links,
+        unrouted: apart.unrouted,
     }
 }
 

@@ -16,34 +16,49 @@
 //! beside the slow cable was named with it (its connections at 0.77-0.79 of the others, z
 //! -3.3), once while every pair across it was in the bulk and once while its only slow pairs
 //! were those whose other connections went on over the cable.
+//!
+//! Where the topology gives routes (InfiniBand `ibtracert` files), a direction no connection of
+//! which was traced takes its hosts' route as its path ([`Routes`]), so a slow InfiniBand cable is
+//! found the same way, named by its two switch ports.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
 use super::bars::{bar_for, bars, rule};
 use super::cells::at_matrix_size;
-use crate::pairwise::cables::{explained_pairs, pairs_across, slow_links, SlowLink};
+use crate::pairwise::cables::{explained_pairs_in, pairs_across_in, slow_links_in, unrouted, Routes, SlowLink};
+use crate::pairwise::topology::Topology;
 use crate::pairwise::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
 
 /// The first pass judged apart from the slow fabric links: the pass without the pairs they
 /// explain, those pairs, and the links (none, and the pass as it is, where no connection was
-/// traced or no link slowed a pair).
+/// traced or no link slowed a pair), and the directions between hosts that a topology with
+/// routes left without a path ([`unrouted`]).
 pub(super) struct OffLinks<'a> {
     pub rest: Cow<'a, [Measurement]>,
     pub on: BTreeSet<Pair>,
     pub links: Vec<SlowLink>,
+    pub unrouted: Vec<(usize, usize)>,
 }
 
-pub(super) fn off_links<'a>(first: &'a [Measurement], cfg: &PairwiseConfig, hosts: &[String]) -> OffLinks<'a> {
-    let mut links = slow_links(first);
+pub(super) fn off_links<'a>(
+    first: &'a [Measurement],
+    cfg: &PairwiseConfig,
+    hosts: &[String],
+    topology: Option<&Topology>,
+) -> OffLinks<'a> {
+    let routes = Routes::of(topology, hosts, cfg);
+    let unrouted = routes.map_or(Vec::new(), |r| unrouted(first, r));
+    let mut links = slow_links_in(first, routes);
     loop {
-        let on = explained_pairs(first, &links);
+        let on = explained_pairs_in(first, &links, routes);
         if on.is_empty() {
             return OffLinks {
                 rest: Cow::Borrowed(first),
                 on,
                 links: Vec::new(),
+                unrouted,
             };
         }
         let rest: Vec<Measurement> = first.iter().filter(|m| !on.contains(&m.pair())).cloned().collect();
@@ -60,7 +75,7 @@ pub(super) fn off_links<'a>(first: &'a [Measurement], cfg: &PairwiseConfig, host
         // be too few to measure their noise, and a bar drawn from the prior would drop the
         // cable with it (a synthetic 3x2x2 fabric's trial named leaf0's hosts as nodes instead).
         let before = links.len();
-        let own = pairs_across(first, &links);
+        let own = pairs_across_in(first, &links, routes);
         if let Some(k) = (0..links.len()).rev().find(|&k| own[k].is_disjoint(&slow)) {
             links.remove(k);
         }
@@ -69,6 +84,7 @@ pub(super) fn off_links<'a>(first: &'a [Measurement], cfg: &PairwiseConfig, host
                 rest: Cow::Owned(rest),
                 on,
                 links,
+                unrouted,
             };
         }
     }

@@ -135,7 +135,7 @@ pub fn plan_retests_in(
     topology: Option<&Topology>,
 ) -> RetestPlan {
     // Pairs slow through a slow fabric link are not the hosts' to retest (`on_links.rs`).
-    let apart = off_links(first, cfg, hosts);
+    let apart = off_links(first, cfg, hosts, topology);
     let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
     let on_paths = on_paths(first, cfg, hosts, topology);

@@ -82,6 +82,24 @@ fn path_letter(p: usize) -> String {
 pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
     for c in &o.cables {
         let from: Vec<String> = c.link.from.iter().map(ToString::to_string).collect();
+        if c.link.routed() {
+            // From InfiniBand routes: the cable by both its switch ports.
+            let _ = writeln!(
+                s,
+                "# SLOW FABRIC LINK: {} -> {} (the subnet manager's routes): its {} direction(s) at a median {:.4} \
+                 Gb/sec against {:.4} for {} direction(s) that left the same switch(es) by another link or reached \
+                 the same hosts by another ({:.2} of them, rank test z {:.1})",
+                from.join(", "),
+                c.link.to,
+                c.connections,
+                c.median,
+                c.others_median,
+                c.others,
+                c.median / c.others_median,
+                c.z
+            );
+            continue;
+        }
         let _ = writeln!(
             s,
             "# SLOW FABRIC LINK: into {} from {}: its {} connection(s) at a median {:.4} Gb/sec against {:.4} for {} \
@@ -110,7 +128,29 @@ pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
             pairs.join(", ")
         );
     }
+    let unrouted = &o.verdict.unrouted;
+    if !unrouted.is_empty() {
+        let host = |r: usize| o.hosts.get(r).map_or("?", String::as_str);
+        let mut named: Vec<String> = unrouted
+            .iter()
+            .take(UNROUTED_NAMED)
+            .map(|&(a, b)| format!("{a}->{b} ({} -> {})", host(a), host(b)))
+            .collect();
+        if unrouted.len() > UNROUTED_NAMED {
+            named.push(format!("and {} more", unrouted.len() - UNROUTED_NAMED));
+        }
+        let _ = writeln!(
+            s,
+            "# No route given for {} direction(s) between hosts (--topology's routes name none, and none was \
+             traced): {}; left out of the search for slow fabric links, judged as host pairs",
+            unrouted.len(),
+            named.join(", ")
+        );
+    }
 }
+
+/// How many directions without a route the text names before counting the rest.
+const UNROUTED_NAMED: usize = 8;
 
 #[cfg(test)]
 mod tests {
