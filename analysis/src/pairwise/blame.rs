@@ -12,9 +12,12 @@
 //!    slow while no other rank of its host is: the bad NIC of an eight-NIC node;
 //! 5. what is left are single rank pairs.
 //!
-//! Each level only sees the slow pairs the levels before it did not explain.
+//! Each level only sees the slow pairs the levels before it did not explain. Where the topology
+//! names a host's cable to its leaf (LLDP, ibnetdiscover, the ends of ibtracert routes), a host
+//! link and a NIC carry the switch's end of it ([`SwitchEnd`]), for the operator to find.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +53,34 @@ pub struct SlowCounts {
     pub worst_retest: Option<f64>,
 }
 
+/// Where a host's cable meets its leaf switch, as the topology names it: the switch and its port
+/// (`Ethernet12`, `17`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwitchEnd {
+    pub switch: String,
+    pub port: String,
+}
+
+impl SwitchEnd {
+    /// `host`'s, where `topology` names its leaf and one port on it (a host cabled to its leaf
+    /// several times names none: which cable a rank used is not known here).
+    pub fn of(topology: Option<&Topology>, host: &str) -> Option<SwitchEnd> {
+        let t = topology?;
+        let link = t.link_of(host).filter(|l| !l.switch_port.contains(','))?;
+        Some(SwitchEnd {
+            switch: t.switch_of(host)?.to_string(),
+            port: link.switch_port.clone(),
+        })
+    }
+}
+
+impl fmt::Display for SwitchEnd {
+    /// `switch leaf0 port Ethernet12`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "switch {} port {}", self.switch, self.port)
+    }
+}
+
 /// A blamed part of the fabric.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "level", rename_all = "snake_case")]
@@ -67,11 +98,19 @@ pub enum Part {
         host_a: String,
         host_b: String,
         counts: SlowCounts,
+        /// Where each host's cable meets its leaf, where the topology names it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port_a: Option<SwitchEnd>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port_b: Option<SwitchEnd>,
     },
     Nic {
         rank: usize,
         host: String,
         counts: SlowCounts,
+        /// Where its host's cable meets its leaf, where the topology names one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        port: Option<SwitchEnd>,
     },
     /// `--rails`: the NIC of `host` on one rail (its rank of that local index), slow to most of
     /// the rail's other hosts; `nic` is the device or interface that rank used.
@@ -179,12 +218,12 @@ pub fn blame(hosts: &[String], tested: &[Pair], confirmed: &[SlowPair], topology
         parts.extend(links.uplinks(t));
     }
     parts.extend(links.nodes());
-    parts.extend(links.host_links());
+    parts.extend(links.host_links(topology));
     let unexplained: Vec<&SlowPair> = confirmed
         .iter()
         .filter(|s| link_of(&host_idx, (s.a, s.b)).is_none_or(|l| !links.explained.contains(&l)))
         .collect();
-    let (nics, nic_ranks) = nics(hosts, &host_idx, tested, &unexplained);
+    let (nics, nic_ranks) = nics(hosts, &host_idx, tested, &unexplained, topology);
     parts.extend(nics);
     // Level 5: what is left.
     for s in unexplained {
@@ -298,7 +337,7 @@ impl<'a> HostLinks<'a> {
     }
 
     /// Level 3, host links.
-    fn host_links(&mut self) -> Vec<Part> {
+    fn host_links(&mut self, topology: Option<&Topology>) -> Vec<Part> {
         let mut parts = Vec::new();
         for (l, v) in &self.links {
             if !self.explained.contains(l) && v.is_slow() {
@@ -306,6 +345,8 @@ impl<'a> HostLinks<'a> {
                     host_a: self.names[l.0].to_string(),
                     host_b: self.names[l.1].to_string(),
                     counts: slow_counts(v.slow.len(), v.tested.len(), v.slow.iter().copied()),
+                    port_a: SwitchEnd::of(topology, self.names[l.0]),
+                    port_b: SwitchEnd::of(topology, self.names[l.1]),
                 });
                 self.explained.insert(*l);
             }
@@ -321,6 +362,7 @@ fn nics(
     host_idx: &[usize],
     tested: &[Pair],
     unexplained: &[&SlowPair],
+    topology: Option<&Topology>,
 ) -> (Vec<Part>, HashSet<usize>) {
     let n = hosts.len();
     let mut inter = vec![0usize; n];
@@ -352,6 +394,7 @@ fn nics(
                 rank: r,
                 host: hosts[r].clone(),
                 counts: slow_counts(slow_of[r].len(), inter[r], slow_of[r].iter().copied()),
+                port: SwitchEnd::of(topology, &hosts[r]),
             });
             nic_ranks.insert(r);
         }

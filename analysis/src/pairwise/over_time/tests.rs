@@ -28,6 +28,8 @@ fn link(a: usize, b: usize) -> Part {
             worst: 2.0,
             worst_retest: Some(2.1),
         },
+        port_a: None,
+        port_b: None,
     }
 }
 

@@ -77,18 +77,40 @@ impl Part {
                 self.name(),
                 Some(format!("{} of its {} host links{are_slow}{}", k.slow, k.of, behind(k))),
             ),
-            Part::HostLink { counts: k, .. } => (
-                self.name(),
-                Some(format!("{} of its {} rank pairs{are_slow}", k.slow, k.of)),
-            ),
-            Part::Nic { host, counts: k, .. } => {
+            Part::HostLink {
+                host_a,
+                host_b,
+                counts: k,
+                port_a,
+                port_b,
+            } => {
+                // Each host with the switch end of its cable, where the topology names it.
+                let end = |h: &str, p: &Option<_>| match p {
+                    Some(p) => format!("{h} ({p})"),
+                    None => h.to_string(),
+                };
+                (
+                    format!("{} <-> {}", end(host_a, port_a), end(host_b, port_b)),
+                    Some(format!("{} of its {} rank pairs{are_slow}", k.slow, k.of)),
+                )
+            }
+            Part::Nic {
+                rank,
+                host,
+                counts: k,
+                port,
+            } => {
                 let fine = if verdict {
                     format!(", the other ranks of {host} are fine")
                 } else {
                     String::new()
                 };
                 let tally = format!("{} of its {} pairs to other hosts{are_slow}{fine}", k.slow, k.of);
-                (self.name(), Some(tally))
+                let who = match port {
+                    Some(p) => format!("rank {rank} ({host}, {p})"),
+                    None => self.name(),
+                };
+                (who, Some(tally))
             }
             Part::RailNic {
                 rail,
@@ -159,11 +181,14 @@ mod tests {
                 host_a: "h0".into(),
                 host_b: "h1".into(),
                 counts: k(),
+                port_a: None,
+                port_b: None,
             },
             Part::Nic {
                 rank: 3,
                 host: "h1".into(),
                 counts: k(),
+                port: None,
             },
             Part::RailNic {
                 rail: 2,
@@ -214,6 +239,42 @@ mod tests {
                 "NIC h1 on rail 2 (rank 5): 3 of its 5 pairs",
                 "RANK PAIR rank 0 (h0) <-> rank 5 (h2)",
             ]
+        );
+    }
+
+    #[test]
+    fn a_host_link_and_a_nic_name_the_switch_end_of_the_cable_where_known() {
+        let end = |switch: &str, port: &str| {
+            Some(crate::pairwise::blame::SwitchEnd {
+                switch: switch.into(),
+                port: port.into(),
+            })
+        };
+        let link = Part::HostLink {
+            host_a: "h0".into(),
+            host_b: "h1".into(),
+            counts: k(),
+            port_a: end("leaf0", "Ethernet12"),
+            port_b: None,
+        };
+        assert_eq!(
+            link.phrase(Voice::Verdict { rails: false }),
+            "HOST LINK: h0 (switch leaf0 port Ethernet12) <-> h1: 3 of its 5 rank pairs are slow"
+        );
+        assert_eq!(
+            link.phrase(Voice::Baseline),
+            "HOST LINK h0 (switch leaf0 port Ethernet12) <-> h1: 3 of its 5 rank pairs"
+        );
+        let nic = Part::Nic {
+            rank: 3,
+            host: "h1".into(),
+            counts: k(),
+            port: end("ib-leaf-3", "17"),
+        };
+        assert_eq!(
+            nic.phrase(Voice::Verdict { rails: false }),
+            "NIC: rank 3 (h1, switch ib-leaf-3 port 17): 3 of its 5 pairs to other hosts are slow, the other \
+             ranks of h1 are fine"
         );
     }
 }

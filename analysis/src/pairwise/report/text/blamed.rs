@@ -272,3 +272,97 @@ pub(super) fn pass_line(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::pairwise::report::text::render;
+    use crate::pairwise::topology::Topology;
+    use crate::pairwise::verdict::{judge_pairs, RetestPlan};
+    use crate::pairwise::{Measurement, OpName, PairwiseConfig, PairwiseOutcome};
+
+    const SIZE: usize = 1 << 20;
+
+    /// `hosts` (a rank each, or as listed), every direction at 100 Gb/s but those that `slow`
+    /// says at 40, judged with `topology` and rendered as text.
+    fn report(hosts: &[&str], slow: impl Fn(usize, usize) -> bool, topology: Option<&Topology>) -> String {
+        let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+        let n = hosts.len();
+        let ms: Vec<Measurement> = (0..n)
+            .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+            .enumerate()
+            .map(|(i, (a, b))| {
+                let g = if slow(a, b) { 40.0 } else { 100.0 + (i % 7) as f64 * 0.3 };
+                Measurement::bandwidth(a, b, SIZE as u64, 100, g, false)
+            })
+            .collect();
+        let cfg = PairwiseConfig::synthetic(OpName::Write, SIZE, 100);
+        let v = judge_pairs(&ms, &[], &cfg, &hosts, &RetestPlan::default(), topology);
+        render(&PairwiseOutcome::synthetic(cfg, "tcp", hosts, n - 1, ms, Vec::new(), v))
+    }
+
+    fn data(p: &str) -> Topology {
+        Topology::read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(p)).expect("a topology")
+    }
+
+    #[test]
+    fn a_slow_host_link_names_each_hosts_switch_port_from_lldp() {
+        // The published lldpctl outputs: gpu01 on `router` port ge-1/0/1, gpu02 on a switch
+        // known by its MAC, port g17; gpu03 and gpu04 are not in them.
+        let t = data("lldp/hosts");
+        let hosts = ["gpu01", "gpu01", "gpu02", "gpu02", "gpu03", "gpu03", "gpu04", "gpu04"];
+        let across = |a: usize, b: usize| (a / 2).min(b / 2) == 0 && (a / 2).max(b / 2) == 1;
+        let with = report(&hosts, across, Some(&t));
+        assert!(
+            with.contains(
+                "# SLOW HOST LINK: gpu01 (switch router port ge-1/0/1) <-> gpu02 (switch 44:94:fc:9d:55:0a port g17): \
+                 4 of its 4 rank pairs are slow"
+            ),
+            "{with}"
+        );
+        // Without the topology the line is as it was.
+        let without = report(&hosts, across, None);
+        assert!(
+            without.contains("# SLOW HOST LINK: gpu01 <-> gpu02: 4 of its 4 rank pairs are slow"),
+            "{without}"
+        );
+        // A host the topology does not place is named alone.
+        let other = |a: usize, b: usize| (a / 2).min(b / 2) == 2 && (a / 2).max(b / 2) == 3;
+        let with = report(&hosts, other, Some(&t));
+        assert!(
+            with.contains("# SLOW HOST LINK: gpu03 <-> gpu04: 4 of its 4 rank pairs"),
+            "{with}"
+        );
+    }
+
+    #[test]
+    fn a_slow_nic_names_its_hosts_switch_port_from_ibtracert() {
+        // The published route ends: hxa-gpu01's HCA on hxa-su1-leaf-r1 port 1.
+        let t = data("ibtracert/hxa-ibsim.txt");
+        let hosts = [
+            "hxa-gpu01",
+            "hxa-gpu01",
+            "hxa-gpu03",
+            "hxa-gpu03",
+            "h3",
+            "h3",
+            "h4",
+            "h4",
+        ];
+        let nic = |a: usize, b: usize| (a == 1 || b == 1) && a / 2 != b / 2;
+        let with = report(&hosts, nic, Some(&t));
+        assert!(
+            with.contains(
+                "# SLOW NIC: rank 1 (hxa-gpu01, switch hxa-su1-leaf-r1 (S-0000000000200002) port 1): 6 of its 6 pairs \
+                 to other hosts are slow"
+            ),
+            "{with}"
+        );
+        let without = report(&hosts, nic, None);
+        assert!(
+            without.contains("# SLOW NIC: rank 1 (hxa-gpu01): 6 of its 6 pairs to other hosts are slow"),
+            "{without}"
+        );
+    }
+}
