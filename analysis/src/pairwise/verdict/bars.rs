@@ -4,6 +4,7 @@
 use super::cells::{at_matrix_size, distinct_pairs, population, scores_in};
 use super::small::noise_apart;
 use super::{Population, Rule};
+use crate::pairwise::blame::SlowPair;
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::OWN_NOISE_CELLS;
 use crate::pairwise::{Measurement, PairwiseConfig, TestKind};
@@ -112,6 +113,32 @@ pub(super) fn bar_for(bars: &[(Population, Bulk)], rule: Rule, hosts: &[String],
             .iter()
             .find(|b| b.0 == population(hosts, m))
             .map_or(0.0, |b| b.1.bar),
+    }
+}
+
+/// Pair `(a, b)` as a slow pair from its first-pass measurements `ms`: its directions below their
+/// bar and the worst of them (none below: no direction, and `first` infinite), not retested.
+/// The one way the verdict reads a pair's first pass, confirmed or set aside alike.
+pub(super) fn slow_pair(
+    (a, b): Pair,
+    ms: &[&Measurement],
+    bars: &[(Population, Bulk)],
+    rule: Rule,
+    hosts: &[String],
+) -> SlowPair {
+    let slow: Vec<&Measurement> = ms
+        .iter()
+        .copied()
+        .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
+        .collect();
+    SlowPair {
+        a,
+        b,
+        host_a: hosts[a].clone(),
+        host_b: hosts[b].clone(),
+        first: slow.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min),
+        retest: None,
+        directions: slow.iter().map(|m| (m.src, m.dst)).collect(),
     }
 }
 

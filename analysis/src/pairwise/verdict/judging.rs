@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::bars::{bar_for, bars, rule, suspect_pairs};
+use super::bars::{bars, rule, slow_pair, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use super::noise::alone_spread;
 use super::on_links::off_links;
@@ -180,21 +180,8 @@ fn below_the_bar(
     let of = by_pair(at_matrix_size(whole, cfg).filter(|m| on_links.contains(&m.pair())));
     let mut out: Vec<SlowPair> = of
         .into_iter()
-        .filter_map(|((a, b), ms)| {
-            let slow: Vec<&Measurement> = ms
-                .into_iter()
-                .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
-                .collect();
-            (!slow.is_empty()).then(|| SlowPair {
-                a,
-                b,
-                host_a: hosts[a].clone(),
-                host_b: hosts[b].clone(),
-                first: slow.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min),
-                retest: None,
-                directions: slow.iter().map(|m| (m.src, m.dst)).collect(),
-            })
-        })
+        .map(|(p, ms)| slow_pair(p, &ms, bars, rule, hosts))
+        .filter(|p| !p.directions.is_empty())
         .collect();
     out.sort_by_key(|p| (p.a, p.b));
     out
@@ -218,14 +205,6 @@ fn confirm_suspects(
     let first_of = by_pair(at_matrix_size(first, cfg));
     let retest_of = by_pair(retests.iter());
     for (a, b) in suspect_pairs(first, cfg, hosts, bars) {
-        let slow_dirs: Vec<&Measurement> = first_of
-            .get(&(a, b))
-            .into_iter()
-            .flatten()
-            .copied()
-            .filter(|m| m.score() < bar_for(bars, rule, hosts, m))
-            .collect();
-        let worst_first = slow_dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min);
         let re: Vec<&Measurement> = if on_paths.contains(&(a, b)) {
             Vec::new()
         } else {
@@ -237,14 +216,10 @@ fn confirm_suspects(
             cleared.push((a, b));
             continue;
         }
+        let mine = first_of.get(&(a, b)).map_or(&[][..], Vec::as_slice);
         confirmed.push(SlowPair {
-            a,
-            b,
-            host_a: hosts[a].clone(),
-            host_b: hosts[b].clone(),
-            first: worst_first,
             retest: retested.then_some(worst_re),
-            directions: slow_dirs.iter().map(|m| (m.src, m.dst)).collect(),
+            ..slow_pair((a, b), mine, bars, rule, hosts)
         });
     }
     (confirmed, cleared)

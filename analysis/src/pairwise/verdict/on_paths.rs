@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use super::bars::{bar_for, bars, rule, suspect_pairs};
+use super::bars::{bars, rule, slow_pair, suspect_pairs};
 use super::cells::{at_matrix_size, by_pair, distinct_pairs};
 use crate::pairwise::blame::{blame, Part, SlowPair};
 use crate::pairwise::cables::healthy_bar;
@@ -49,24 +49,7 @@ pub(super) fn on_paths(
     let of = by_pair(at_matrix_size(first, cfg));
     let suspects: Vec<SlowPair> = suspect_pairs(first, cfg, hosts, &bars)
         .into_iter()
-        .map(|(a, b)| {
-            let dirs: Vec<&Measurement> = of
-                .get(&(a, b))
-                .into_iter()
-                .flatten()
-                .copied()
-                .filter(|m| m.score() < bar_for(&bars, rule, hosts, m))
-                .collect();
-            SlowPair {
-                a,
-                b,
-                host_a: hosts[a].clone(),
-                host_b: hosts[b].clone(),
-                first: dirs.iter().map(|m| m.score()).fold(f64::INFINITY, f64::min),
-                retest: None,
-                directions: dirs.iter().map(|m| (m.src, m.dst)).collect(),
-            }
-        })
+        .map(|p| slow_pair(p, of.get(&p).map_or(&[], Vec::as_slice), &bars, rule, hosts))
         .collect();
     let tested = distinct_pairs(at_matrix_size(first, cfg));
     let uplinks: Vec<Part> = blame(hosts, &tested, &suspects, Some(t))
