@@ -491,6 +491,9 @@ impl RankCommand for Pairwise {
         }
         let rss = peak_memory(world);
         if let Some(o) = outcome.as_mut() {
+            if !a.no_resolve {
+                name_routers(o);
+            }
             o.config_findings = gathered.findings;
             if let Some(tm) = o.timings.as_mut() {
                 tm.setup_s = crate::rank::setup_seconds();
@@ -531,6 +534,27 @@ impl RankCommand for Pairwise {
             Status::Ok
         }
     }
+}
+
+/// On rank 0, after the gather: the traced routers' names from the system resolver, all within
+/// [`ranks::names::WITHIN`] (nothing asked where nothing was traced); one line on stderr where
+/// some had no answer in time.
+fn name_routers(o: &mut PairwiseOutcome) {
+    let addrs: Vec<_> = analysis::pairwise::router_names::traced_hops(o).into_iter().collect();
+    if addrs.is_empty() {
+        return;
+    }
+    let named = ranks::names::resolve(&addrs, ranks::names::WITHIN);
+    if named.late > 0 {
+        crate::rank::say(&format!(
+            "{} of {} traced router address(es) not named: the resolver did not answer within {} s (--no-resolve \
+             skips the lookups)",
+            named.late,
+            addrs.len(),
+            ranks::names::WITHIN.as_secs()
+        ));
+    }
+    o.router_names = named.names;
 }
 
 /// Every rank's peak memory, the largest kept (an MPI max: O(1) per rank): resident set,

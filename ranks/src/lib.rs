@@ -8,6 +8,7 @@ pub mod gpu_pairing;
 pub mod inventory;
 pub mod limits;
 pub mod mesh;
+pub mod names;
 pub mod netif;
 pub mod netlink;
 pub mod pci;

@@ -84,6 +84,19 @@ impl LeafSpine {
         }
     }
 
+    /// The name `scripts/leafspine` gives router interface `addr` in the hosts' /etc/hosts:
+    /// `mrls-leaf1` (a leaf's gateway), `mrls-leaf0-spine1` and `mrls-spine1-leaf0` (a cable's
+    /// leaf and spine ends); None for a host's or another address.
+    pub fn router_name(&self, addr: Ipv4Addr) -> Option<String> {
+        let [a, b, c, d] = addr.octets();
+        match (a, b, d) {
+            (10, 80, 1) => Some(format!("mrls-leaf{c}")),
+            (10, 100..=199, 1) => Some(format!("mrls-leaf{c}-spine{}", b - 100)),
+            (10, 100..=199, 2) => Some(format!("mrls-spine{}-leaf{c}", b - 100)),
+            _ => None,
+        }
+    }
+
     /// Run `f` on a thread inside host `i`'s network namespace: sockets it makes are the host's.
     pub fn in_host<T: Send>(&self, i: usize, f: impl FnOnce() -> T + Send) -> T {
         let ns = format!("/run/netns/{}", self.host(i));

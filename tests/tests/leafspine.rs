@@ -428,7 +428,26 @@ fn a_slow_cable_is_named_from_the_traces_and_no_host_is_blamed() {
             ),
             other => panic!("a link into {other} named: {c}\n{out}"),
         }
-        assert!(out.contains(&format!("# SLOW FABRIC LINK: into {to} from ")), "{out}");
+        // Each end by the name the hosts' /etc/hosts gives it (rank 0 asked the resolver), its
+        // address beside it, as traceroute writes them.
+        let name = |a: Ipv4Addr| {
+            bed.router_name(a)
+                .unwrap_or_else(|| panic!("{a} is no router interface"))
+        };
+        let from: Vec<String> = c["link"]["from"]
+            .as_array()
+            .expect("from")
+            .iter()
+            .map(|a| a.as_str().expect("from").parse().expect("address"))
+            .map(|a: Ipv4Addr| format!("{} ({a})", name(a)))
+            .collect();
+        let line = format!(
+            "# SLOW FABRIC LINK: into {} ({to}) from {}: ",
+            name(to),
+            from.join(", ")
+        );
+        assert!(out.contains(&line), "{line}\n{out}");
+        assert_eq!(doc["router_names"][to.to_string()], name(to).as_str(), "{out}");
     }
     assert!(doc["verdict"]["blamed"].as_array().is_none_or(Vec::is_empty), "{out}");
     assert!(out.contains("slow fabric link(s)"), "{out}");

@@ -12,6 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
+use super::router_names::{named, RouterNames};
 use super::Measurement;
 
 /// One connection of a test: its 5-tuple's two ends, the bytes it carried, its own Gb/s (its bytes
@@ -42,11 +43,17 @@ impl Path {
     /// The routers' addresses, as the text report writes them: `10.80.0.1 > * > 10.80.2.1`,
     /// `> ...` after the last when no probe reached the far end.
     pub fn phrase(&self) -> String {
+        self.phrase_named(&RouterNames::new())
+    }
+
+    /// [`Path::phrase`] with each router that has a name written `name (address)`, as traceroute
+    /// does: `leaf0 (10.80.0.1) > spine1-leaf0 (10.101.0.2) > ...`.
+    pub fn phrase_named(&self, names: &RouterNames) -> String {
         match self {
             Path::Traced { hops, reached } => {
                 let mut s: Vec<String> = hops
                     .iter()
-                    .map(|h| h.map_or_else(|| "*".to_string(), |a| a.to_string()))
+                    .map(|h| h.map_or_else(|| "*".to_string(), |a| named(&a, names)))
                     .collect();
                 if !reached {
                     s.push("...".into());

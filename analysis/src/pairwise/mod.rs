@@ -16,6 +16,7 @@ pub mod path_share;
 pub mod paths;
 pub mod rails;
 pub mod report;
+pub mod router_names;
 pub mod saved;
 pub mod topology;
 pub mod verdict;
@@ -329,6 +330,10 @@ pub struct PairwiseOutcome {
     /// slow connections share ([`cables`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub cables: Vec<cables::SlowLink>,
+    /// The names the system resolver gave the traced paths' router addresses (rank 0 asks after
+    /// the run unless `--no-resolve`; [`router_names`]); an address without a name is absent.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub router_names: router_names::RouterNames,
     /// `--repeat`: every pass, this outcome's own figures being the last pass's (empty for a
     /// single run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -369,6 +374,7 @@ impl PairwiseOutcome {
             timings: None,
             paths: None,
             cables: Vec::new(),
+            router_names: router_names::RouterNames::new(),
             repeats: Vec::new(),
             over_time: None,
         }

@@ -180,6 +180,10 @@ fn outcome(doc: &Value) -> Result<PairwiseOutcome, String> {
             .unwrap_or_default(),
         timings: None,
         paths: doc.get("paths").and_then(|p| serde_json::from_value(p.clone()).ok()),
+        router_names: doc
+            .get("router_names")
+            .and_then(|n| serde_json::from_value(n.clone()).ok())
+            .unwrap_or_default(),
         repeats: Vec::new(),
         over_time: None,
     })

@@ -525,6 +525,8 @@ pub fn run(
             }),
             paths,
             cables,
+            // Named on rank 0 after the run (launcher's pairwise command, unless --no-resolve).
+            router_names: Default::default(),
             repeats: Vec::new(),
             over_time: None,
         }

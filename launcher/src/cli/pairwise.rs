@@ -219,6 +219,11 @@ pub struct PairwiseArgs {
     /// sockets may be opened, CAP_NET_RAW; else the report says why not, once)
     #[arg(long = "no-trace")]
     pub no_trace: bool,
+    /// Do not ask the system resolver for the traced routers' names (traceroute's -n; by default
+    /// rank 0 asks for each router address the traces crossed, 2 s in all, and the report writes
+    /// `name (address)`)
+    #[arg(long = "no-resolve")]
+    pub no_resolve: bool,
     /// perftest's -R: the same as --rdma-cm
     #[arg(short = 'R', long = "rdma_cm", id = "perftest_rdma_cm", hide = true)]
     pub perftest_rdma_cm: bool,

@@ -140,6 +140,10 @@ fn document(o: &PairwiseOutcome) -> Value {
     if !o.cables.is_empty() {
         doc["cables"] = json!(o.cables);
     }
+    // The traced routers' names from the resolver (absent where none was named or asked).
+    if !o.router_names.is_empty() {
+        doc["router_names"] = json!(o.router_names);
+    }
     // Where the time and memory went (absent from outcomes built without a run).
     if let Some(t) = &o.timings {
         doc["timings"] = json!(t);

@@ -1,6 +1,8 @@
 //! A pairwise `--json` report whose connections were traced, read as a topology: each host under
 //! the first router its connections to other leaves crossed (its gateway, the leaf's address on
-//! the host's subnet), named `router-ADDRESS`, and the paths seen between each two such routers.
+//! the host's subnet), called by the name the resolver gave it where the run kept one
+//! (`router_names`), else `router-ADDRESS`, and the paths seen between each two such routers,
+//! each hop written `name (address)` where it has a name.
 //! So a routed fabric nobody wrote down can be judged with `--topology` the next time, and
 //! `meshrun topology RUN.json` shows what the traces found. Only a source's first hop places it:
 //! the last router before a destination answers from its interface toward the spines, not the
@@ -9,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::pairwise::connections::Path;
+use crate::pairwise::router_names::{named, RouterNames};
 
 /// What the traces show: each host's first router, and the router paths (hops joined by ` > `)
 /// from each first router to each other.
@@ -27,25 +30,28 @@ pub(super) fn looks_like(text: &str) -> bool {
         .is_ok_and(|v| v.get("results").is_some_and(|r| r.is_array()) && v.get("hosts").is_some_and(|h| h.is_array()))
 }
 
-/// The name a first router takes.
-fn router(addr: &str) -> String {
-    format!("router-{addr}")
+/// The name a first router takes: the resolver's, else `router-ADDRESS`.
+fn router(addr: &std::net::IpAddr, names: &RouterNames) -> String {
+    names.get(addr).cloned().unwrap_or_else(|| format!("router-{addr}"))
 }
 
 /// The topology the report's traced connections show, or why there is none (line 0).
 pub(super) fn parse(text: &str) -> Result<Traced, (usize, String)> {
     let o = crate::pairwise::saved::parse(text.as_bytes()).map_err(|e| (0, format!("not a pairwise report: {e}")))?;
     let host = |r: usize| o.hosts.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
-    let mut first: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut first: BTreeMap<String, BTreeSet<std::net::IpAddr>> = BTreeMap::new();
     let mut hops_of: Vec<(String, String, Vec<String>)> = Vec::new();
     for m in o.measurements.iter().filter(|m| !m.retest) {
         for c in &m.connections {
             let Some(Path::Traced { hops, .. }) = &c.path else {
                 continue;
             };
-            let named: Vec<String> = hops.iter().map(|h| h.map_or("*".into(), |a| a.to_string())).collect();
+            let named: Vec<String> = hops
+                .iter()
+                .map(|h| h.map_or("*".into(), |a| named(&a, &o.router_names)))
+                .collect();
             if let Some(Some(gw)) = hops.first() {
-                first.entry(host(m.src)).or_default().insert(gw.to_string());
+                first.entry(host(m.src)).or_default().insert(*gw);
             }
             if !named.is_empty() {
                 hops_of.push((host(m.src), host(m.dst), named));
@@ -63,7 +69,7 @@ pub(super) fn parse(text: &str) -> Result<Traced, (usize, String)> {
     let mut t = Traced::default();
     for (h, gws) in &first {
         if gws.len() > 1 {
-            let list: Vec<&str> = gws.iter().map(String::as_str).collect();
+            let list: Vec<String> = gws.iter().map(|a| named(a, &o.router_names)).collect();
             return Err((
                 0,
                 format!(
@@ -75,7 +81,7 @@ pub(super) fn parse(text: &str) -> Result<Traced, (usize, String)> {
             ));
         }
         if let Some(gw) = gws.first() {
-            t.switch_of.insert(h.clone(), router(gw));
+            t.switch_of.insert(h.clone(), router(gw, &o.router_names));
         }
     }
     for (src, dst, named) in hops_of {
@@ -95,6 +101,10 @@ pub(super) fn parse(text: &str) -> Result<Traced, (usize, String)> {
 mod tests {
     use super::*;
 
+    fn ip(s: &str) -> std::net::IpAddr {
+        s.parse().expect("an address")
+    }
+
     /// The leaf-spine bed with default options (4 traced connections a test), cable leaf0-spine1
     /// slowed: 3 leaves x 2 hosts x 2 spines.
     const BED: &str = include_str!("../../../../docs/evidence/leafspine-defaults-2026-12-06/runs/default-cable-1.json");
@@ -106,7 +116,7 @@ mod tests {
         let by_leaf = |gw: &str| -> Vec<&str> {
             t.switch_of
                 .iter()
-                .filter(|(_, s)| *s == &router(gw))
+                .filter(|(_, s)| *s == &router(&ip(gw), &RouterNames::new()))
                 .map(|(h, _)| h.as_str())
                 .collect()
         };
@@ -119,7 +129,8 @@ mod tests {
         // 10.101.* spine1's): leaf0 to leaf2 as leaf0's gateway, the spine's end of leaf0's
         // cable, then leaf2's end of that spine's cable.
         assert_eq!(t.paths.len(), 6);
-        let p = &t.paths[&(router("10.80.0.1"), router("10.80.2.1"))];
+        let none = RouterNames::new();
+        let p = &t.paths[&(router(&ip("10.80.0.1"), &none), router(&ip("10.80.2.1"), &none))];
         let want: BTreeSet<String> = [
             "10.80.0.1 > 10.100.0.2 > 10.100.2.1",
             "10.80.0.1 > 10.101.0.2 > 10.101.2.1",
@@ -128,6 +139,27 @@ mod tests {
         .map(String::from)
         .collect();
         assert_eq!(p, &want);
+    }
+
+    #[test]
+    fn a_run_with_router_names_calls_each_first_router_by_its_name() {
+        let mut doc: serde_json::Value = serde_json::from_str(BED).expect("JSON");
+        doc["router_names"] = serde_json::json!({
+            "10.80.0.1": "mrls-leaf0",
+            "10.80.2.1": "mrls-leaf2",
+            "10.101.0.2": "mrls-spine1-leaf0",
+        });
+        let t = parse(&doc.to_string()).expect("a traced run");
+        assert_eq!(t.switch_of["mrls-h0"], "mrls-leaf0");
+        assert_eq!(t.switch_of["mrls-h5"], "mrls-leaf2");
+        // A first router without a name keeps its address's.
+        assert_eq!(t.switch_of["mrls-h2"], "router-10.80.1.1");
+        let p = &t.paths[&("mrls-leaf0".to_string(), "mrls-leaf2".to_string())];
+        assert!(
+            p.contains("mrls-leaf0 (10.80.0.1) > mrls-spine1-leaf0 (10.101.0.2) > 10.101.2.1"),
+            "{p:?}"
+        );
+        assert!(p.contains("mrls-leaf0 (10.80.0.1) > 10.100.0.2 > 10.100.2.1"), "{p:?}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::pairwise::connections::{distinct_paths, untraced};
+use crate::pairwise::router_names::end_named;
 use crate::pairwise::PairwiseOutcome;
 
 /// The section, after the rows (nothing where no test had several connections).
@@ -56,7 +57,7 @@ pub(super) fn connections(s: &mut String, o: &PairwiseOutcome) {
             let named: Vec<String> = paths
                 .iter()
                 .enumerate()
-                .map(|(p, (path, _))| format!("{}: {}", path_letter(p), path.phrase()))
+                .map(|(p, (path, _))| format!("{}: {}", path_letter(p), path.phrase_named(&o.router_names)))
                 .collect();
             let _ = writeln!(s, "#   {} paths: {}", paths.len(), named.join("; "));
         }
@@ -81,7 +82,7 @@ fn path_letter(p: usize) -> String {
 /// from which router, their median against the others'.
 pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
     for c in &o.cables {
-        let from: Vec<String> = c.link.from.iter().map(ToString::to_string).collect();
+        let from: Vec<String> = c.link.from.iter().map(|e| end_named(e, &o.router_names)).collect();
         if c.link.routed() {
             // From InfiniBand routes: the cable by both its switch ports.
             let _ = writeln!(
@@ -105,7 +106,7 @@ pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
             "# SLOW FABRIC LINK: into {} from {}: its {} connection(s) at a median {:.4} Gb/sec against {:.4} for {} \
              connection(s) that left the same router(s) by another link or reached the same hosts by another \
              ({:.2} of them, rank test z {:.1})",
-            c.link.to,
+            end_named(&c.link.to, &o.router_names),
             from.join(", "),
             c.connections,
             c.median,
@@ -155,6 +156,65 @@ const UNROUTED_NAMED: usize = 8;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pairwise::router_names::RouterNames;
+
+    /// The leaf-spine bed with its leaf0-spine1 cable at 60 Mbit/s (`-q 4`, traced), read back.
+    fn slowed_bed() -> PairwiseOutcome {
+        let json = include_str!(
+            "../../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-cable-leaf0-spine1-60mbit.json"
+        );
+        let mut o = crate::pairwise::saved::parse(json.as_bytes()).expect("a pairwise --json run");
+        o.cables = crate::pairwise::cables::slow_links(&o.measurements);
+        o
+    }
+
+    /// The bed's router interfaces as its /etc/hosts names them (scripts/leafspine).
+    fn bed_names() -> RouterNames {
+        [
+            ("10.80.0.1", "mrls-leaf0"),
+            ("10.101.0.1", "mrls-leaf0-spine1"),
+            ("10.101.0.2", "mrls-spine1-leaf0"),
+            ("10.101.2.1", "mrls-leaf2-spine1"),
+        ]
+        .into_iter()
+        .map(|(a, n)| (a.parse().expect("an address"), n.to_string()))
+        .collect()
+    }
+
+    #[test]
+    fn the_slow_cable_is_named_by_its_routers_names_beside_their_addresses() {
+        let mut o = slowed_bed();
+        let mut before = String::new();
+        slow_links(&mut before, &o);
+        assert!(
+            before.contains("# SLOW FABRIC LINK: into 10.101.0.2 from 10.80.0.1: "),
+            "{before}"
+        );
+        o.router_names = bed_names();
+        let mut s = String::new();
+        slow_links(&mut s, &o);
+        assert!(
+            s.contains("# SLOW FABRIC LINK: into mrls-spine1-leaf0 (10.101.0.2) from mrls-leaf0 (10.80.0.1): "),
+            "{s}"
+        );
+        // Only the names changed: the same lines, the same figures.
+        assert_eq!(s.lines().count(), before.lines().count());
+    }
+
+    #[test]
+    fn a_tests_paths_carry_the_names_beside_the_addresses_and_unnamed_hops_stay_bare() {
+        let mut o = slowed_bed();
+        o.router_names = bed_names();
+        let mut s = String::new();
+        connections(&mut s, &o);
+        // Host 0 to host 4 (leaf0 to leaf2) over spine1: every hop named.
+        assert!(
+            s.contains("mrls-leaf0 (10.80.0.1) > mrls-spine1-leaf0 (10.101.0.2) > mrls-leaf2-spine1 (10.101.2.1)"),
+            "{s}"
+        );
+        // Over spine0, whose interfaces have no name here: the addresses alone.
+        assert!(s.contains("mrls-leaf0 (10.80.0.1) > 10.100.0.2 > 10.100.2.1"), "{s}");
+    }
 
     #[test]
     fn paths_are_lettered_past_z() {
