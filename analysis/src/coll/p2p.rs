@@ -45,6 +45,17 @@ pub fn rank_ranges(ranks: &[usize]) -> String {
 }
 
 impl P2p {
+    /// Every hop over the network, in a job of `nodes` nodes, `why` said in the line.
+    pub fn net(nodes: usize, why: Option<String>) -> P2p {
+        P2p {
+            within_nodes: "net",
+            between_nodes: "net",
+            ipc_nodes: Vec::new(),
+            nodes,
+            why,
+        }
+    }
+
     /// `ipc within nodes (ranks 0-3 on a; ranks 4-7 on b), net between nodes`.
     pub fn line(&self) -> String {
         let within = if self.nodes > 1 {

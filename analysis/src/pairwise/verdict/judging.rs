@@ -25,7 +25,7 @@ use crate::stats::median;
 const KEEP_EPSILON: f64 = 1e-9;
 
 /// The population a pair was judged in: under a threshold the one judgement, else the pair's
-/// own population (within a host or between hosts).
+/// own population (within a host or between hosts; of its node, for pairs over IPC).
 pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: Pair) -> Option<&'a Judged> {
     let p = if hosts.get(pair.0) == hosts.get(pair.1) {
         Population::WithinHost
@@ -34,7 +34,9 @@ pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: 
     };
     match rule {
         Rule::Threshold(_) => judged.first(),
-        Rule::Robust => judged.iter().find(|j| j.population == p),
+        Rule::Robust => judged
+            .iter()
+            .find(|j| j.population == p && j.host.as_ref().is_none_or(|h| hosts.get(pair.0) == Some(h))),
     }
 }
 
@@ -154,6 +156,7 @@ fn judge_population(
     }
     Judged {
         population: p,
+        host: None,
         sensitivity: bulk.drop_fraction().max(1.0 - keep),
         bulk: *bulk,
         references: refs,

@@ -31,11 +31,13 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
                 sensitivity(s, &sc, "", j, false);
             }
             Rule::Robust => {
-                let pop = match (v.judged.len(), j.population) {
-                    (1, _) => "",
-                    (_, Population::BetweenHosts) => " (between hosts)",
-                    (_, Population::WithinHost) => " (within a host)",
+                let pop = match (v.judged.len(), j.population, &j.host) {
+                    (_, _, Some(h)) => format!(" (within {h}, GPU to GPU over IPC)"),
+                    (1, _, None) => String::new(),
+                    (_, Population::BetweenHosts, None) => " (between hosts)".into(),
+                    (_, Population::WithinHost, None) => " (within a host)".into(),
                 };
+                let pop = pop.as_str();
                 let assumed = match (assumed(j), b.small_noise) {
                     (true, _) => " assumed",
                     (false, Some(_)) => " from its pairs' two directions",
