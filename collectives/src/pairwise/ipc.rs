@@ -299,3 +299,52 @@ fn disagree(t: &dyn Transport, peer: usize, what: String) -> IpcPairError {
         what,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::gpu::standin::HostStandIn;
+
+    /// Two ranks of one node as threads over a loopback mesh, each with a stand-in GPU: one
+    /// direction after the other, then both at once; each copy lands (the receiver checks) and
+    /// every figure is above 0.
+    #[test]
+    fn a_pair_over_ipc_copies_into_its_peer_one_way_then_both() {
+        let meshes = ranks::tcp::loopback_mesh(2, Duration::from_secs(10)).unwrap();
+        let threads: Vec<_> = meshes
+            .into_iter()
+            .enumerate()
+            .map(|(rank, mut t)| {
+                std::thread::spawn(move || {
+                    let gpu = Box::new(HostStandIn::new(0));
+                    let peers = IpcPeers::same_node(&[0, 0], rank);
+                    let mut pairs = GpuPairs::ipc(gpu, peers, rank, 4096).unwrap();
+                    assert_eq!(pairs.path(1 - rank), HopPath::Ipc);
+                    let spec = MeasureSpec {
+                        bytes: 4096,
+                        amount: Amount::Iterations(20),
+                        window: 8,
+                        warmup: 2,
+                        op_timeout: Duration::from_secs(10),
+                        qps: 1,
+                    };
+                    let one_way = pairs.measure(&mut t, 1 - rank, &spec, false).unwrap();
+                    let both = pairs.measure(&mut t, 1 - rank, &spec, true).unwrap();
+                    (rank, one_way, both)
+                })
+            })
+            .collect();
+        for h in threads {
+            let (rank, one_way, both) = h.join().unwrap();
+            // Each rank records the direction it sent; the lower rank the pair at once.
+            assert_eq!(one_way.len(), 1);
+            assert_eq!((one_way[0].0, one_way[0].1), (rank, 1 - rank));
+            assert!(one_way[0].2.avg_gbps > 0.0 && one_way[0].2.iterations == 20);
+            assert_eq!(both.len(), usize::from(rank == 0));
+            assert!(both.iter().all(|(a, b, r)| (*a, *b) == (0, 1) && r.avg_gbps > 0.0));
+        }
+        assert_eq!(GpuPairs::net().path(1), HopPath::Net);
+    }
+}
