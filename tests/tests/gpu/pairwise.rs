@@ -70,7 +70,8 @@ fn pairs_of_one_node_go_gpu_to_gpu_over_ipc() {
 /// memory over TCP, as the header says (TCP cannot reach GPU memory).
 #[test]
 fn p2p_net_measures_the_network_path() {
-    let cases: [(&[&str], &[(&str, &str)], &str); 2] = [
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 2] = [
         (&["--p2p", "net"], &[], "--p2p net"),
         (&[], &[("NCCL_P2P_DISABLE", "1")], "NCCL_P2P_DISABLE=1"),
     ];
