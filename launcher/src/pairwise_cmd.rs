@@ -395,10 +395,10 @@ impl RankCommand for Pairwise {
         ranks::verbs::require_dmabuf(a.use_cuda_dmabuf);
         let mut gpus = None;
         if let Some(sel) = &self.s.use_cuda {
-            let (pairs, line) = crate::pairwise_gpu::setup(world, t, &self.s, cfg, sel)?;
+            let (pairs, p2p) = crate::pairwise_gpu::setup(world, t, &self.s, cfg, sel)?;
             gpus = Some(pairs);
             let mut c = cfg.clone();
-            c.p2p = Some(line);
+            c.p2p = Some(p2p);
             self.cfg = Some(c);
         }
         let (cfg, a) = match &self.cfg {

@@ -44,7 +44,7 @@ fn ids(world: &ranks::World, sel: &str) -> Result<Option<Vec<usize>>, String> {
     })
 }
 
-/// Every rank's GPU pairs and the header's P2P line: the network's windows moved into GPU
+/// Every rank's GPU pairs and the path within nodes, for the header's P2P line: the network's windows moved into GPU
 /// memory over RDMA, then the path within nodes chosen (every rank the same), and this rank's
 /// buffers for its pairs over IPC. A failure is said by the rank it happened on, and every rank
 /// stops.
@@ -54,7 +54,7 @@ pub fn setup(
     s: &PairwiseSettings,
     cfg: &PairwiseConfig,
     sel: &str,
-) -> Result<(GpuPairs, String), RankFailure> {
+) -> Result<(GpuPairs, P2p), RankFailure> {
     let said = |p: &str| crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
     let windows = match t.kind().has_rdma() {
         true => windows(world, t, &s.rank, sel).err(),
@@ -67,10 +67,6 @@ pub fn setup(
         return Err(RankFailure::Stopped(Status::Usage));
     }
     let nodes = world.node_count();
-    let host_memory = match t.kind().has_rdma() {
-        true => "",
-        false => "; the network's pairs move host memory over TCP",
-    };
     let (pairs, p2p) = if cfg.test == TestKind::Lat || s.p2p.choice == P2pChoice::Net {
         let why = match cfg.test {
             TestKind::Lat => Some("IPC measures bandwidth only".to_string()),
@@ -108,7 +104,7 @@ pub fn setup(
         };
         (pairs, p2p)
     };
-    Ok((pairs, format!("{}{host_memory}", p2p.line())))
+    Ok((pairs, p2p))
 }
 
 /// `--use-cuda` over RDMA: move the one-sided windows into this rank's GPU, registered for

@@ -139,11 +139,11 @@ pub struct PairwiseConfig {
     /// `--no-trace`: the paths of `-q` TCP connections are not traced.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_trace: bool,
-    /// A GPU run (`--use-cuda`): which path the pairs within nodes took and why, the header's
-    /// `#  P2P:` line ([`crate::coll::p2p::P2p::line`]); each measurement says its own
+    /// A GPU run (`--use-cuda`): which path the pairs within nodes took and why, as the
+    /// collectives say theirs (the header's `P2P` line); each measurement says its own
     /// ([`Measurement::path`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub p2p: Option<String>,
+    pub p2p: Option<crate::coll::p2p::P2p>,
 }
 
 fn one() -> usize {

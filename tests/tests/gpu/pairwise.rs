@@ -66,9 +66,14 @@ fn pairs_of_one_node_go_gpu_to_gpu_over_ipc() {
         let judged = &doc["verdict"]["judged"][0];
         assert_eq!(judged["population"], "within_host", "{judged}");
         assert!(judged["host"].is_string(), "{judged}");
-        assert!(doc["config"]["p2p"]
+        let p2p = &doc["config"]["p2p"];
+        assert_eq!(
+            (&p2p["within_nodes"], &p2p["between_nodes"]),
+            (&"ipc".into(), &"net".into())
+        );
+        assert!(p2p["line"]
             .as_str()
-            .is_some_and(|p| p.starts_with("ipc within the node")));
+            .is_some_and(|l| l.starts_with("ipc within the node (ranks 0-")));
     }
 }
 

@@ -28,7 +28,14 @@ pub(crate) fn facts(o: &PairwiseOutcome) -> (String, Vec<Vec<(String, String)>>)
         rows.push(vec![("NIC choice".to_string(), nc.clone())]);
     }
     if let Some(p) = &c.p2p {
-        rows.push(vec![("P2P".to_string(), p.clone())]);
+        // TCP reaches no GPU memory: its pairs on the network moved host memory.
+        let host = o.transport == "tcp" && (p.within_nodes == "net" || p.nodes > 1);
+        let note = if host {
+            "; the network's pairs move host memory over TCP"
+        } else {
+            ""
+        };
+        rows.push(vec![("P2P".to_string(), format!("{}{note}", p.line()))]);
     }
     let mut sel = match c.selection {
         Selection::All => "all pairs".to_string(),
