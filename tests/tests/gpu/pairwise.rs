@@ -96,13 +96,17 @@ fn p2p_net_measures_the_network_path() {
     }
 }
 
-/// One slow GPU link (ranks 1 and 2 of 4, their copies either way 20 times as long: on a loaded
+/// One slow GPU link (ranks 1 and 2 of 3, their copies either way 20 times as long: on a loaded
 /// machine the healthy copies wait for a core too, which narrows the gap) is named as that pair,
-/// the others cleared or fine, and the run fails.
+/// the others fine, and the run fails. Three ranks run one pair a round: at four, two pairs
+/// copying at once on this 2-core machine split the healthy cells in two far apart. The bar is
+/// a quarter of the node's median (`--threshold`): on a machine this loaded the retests' own
+/// noise, which sets the default bar alone, can spread over a factor of ten, and what is tested
+/// here is that the node's pairs are judged and the slow one named, not the noise model.
 #[test]
 fn a_slow_gpu_link_is_named() {
     let slow = ("MESHRUN_GPU_STANDIN_SLOW_COPY", "1-2:20");
-    let (r, doc) = pairwise_on_gpus(4, &[], &[slow]);
+    let (r, doc) = pairwise_on_gpus(3, &["--threshold", "0.25"], &[slow]);
     r.expect_code(1);
     let line = r.stdout.lines().find(|l| l.starts_with("# SLOW")).unwrap_or_default();
     assert!(
