@@ -70,6 +70,7 @@ impl From<collectives::pairwise::PairwiseError> for RankFailure {
         match e {
             collectives::pairwise::PairwiseError::Transport(t) => RankFailure::Transport(t),
             collectives::pairwise::PairwiseError::Gathered(w) => RankFailure::Gathered(w),
+            collectives::pairwise::PairwiseError::Ipc(e) => RankFailure::Gpu(e.to_string()),
         }
     }
 }

@@ -19,6 +19,7 @@ mod manual;
 mod mesh_check_cmd;
 mod p2p;
 mod pairwise_cmd;
+mod pairwise_gpu;
 mod passes;
 mod precheck;
 mod preflight_cmd;

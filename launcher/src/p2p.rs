@@ -30,13 +30,7 @@ pub fn choose(world: &World, gpu: &mut dyn Gpu, asked: &Asked) -> Result<(IpcPee
         }
     }
     ipc_nodes.retain(|n| n.ranks.len() > 1);
-    let net = |why: Option<String>| P2p {
-        within_nodes: "net",
-        between_nodes: "net",
-        ipc_nodes: Vec::new(),
-        nodes: world.node_count(),
-        why,
-    };
+    let net = |why: Option<String>| P2p::net(world.node_count(), why);
     if asked.choice == P2pChoice::Net {
         return Ok((IpcPeers::none(), net(asked.source.clone())));
     }
@@ -46,8 +40,8 @@ pub fn choose(world: &World, gpu: &mut dyn Gpu, asked: &Asked) -> Result<(IpcPee
     let mine = probe(world, gpu);
     if world.all_ok(mine.is_ok(), "opening the device buffers of this node's other ranks") {
         let p2p = P2p {
-            within_nodes: "ipc",
-            between_nodes: "net",
+            within_nodes: "ipc".into(),
+            between_nodes: "net".into(),
             ipc_nodes,
             nodes: world.node_count(),
             why: asked.source.clone(),

@@ -79,6 +79,7 @@ pub fn config(s: &settings::PairwiseSettings, transport: TransportKind) -> Resul
         qps: qps as usize,
         unstable_warns: a.on_unstable == OnUnstable::Warn,
         no_trace: a.no_trace,
+        p2p: None,
     })
 }
 
@@ -113,9 +114,7 @@ fn operation(s: &settings::PairwiseSettings, test: TestKind, transport: Transpor
              -b -D runs for the duration as perftest's)"
         ));
     }
-    if s.use_cuda.is_some() && !transport.has_rdma() {
-        return Err(cuda_needs_rdma(transport));
-    }
+    crate::pairwise_gpu::check(s, test)?;
     if s.use_cuda.is_some() && test == TestKind::Lat && op == OpName::Write {
         return Err(
             "--use-cuda --op write --test lat: the write ping-pong polls its window with the CPU, which cannot \
@@ -198,60 +197,6 @@ fn refused(s: &settings::PairwiseSettings, test: TestKind, transport: TransportK
     }
     if test == TestKind::Lat && (a.duration.is_some() || a.bidirectional) {
         return Err("--test lat takes -n iterations, not -D or -b".into());
-    }
-    Ok(())
-}
-
-/// `--use-cuda` over a transport without RDMA: what to do instead.
-fn cuda_needs_rdma(transport: impl std::fmt::Display) -> String {
-    format!(
-        "--use-cuda: the {transport} transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs \
-         (--op write, read or send over --transport verbs); drop --use-cuda"
-    )
-}
-
-/// `--use-cuda`: move the one-sided windows into this rank's GPU, registered for GPUDirect RDMA,
-/// and print (rank 0) which GPU and registration path every rank uses.
-fn use_cuda(world: &ranks::World, t: &mut dyn ranks::Transport, rank: &Rank, sel: &str) -> Result<(), String> {
-    if !t.kind().has_rdma() {
-        return Err(cuda_needs_rdma(t.kind()));
-    }
-    let ids = match (sel, crate::rails_auto::gpu()) {
-        // `--rails auto`: the GPU nearest this rank's NIC (the list's entry for this local rank).
-        ("auto", Some(bus)) => {
-            let ordinal =
-                collectives::gpu::cuda::ordinal_of(bus, world.local_rank(), world.host()).map_err(|e| e.to_string())?;
-            Some(vec![ordinal; world.local_rank() + 1])
-        }
-        ("auto", None) => None,
-        (s, _) => Some(collectives::gpu::parse_ids(s).map_err(|e| e.replace("--gpu-ids", "--use-cuda"))?),
-    };
-    let mut window = collectives::gpu::cuda::GpuWindow::open(ids.as_deref(), world.local_rank(), world.host())
-        .map_err(|e| e.to_string())?;
-    window.set_call_limit(std::time::Duration::from_secs_f64(rank.timeout));
-    let info = window.info().clone();
-    let path = t
-        .require_rdma("cannot reach GPU memory: --use-cuda needs RDMA (--transport verbs)")
-        .and_then(|r| r.use_window_memory(Box::new(window)))
-        .map_err(|e| e.to_string())?;
-    // Under --rails auto the pairing's own warning has said it, with a closer GPU, not a NIC.
-    let paired = crate::rails_auto::gpu().is_some();
-    if let Some(w) = crate::rank::affinity_warning(rank, t, &info.pci_bus_id).filter(|_| !paired) {
-        crate::rank::say(&format!("warning: rank {} ({}): {w}", world.rank(), world.host()));
-    }
-    let line = format!(
-        "# GPU memory: rank {} ({}): GPU {} {} [{}], {}",
-        world.rank(),
-        world.host(),
-        info.ordinal,
-        info.name,
-        info.pci_bus_id,
-        path.describe()
-    );
-    if let Some(all) = world.gather_bytes(line.as_bytes(), "gathering GPU lines") {
-        for l in all {
-            println!("{}", String::from_utf8_lossy(&l));
-        }
     }
     Ok(())
 }
@@ -448,15 +393,18 @@ impl RankCommand for Pairwise {
             r.set_test_qps(cfg.qps);
         }
         ranks::verbs::require_dmabuf(a.use_cuda_dmabuf);
+        let mut gpus = None;
         if let Some(sel) = &self.s.use_cuda {
-            let problem = use_cuda(world, t, &self.s.rank, sel).err();
-            if let Some(p) = &problem {
-                crate::rank::say(&format!("rank {} ({}): {p}", world.rank(), world.host()));
-            }
-            if !world.all_ok(problem.is_none(), "setting up GPU memory") {
-                return Err(RankFailure::Stopped(Status::Usage));
-            }
+            let (pairs, p2p) = crate::pairwise_gpu::setup(world, t, &self.s, cfg, sel)?;
+            gpus = Some(pairs);
+            let mut c = cfg.clone();
+            c.p2p = Some(p2p);
+            self.cfg = Some(c);
         }
+        let (cfg, a) = match &self.cfg {
+            Some(c) => (c, &self.s.args),
+            None => return Err(RankFailure::Usage("the flags were not checked".into())),
+        };
         let gathered = crate::rank::config_findings(world, t, &self.s.rank)?;
         if matches!(cfg.selection, Selection::Rails { .. }) {
             for w in rails::shared_nics(world.hosts(), &gathered.nics) {
@@ -475,9 +423,9 @@ impl RankCommand for Pairwise {
         };
         let repeats = repeats(a);
         let mut outcome = if repeats.repeated() {
-            crate::passes::repeated(world, t, &setup, repeats, &mut progress)?
+            crate::passes::repeated(world, t, &setup, repeats, &mut progress, gpus.as_mut())?
         } else {
-            crate::passes::one(world, t, &setup, &mut progress)?
+            crate::passes::one(world, t, &setup, &mut progress, gpus.as_mut())?
         };
         // For bench/verbs-vs-perftest: this rank's verbs calls, to set its work per message
         // beside perftest's.

@@ -34,13 +34,14 @@ pub fn one(
     t: &mut Mesh,
     setup: &PassSetup,
     progress: &mut Progress,
+    gpus: Option<&mut pairwise::GpuPairs>,
 ) -> Result<Option<PairwiseOutcome>, RankFailure> {
     // The NIC's counters before and after the traffic: what moved is evidence beside a blamed
     // part (analysis::counters).
     let read_counters =
         |t: &Mesh| ranks::counters::snapshot(setup.sysfs_root, Path::new("/proc"), t.kind(), &t.endpoint());
     let before = read_counters(&*t);
-    let mut outcome = pairwise::run(world, t, setup.cfg, setup.fabric, progress)?;
+    let mut outcome = pairwise::run(world, t, setup.cfg, (setup.fabric, progress), gpus)?;
     let after = read_counters(&*t);
     let counters = gather_counters(world, &before, &after)?;
     if let Some(o) = outcome.as_mut() {
@@ -57,6 +58,7 @@ pub fn repeated(
     setup: &PassSetup,
     repeats: Repeats,
     progress: &mut Progress,
+    mut gpus: Option<&mut pairwise::GpuPairs>,
 ) -> Result<Option<PairwiseOutcome>, RankFailure> {
     let first = Instant::now();
     let mut took: Vec<f64> = Vec::new();
@@ -75,7 +77,7 @@ pub fn repeated(
         ranks::postmortem::enter(&format!("pairwise pass {index}"));
         let started_at = collectives::output::unix_seconds();
         let start = Instant::now();
-        let outcome = one(world, t, setup, progress)?;
+        let outcome = one(world, t, setup, progress, gpus.as_deref_mut())?;
         let seconds = start.elapsed().as_secs_f64();
         took.push(seconds);
         if let Some(outcome) = outcome {

@@ -170,6 +170,7 @@ mod tests {
             "pairwise --tos 41 -c RC -Q 100 -u 14 -l 1",
             "pairwise --op read -D 3 -q 4 --use_cuda=0",
             "pairwise --op send -D 3 --use-cuda",
+            "pairwise --use_cuda=0 --transport tcp --p2p ipc",
             "pairwise -b -D 5 -q 2",
         ] {
             assert_eq!(check(ok, &hosts), Ok(()), "{ok}");
@@ -192,8 +193,12 @@ mod tests {
                 "-m 4096 sets an RDMA queue pair's path MTU, and this job's mesh is tcp",
             ),
             (
-                "pairwise --use_cuda=0 --transport tcp",
-                "--use-cuda: the tcp transport cannot reach GPU memory",
+                "pairwise --p2p net --transport tcp",
+                "--p2p net chooses how the GPU pairs of one node are measured: add --use-cuda",
+            ),
+            (
+                "pairwise --use-cuda --p2p ipc --test lat --op send",
+                "--p2p ipc: pairs over IPC measure GPU-to-GPU copy bandwidth, not latency",
             ),
             ("pairwise -c UD", "-c/--connection UD (perftest's connection type)"),
             ("pairwise --run_infinitely", "use --repeat-for DURATION"),

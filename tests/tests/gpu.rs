@@ -10,24 +10,23 @@
 
 use e2e::*;
 
+#[path = "gpu/pairwise.rs"]
+mod pairwise;
+
 const STANDIN: (&str, &str) = ("MESHRUN_GPU_STANDIN", "host");
 
-/// On device buffers staged through the host, a sweep of three sizes (96 B to 6 KiB), every
-/// type and every op.
-const EVERY_TYPE_AND_OP: &[&str] = &[
-    "-g",
-    "--gpu-staging",
-    "-b",
-    "96",
-    "-e",
-    "6144",
-    "-f",
-    "8",
-    "-d",
-    "all",
-    "-o",
-    "all",
-];
+/// On device buffers staged through the host ([`on_gpus`]), a sweep of three sizes, every type
+/// and every op.
+const EVERY_SIZE: (&str, &str) = ("96", "6144");
+const EVERY_TYPE_AND_OP: &[&str] = &["-f", "8", "-d", "all", "-o", "all"];
+
+/// `mpirun -np N meshrun NAME -g --gpu-staging -b MIN -e MAX EXTRA...` with `env` (the
+/// stand-in where the caller lists it), within the long job's limit: the run every collective
+/// test here makes.
+fn on_gpus(n: usize, name: &str, (min, max): (&str, &str), extra: &[&str], env: &[(&str, &str)]) -> Run {
+    let args = [&[name, "-g", "--gpu-staging", "-b", min, "-e", max][..], extra].concat();
+    mpirun(n, &args, env, limits::LONG_JOB)
+}
 
 /// `what` passed, and every one of its `want_rows` rows was verified.
 fn check_verified(what: &str, r: &Run, want_rows: usize) {
@@ -40,11 +39,12 @@ fn check_verified(what: &str, r: &Run, want_rows: usize) {
 fn staged_reductions_run_on_the_device_for_every_type_and_op() {
     for name in ["all_reduce", "reduce_scatter", "reduce"] {
         for n in [2, 3] {
-            let r = mpirun(
+            let r = on_gpus(
                 n,
-                &[&[name][..], EVERY_TYPE_AND_OP, &["-n", "2"]].concat(),
+                name,
+                EVERY_SIZE,
+                &[EVERY_TYPE_AND_OP, &["-n", "2"]].concat(),
                 &[STANDIN],
-                limits::LONG_JOB,
             );
             check_verified(&format!("{name} at {n} ranks"), &r, 10 * 5 * 3);
             // One device line per rank, naming the GPU, its ordinal and the data path.
@@ -62,24 +62,13 @@ fn staged_reductions_run_on_the_device_for_every_type_and_op() {
     // Several slices per chunk (ring) and per chain step (reduce), with a root other than 0.
     three_mib(&["all_reduce_perf", "reduce_perf"]);
     // The ring without its overlap of transfer and reduction, as a comparison runs it.
-    let args = [
-        "all_reduce",
-        "-g",
-        "--gpu-staging",
-        "-b",
-        "3M",
-        "-e",
-        "3M",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ];
-    let r = mpirun(
+    let no_overlap = ("MESHRUN_GPU_RING_OVERLAP", "0");
+    let r = on_gpus(
         3,
-        &args,
-        &[STANDIN, ("MESHRUN_GPU_RING_OVERLAP", "0")],
-        limits::LONG_JOB,
+        "all_reduce",
+        ("3M", "3M"),
+        &["-n", "1", "-w", "0"],
+        &[STANDIN, no_overlap],
     );
     check_verified("all_reduce 3 MiB, not overlapped", &r, 1);
 }
@@ -113,28 +102,8 @@ fn three_mib(names: &[&str]) {
 #[test]
 fn staged_data_movers_and_reduce_root() {
     for name in ["all_gather", "broadcast", "reduce", "alltoall", "sendrecv"] {
-        let r = mpirun(
-            3,
-            &[
-                name,
-                "-g",
-                "--gpu-staging",
-                "-b",
-                "64",
-                "-e",
-                "4096",
-                "-f",
-                "8",
-                "-d",
-                "all",
-                "-n",
-                "2",
-                "-r",
-                "1",
-            ],
-            &[STANDIN],
-            limits::LONG_JOB,
-        );
+        let extra = ["-f", "8", "-d", "all", "-n", "2", "-r", "1"];
+        let r = on_gpus(3, name, ("64", "4096"), &extra, &[STANDIN]);
         check_verified(name, &r, 10 * 3);
     }
     three_mib(&["all_gather", "broadcast", "alltoall", "sendrecv"]);
@@ -149,16 +118,17 @@ fn staged_data_movers_and_reduce_root() {
 fn staging_is_pinned_once_per_run_at_the_largest_size() {
     for (n, name, largest) in [(2, "all_reduce", 6144), (3, "alltoall", 6144)] {
         let dir = fresh_dir(&format!("standin-{name}"));
-        let r = mpirun(
+        let r = on_gpus(
             n,
-            &[&[name][..], EVERY_TYPE_AND_OP, &["-n", "1", "-w", "0"]].concat(),
+            name,
+            EVERY_SIZE,
+            &[EVERY_TYPE_AND_OP, &["-n", "1", "-w", "0"]].concat(),
             &[
                 STANDIN,
                 ("MESHRUN_GPU_STANDIN_LOG", dir.to_str().expect("a UTF-8 temp dir")),
                 // The staged path's rule, so every hop stages (on one node they would go by IPC).
                 ("MESHRUN_P2P", "net"),
             ],
-            limits::LONG_JOB,
         );
         r.expect_code(0);
         let mut journals = Vec::new();
@@ -187,12 +157,8 @@ fn staging_is_pinned_once_per_run_at_the_largest_size() {
 
 #[test]
 fn corrupted_element_on_the_gpu_path_fails_the_run() {
-    let r = mpirun(
-        2,
-        &["all_reduce", "-g", "--gpu-staging", "-b", "1K", "-e", "1K", "-n", "1"],
-        &[STANDIN, ("MESHRUN_FAULT", "corrupt:rank=1")],
-        limits::LONG_JOB,
-    );
+    let corrupt = ("MESHRUN_FAULT", "corrupt:rank=1");
+    let r = on_gpus(2, "all_reduce", ("1K", "1K"), &["-n", "1"], &[STANDIN, corrupt]);
     r.expect_code(1);
     let rs = nccl_rows(&r.stdout, &[NCCL_ROW]);
     assert_eq!((rs[0][8].as_str(), rs[0][12].as_str()), ("2", "2"), "{:?}", rs[0]);
@@ -203,23 +169,13 @@ fn corrupted_element_on_the_gpu_path_fails_the_run() {
 /// died"), with the rank, host, GPU and call named, and the job ends instead of waiting for it.
 #[test]
 fn a_failed_gpu_call_is_a_local_fault_not_a_dead_peer() {
-    let r = mpirun(
+    let fault = ("MESHRUN_FAULT", "gpu:rank=1");
+    let r = on_gpus(
         2,
-        &[
-            "all_reduce",
-            "-g",
-            "--gpu-staging",
-            "-b",
-            "1K",
-            "-e",
-            "1K",
-            "-n",
-            "1",
-            "-T",
-            "20",
-        ],
-        &[STANDIN, ("MESHRUN_FAULT", "gpu:rank=1")],
-        limits::LONG_JOB,
+        "all_reduce",
+        ("1K", "1K"),
+        &["-n", "1", "-T", "20"],
+        &[STANDIN, fault],
     );
     r.expect_code(4);
     assert!(
@@ -234,12 +190,7 @@ fn a_failed_gpu_call_is_a_local_fault_not_a_dead_peer() {
 /// On a machine with the driver the same command must either run or fail with a named CUDA call.
 #[test]
 fn no_driver_is_a_clear_error() {
-    let r = mpirun(
-        2,
-        &["all_reduce", "-g", "--gpu-staging", "-b", "8", "-e", "8", "-n", "1"],
-        &[],
-        limits::LONG_JOB,
-    );
+    let r = on_gpus(2, "all_reduce", ("8", "8"), &["-n", "1"], &[]);
     assert!(!r.all().contains("panicked"), "{}", r.all());
     if libcuda_installed() {
         assert!(
@@ -317,25 +268,6 @@ fn gpu_flag_errors() {
     }
 }
 
-/// `pairwise --use-cuda` needs one-sided RDMA: over TCP it is a clear error on every rank. (Over
-/// verbs without a driver, the Soft-RoCE VM stage checks the same gating.)
-#[test]
-fn pairwise_use_cuda_needs_rdma() {
-    for extra in [&["--use-cuda"][..], &["--use_cuda=0", "--op", "send"][..]] {
-        let mut args = vec!["pairwise", "-n", "10", "--transport", "tcp"];
-        args.extend_from_slice(extra);
-        let r = mpirun(2, &args, &[], limits::LONG_JOB);
-        r.expect_code(2);
-        assert!(
-            r.stderr.contains(
-                "--use-cuda: the tcp transport cannot reach GPU memory; GPUDirect RDMA needs RDMA verbs (--op write, read or send over --transport verbs); drop --use-cuda"
-            ),
-            "{}",
-            r.stderr
-        );
-    }
-}
-
 /// The journals a job's stand-ins left in `dir` (one per rank), read and removed.
 fn journals(dir: &std::path::Path, n: usize, r: &Run) -> Vec<String> {
     let mut v = Vec::new();
@@ -369,26 +301,9 @@ fn collectives_give_the_same_verified_bytes_over_ipc_and_over_the_network() {
         for p2p in ["ipc", "net"] {
             let dir = fresh_dir(&format!("p2p-{name}-{p2p}"));
             let log = dir.to_str().expect("a UTF-8 temp dir");
-            let args = [
-                name,
-                "-g",
-                "--gpu-staging",
-                "-b",
-                "96",
-                "-e",
-                "3M",
-                "-f",
-                "32",
-                "-n",
-                "1",
-                "-w",
-                "0",
-                "-r",
-                "2",
-                "--p2p",
-                p2p,
-            ];
-            let r = mpirun(3, &args, &[STANDIN, ("MESHRUN_GPU_STANDIN_LOG", log)], limits::LONG_JOB);
+            let extra = ["-f", "32", "-n", "1", "-w", "0", "-r", "2", "--p2p", p2p];
+            let env = [STANDIN, ("MESHRUN_GPU_STANDIN_LOG", log)];
+            let r = on_gpus(3, name, ("96", "3M"), &extra, &env);
             check_verified(&format!("{name} --p2p {p2p}"), &r, 4);
             let want = match p2p {
                 "ipc" => "#  P2P: ipc within the node (ranks 0-2 on ".to_string(),
@@ -422,21 +337,17 @@ fn collectives_give_the_same_verified_bytes_over_ipc_and_over_the_network() {
 /// `NCCL_P2P_DISABLE=1` chooses the network, the header saying so.
 #[test]
 fn ipc_refused_falls_back_to_the_network_or_fails_as_asked() {
-    let args = [
-        "all_reduce",
-        "-g",
-        "--gpu-staging",
-        "-b",
-        "1K",
-        "-e",
-        "1K",
-        "-n",
-        "1",
-        "-w",
-        "0",
-    ];
+    let one = |extra: &[&str], env: &[(&str, &str)]| {
+        on_gpus(
+            2,
+            "all_reduce",
+            ("1K", "1K"),
+            &[&["-n", "1", "-w", "0"][..], extra].concat(),
+            env,
+        )
+    };
     let refuse = ("MESHRUN_GPU_STANDIN_IPC", "0");
-    let r = mpirun(2, &args, &[STANDIN, refuse], limits::LONG_JOB);
+    let r = one(&[], &[STANDIN, refuse]);
     check_verified("IPC refused, the default", &r, 1);
     let line = r.stdout.lines().find(|l| l.starts_with("#  P2P: ")).unwrap_or_default();
     assert!(
@@ -446,12 +357,7 @@ fn ipc_refused_falls_back_to_the_network_or_fails_as_asked() {
         "{}",
         r.stdout
     );
-    let r = mpirun(
-        2,
-        &[&args[..], &["--p2p", "ipc"]].concat(),
-        &[STANDIN, refuse],
-        limits::LONG_JOB,
-    );
+    let r = one(&["--p2p", "ipc"], &[STANDIN, refuse]);
     r.expect_code(2);
     assert!(
         r.stderr.contains("cannot share its GPU memory") && r.stderr.contains("; run with --p2p net"),
@@ -460,8 +366,10 @@ fn ipc_refused_falls_back_to_the_network_or_fails_as_asked() {
     );
     let dir = fresh_dir("p2p-json");
     let json = dir.join("run.json");
-    let with_json = [&args[..], &["-J", json.to_str().expect("a UTF-8 temp dir")]].concat();
-    let r = mpirun(2, &with_json, &[STANDIN, ("NCCL_P2P_DISABLE", "1")], limits::LONG_JOB);
+    let r = one(
+        &["-J", json.to_str().expect("a UTF-8 temp dir")],
+        &[STANDIN, ("NCCL_P2P_DISABLE", "1")],
+    );
     check_verified("NCCL_P2P_DISABLE=1", &r, 1);
     assert!(
         r.stdout.contains("#  P2P: net within the node (NCCL_P2P_DISABLE=1)\n"),

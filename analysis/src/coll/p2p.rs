@@ -1,28 +1,29 @@
 //! How a GPU run's device data moved between ranks (`-g`, `--p2p`): by CUDA IPC between the
-//! ranks of one node, or over the network; one header line and the JSON's `config.p2p`.
+//! ranks of one node, or over the network; one header line and the JSON's `config.p2p` (the
+//! collectives' and `pairwise --use-cuda`'s alike).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The ranks of one node that reached each other by IPC.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IpcNode {
     pub host: String,
     pub ranks: Vec<usize>,
 }
 
 /// Which path each hop of a GPU run took.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct P2p {
     /// `ipc` or `net`: the hops between ranks of one node.
-    pub within_nodes: &'static str,
+    pub within_nodes: String,
     /// Always `net`: the hops between nodes.
-    pub between_nodes: &'static str,
+    pub between_nodes: String,
     /// The nodes of more than one rank, whose ranks reached each other by IPC (none under `net`).
     pub ipc_nodes: Vec<IpcNode>,
     /// Nodes in the job.
     pub nodes: usize,
     /// Where the choice came from (`--p2p ipc`, `NCCL_P2P_DISABLE=1`), or why IPC was not used.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
 }
 
@@ -45,6 +46,17 @@ pub fn rank_ranges(ranks: &[usize]) -> String {
 }
 
 impl P2p {
+    /// Every hop over the network, in a job of `nodes` nodes, `why` said in the line.
+    pub fn net(nodes: usize, why: Option<String>) -> P2p {
+        P2p {
+            within_nodes: "net".into(),
+            between_nodes: "net".into(),
+            ipc_nodes: Vec::new(),
+            nodes,
+            why,
+        }
+    }
+
     /// `ipc within nodes (ranks 0-3 on a; ranks 4-7 on b), net between nodes`.
     pub fn line(&self) -> String {
         let within = if self.nodes > 1 {
@@ -86,8 +98,8 @@ mod tests {
             ranks,
         };
         let p = P2p {
-            within_nodes: "ipc",
-            between_nodes: "net",
+            within_nodes: "ipc".into(),
+            between_nodes: "net".into(),
             ipc_nodes: vec![node("a", vec![0, 1, 2, 3]), node("b", vec![4, 5, 6, 7])],
             nodes: 2,
             why: None,
@@ -97,7 +109,7 @@ mod tests {
             "ipc within nodes (ranks 0-3 on a; ranks 4-7 on b), net between nodes"
         );
         let p = P2p {
-            within_nodes: "net",
+            within_nodes: "net".into(),
             ipc_nodes: vec![],
             nodes: 1,
             why: Some("NCCL_P2P_DISABLE=1".into()),

@@ -140,6 +140,11 @@ pub struct PairwiseConfig {
     /// `--no-trace`: the paths of `-q` TCP connections are not traced.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_trace: bool,
+    /// A GPU run (`--use-cuda`): which path the pairs within nodes took and why, as the
+    /// collectives say theirs (the header's `P2P` line); each measurement says its own
+    /// ([`Measurement::path`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p2p: Option<crate::coll::p2p::P2p>,
 }
 
 fn one() -> usize {
@@ -189,6 +194,7 @@ impl PairwiseConfig {
             qps: 1,
             unstable_warns: false,
             no_trace: false,
+            p2p: None,
         }
     }
 
@@ -196,6 +202,15 @@ impl PairwiseConfig {
     pub fn matrix_size(&self) -> usize {
         self.sizes.iter().copied().max().unwrap_or(0)
     }
+}
+
+/// How a pair of a GPU run (`--use-cuda`) moved its bytes: GPU to GPU, the sender copying into
+/// the peer's mapped device buffer (CUDA IPC, within a node: `--p2p ipc`), or over the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HopPath {
+    Ipc,
+    Net,
 }
 
 /// One measured direction (or pair, for latency and bidirectional tests: then `src < dst`).
@@ -221,6 +236,10 @@ pub struct Measurement {
     /// same time. None for retests, and in runs saved before slots were kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u32>,
+    /// A GPU run's path for this pair (None without `--use-cuda`): pairs over IPC are judged
+    /// per node, apart from the network's ([`rails`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<HopPath>,
 }
 
 impl Measurement {
@@ -244,6 +263,7 @@ impl Measurement {
             paths: Vec::new(),
             connections: Vec::new(),
             slot: None,
+            path: None,
         }
     }
 

@@ -7,6 +7,11 @@
 //! rail (most of its links on the rail slow) is that node's NIC on the rail ([`Part::RailNic`]),
 //! and a "host link" of a rail is one rank pair. A node whose NICs are slow on every rail it has
 //! (two or more) is the node itself: its PCIe, memory or CPU, not one NIC.
+//!
+//! The same split serves a GPU run's pairs over IPC (`pairwise --use-cuda`, GPU to GPU within a
+//! node): each node's pairs over IPC are a population of their own (NVLink or PCIe figures, not
+//! comparable with the network's nor, where nodes differ, with another node's), judged like any
+//! population, so one slow GPU link is named; the network's pairs keep theirs.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use super::blame::{slow_counts, Part, SlowPair};
 use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
-use super::{Measurement, PairwiseConfig, Selection};
+use super::{HopPath, Measurement, PairwiseConfig, Selection};
 use crate::schedule::Pair;
 
 /// One rail's ranks, NICs and verdict.
@@ -37,36 +42,58 @@ pub struct Fabric<'a> {
     pub nics: &'a [Option<String>],
 }
 
-/// Which population of a `--rails` run a pair belongs to.
+/// Which population of a `--rails` run, or of a run with pairs over IPC, a pair belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Group {
     Rail(usize),
+    /// Pairs between hosts, where they are not split by rail.
+    Between,
     WithinHost,
+    /// The pairs over IPC within one node (its index among the hosts).
+    Node(usize),
 }
 
 struct Groups {
     local: Vec<usize>,
     hosts: Vec<String>,
+    rails: bool,
+    /// Pairs within a host went over IPC: each node's are a population of its own.
+    per_node: bool,
 }
 
 impl Groups {
-    fn new(hosts: &[String]) -> Groups {
+    fn new(hosts: &[String], cfg: &PairwiseConfig, first: &[Measurement]) -> Groups {
         Groups {
             // The local ranks as the World numbers them.
             local: hostfiles::placement(hosts).2,
             hosts: hosts.to_vec(),
+            rails: is_rails(cfg),
+            per_node: over_ipc(first),
         }
+    }
+
+    /// Whether the run is judged by groups at all (else as one, by [`verdict::judge_pairs`]).
+    fn split(&self) -> bool {
+        self.rails || self.per_node
     }
 
     /// None: a pair of two rails (not scheduled by `--rails`).
     fn of(&self, (a, b): Pair) -> Option<Group> {
-        if self.hosts[a] == self.hosts[b] {
+        if self.hosts[a] == self.hosts[b] && self.per_node {
+            Some(Group::Node(self.host_index(a)))
+        } else if self.hosts[a] == self.hosts[b] {
             Some(Group::WithinHost)
+        } else if !self.rails {
+            Some(Group::Between)
         } else if self.local[a] == self.local[b] {
             Some(Group::Rail(self.local[a]))
         } else {
             None
         }
+    }
+
+    fn host_index(&self, r: usize) -> usize {
+        self.hosts.iter().position(|h| *h == self.hosts[r]).unwrap_or(r)
     }
 
     fn by_group(&self, ms: &[Measurement]) -> BTreeMap<Group, Vec<Measurement>> {
@@ -84,23 +111,30 @@ fn is_rails(cfg: &PairwiseConfig) -> bool {
     matches!(cfg.selection, Selection::Rails { .. })
 }
 
-/// What to retest alone: per rail (and within hosts) under `--rails`, else over the whole run.
+/// Whether any pair of `ms` went GPU to GPU over IPC.
+fn over_ipc(ms: &[Measurement]) -> bool {
+    ms.iter().any(|m| m.path == Some(HopPath::Ipc))
+}
+
+/// What to retest alone: per rail (and within hosts) under `--rails`, per node for pairs over
+/// IPC, else over the whole run.
 pub fn plan_rail_retests(
     first: &[Measurement],
     cfg: &PairwiseConfig,
     hosts: &[String],
     topology: Option<&Topology>,
 ) -> RetestPlan {
-    if !is_rails(cfg) {
+    let groups = Groups::new(hosts, cfg, first);
+    if !groups.split() {
         return verdict::plan_retests_in(first, cfg, hosts, topology);
     }
-    let groups = Groups::new(hosts);
     let mut plan = RetestPlan {
         at_once: true,
         ..RetestPlan::default()
     };
     for ms in groups.by_group(first).values() {
-        let p = verdict::plan_retests(ms, cfg, hosts);
+        // Rails are planned without the topology, as they are judged.
+        let p = verdict::plan_retests_in(ms, cfg, hosts, topology.filter(|_| !groups.rails));
         plan.suspects.extend(p.suspects);
         plan.references.extend(p.references);
         plan.at_once &= p.at_once;
@@ -109,7 +143,8 @@ pub fn plan_rail_retests(
 }
 
 /// The verdict of the run, and under `--rails` one per rail (the run's verdict then carries
-/// every confirmed pair and blamed part, and the bars of pairs within hosts).
+/// every confirmed pair and blamed part, and the bars of the other populations: pairs between
+/// hosts where not by rail, within hosts, each node's over IPC).
 pub fn judge_rails(
     first: &[Measurement],
     retests: &[Measurement],
@@ -118,17 +153,17 @@ pub fn judge_rails(
     plan: &RetestPlan,
     fabric: Fabric,
 ) -> (Verdict, Vec<RailOutcome>) {
-    if !is_rails(cfg) {
+    let groups = Groups::new(hosts, cfg, first);
+    if !groups.split() {
         return (
             verdict::judge_pairs(first, retests, cfg, hosts, plan, fabric.topology),
             Vec::new(),
         );
     }
-    let groups = Groups::new(hosts);
     let retests_of = groups.by_group(retests);
     let nic_of = |r: usize| fabric.nics.get(r).cloned().flatten();
     let mut rails: Vec<RailOutcome> = Vec::new();
-    let mut within: Option<Verdict> = None;
+    let mut others: Vec<Verdict> = Vec::new();
     for (g, ms) in groups.by_group(first) {
         let in_group = |p: &Pair| groups.of(*p) == Some(g);
         let sub_plan = RetestPlan {
@@ -141,9 +176,15 @@ pub fn judge_rails(
             settled: plan.settled,
         };
         let re = retests_of.get(&g).map_or(&[][..], Vec::as_slice);
-        let v = verdict::judge_pairs(&ms, re, cfg, hosts, &sub_plan, fabric.topology);
+        let mut v = verdict::judge_pairs(&ms, re, cfg, hosts, &sub_plan, fabric.topology);
         match g {
-            Group::WithinHost => within = Some(v),
+            Group::Between | Group::WithinHost => others.push(v),
+            Group::Node(h) => {
+                for j in &mut v.judged {
+                    j.host = Some(hosts[h].clone());
+                }
+                others.push(v);
+            }
             Group::Rail(rail) => {
                 let ranks: Vec<usize> = (0..hosts.len()).filter(|&r| groups.local[r] == rail).collect();
                 let verdict = on_rail(v, rail, &ranks, hosts, &nic_of);
@@ -156,7 +197,7 @@ pub fn judge_rails(
             }
         }
     }
-    (overall(cfg, &rails, within, hosts), rails)
+    (overall(cfg, &rails, others, hosts), rails)
 }
 
 /// Warnings for ranks of one host that use the same NIC under `--rails` (its rails would share a
@@ -230,8 +271,9 @@ fn on_rail(
 }
 
 /// The run's verdict over all rails: a node whose NICs are slow on all its rails (two or more)
-/// is blamed as the node, the rest of every rail's parts as they are, then pairs within hosts.
-fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>, hosts: &[String]) -> Verdict {
+/// is blamed as the node, the rest of every rail's parts as they are, then the other
+/// populations' (pairs between hosts not by rail, within hosts, each node's over IPC).
+fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, hosts: &[String]) -> Verdict {
     let rails_of = |h: &str| rails.iter().filter(|r| r.ranks.iter().any(|&x| hosts[x] == h)).count();
     let mut slow_rails: BTreeMap<&str, Vec<&SlowPair>> = BTreeMap::new();
     let mut slow_count: BTreeMap<&str, usize> = BTreeMap::new();
@@ -282,7 +324,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         unstable.extend(r.verdict.unstable.iter().cloned());
     }
     let mut judged = Vec::new();
-    if let Some(w) = within {
+    for w in others {
         blamed.extend(w.blamed);
         confirmed.extend(w.confirmed);
         cleared.extend(w.cleared);
@@ -291,7 +333,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], within: Option<Verdict>,
         links.extend(w.links);
         uplink_paths.extend(w.uplink_paths);
         unrouted.extend(w.unrouted);
-        judged = w.judged;
+        judged.extend(w.judged);
     }
     unrouted.sort_unstable();
     unrouted.dedup();
@@ -342,6 +384,7 @@ mod tests {
             paths: Vec::new(),
             connections: Vec::new(),
             slot: None,
+            path: None,
         }
     }
 
@@ -479,5 +522,36 @@ mod tests {
         assert!(per_rail.iter().all(|r| r.verdict.pass));
         assert_eq!(labels(&v.blamed), vec!["pair 2-3"]);
         assert_eq!(v.judged.len(), 1);
+    }
+
+    #[test]
+    fn pairs_over_ipc_are_judged_per_node_and_a_slow_gpu_link_is_named() {
+        // 2 hosts of 4 ranks: the network's pairs near 10 Gb/s, each node's GPU pairs near
+        // 2,000 (n1's GPUs slower: nodes differ), one link of n0 (ranks 1-2) at a fifth.
+        let hosts: Vec<String> = (0..8).map(|r| format!("n{}", r / 4)).collect();
+        let mut first = Vec::new();
+        for a in 0..8 {
+            for b in (0..8).filter(|&b| b != a) {
+                let noise = 1.0 + 0.1 * (((a * 7 + b * 13) % 11) as f64 / 5.0 - 1.0);
+                let mut x = if a / 4 != b / 4 {
+                    m(a, b, 10.0 * noise)
+                } else {
+                    let base = if a < 4 { 2000.0 } else { 1500.0 };
+                    let slow = (a.min(b), a.max(b)) == (1, 2);
+                    m(a, b, base * noise / if slow { 5.0 } else { 1.0 })
+                };
+                x.path = Some(if a / 4 == b / 4 { HopPath::Ipc } else { HopPath::Net });
+                first.push(x);
+            }
+        }
+        let c = PairwiseConfig::synthetic(OpName::Write, 1 << 20, 10);
+        let (v, per_rail) = judge_with(&c, &hosts, &first, &[]);
+        assert!(per_rail.is_empty());
+        assert_eq!(labels(&v.blamed), vec!["pair 1-2"]);
+        let pops: Vec<Option<&str>> = v.judged.iter().map(|j| j.host.as_deref()).collect();
+        assert_eq!(pops, vec![None, Some("n0"), Some("n1")]);
+        // Each node's bar from its own GPUs: n1's healthy 1,500 is not slow beside n0's 2,000.
+        assert!(v.judged[2].bulk.median < v.judged[1].bulk.median);
+        assert!(v.judged[0].bulk.median < 20.0, "the network's bar is its own");
     }
 }

@@ -68,6 +68,10 @@ pub enum Population {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Judged {
     pub population: Population,
+    /// A population of one node's pairs over IPC (GPU to GPU, `--use-cuda`): that node, judged
+    /// apart from the network's pairs and from other nodes' ([`rails`](super::rails)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     pub bulk: Bulk,
     /// Reference pairs retested alone (robust rule, when there were suspects).
     pub references: Vec<Pair>,

@@ -10,7 +10,8 @@
 //! supported, so every test that lands RDMA writes also goes through the flush;
 //! `MESHRUN_GPU_STANDIN_RDMA_ORDERING` and `MESHRUN_GPU_STANDIN_FLUSH_OPTIONS` set the two
 //! attributes; `MESHRUN_GPU_STANDIN_IPC=0` makes it refuse to share memory with other
-//! processes. [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
+//! processes; `MESHRUN_GPU_STANDIN_SLOW_COPY=A-B:F` slows the copies between two ranks
+//! (`slow.rs`). [`check_journal`] says whether a journal keeps the rules. Stand-ins made by
 //! `meshrun` keep a journal only with `MESHRUN_GPU_STANDIN_LOG` set, and then write a summary of it
 //! when dropped, for the end-to-end tests: `1` prints it on stderr, an absolute directory gets
 //! one file per process.
@@ -31,6 +32,7 @@ use crate::reduce;
 pub const VISIBLE: usize = 8;
 
 mod shm;
+mod slow;
 use shm::ShmBuf;
 
 /// A stand-in buffer: shared, so a registration with the NIC keeps it alive after `free`.
@@ -487,8 +489,7 @@ impl Gpu for HostStandIn {
         });
         let (d, dr) = self.range(dst, len, "copy destination past the end")?;
         let (s, sr) = self.range(src, len, "copy source past the end")?;
-        let v = lock(&s).as_slice()[sr].to_vec();
-        lock(&d).as_mut_slice()[dr].copy_from_slice(&v);
+        shm::copy(&d, dr, &s, sr);
         Ok(())
     }
     fn reduce(&mut self, dt: DataType, op: RedOp, dst: At, a: At, b: At, bytes: usize) -> Result<(), GpuError> {

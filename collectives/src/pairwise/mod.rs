@@ -3,6 +3,7 @@
 //! alone, then blamed on an uplink, a node, a host link, a NIC or a rank pair. What a run is and
 //! how its results are judged and reported is `analysis::pairwise`; this module measures.
 
+mod ipc;
 pub mod measure;
 mod roce_paths;
 pub mod streams;
@@ -16,14 +17,43 @@ use crate::progress::Progress;
 use analysis::pairwise::formulas::{BwResult, LatencyStats};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::{
-    defaults, follow_up, paths, rounds_for, verdict, Amount, Measurement, OpName, PairwiseConfig, PairwiseOutcome,
-    Pattern, Selection, TestKind, Timings,
+    defaults, follow_up, paths, rounds_for, verdict, Amount, HopPath, Measurement, OpName, PairwiseConfig,
+    PairwiseOutcome, Pattern, Selection, TestKind, Timings,
 };
 use analysis::schedule::{host_disjoint_groups, Pair, Schedule, Shifts};
+pub use ipc::{GpuPairs, IpcPairError};
 use measure::MeasureSpec;
 
-/// Measure one pair at one size; returns the measurements this rank made.
+/// Measure one pair at one size; returns the measurements this rank made. In a GPU run
+/// (`gpus`), a pair of one node over IPC copies GPU to GPU ([`GpuPairs::measure`]) and every
+/// measurement says its path.
 fn measure_pair(
+    t: &mut dyn Transport,
+    peer: usize,
+    cfg: &PairwiseConfig,
+    (bytes, retest): (usize, bool),
+    gpus: Option<&mut GpuPairs>,
+) -> Result<Vec<Measurement>, PairwiseError> {
+    let Some(g) = gpus else {
+        return Ok(measure_net(t, peer, cfg, bytes, retest)?);
+    };
+    let path = g.path(peer);
+    if path == HopPath::Net {
+        let ms = measure_net(t, peer, cfg, bytes, retest)?;
+        return Ok(ms.into_iter().map(|m| Measurement { path: Some(path), ..m }).collect());
+    }
+    let spec = MeasureSpec::of(cfg, bytes);
+    let ms = g.measure(t, peer, &spec, cfg.bidirectional)?;
+    let rec = |(src, dst, r): (usize, usize, BwResult)| Measurement {
+        bw: Some(r),
+        path: Some(path),
+        ..Measurement::bandwidth(src, dst, bytes as u64, r.iterations, r.avg_gbps, retest)
+    };
+    Ok(ms.into_iter().map(rec).collect())
+}
+
+/// [`measure_pair`] over the network.
+fn measure_net(
     t: &mut dyn Transport,
     peer: usize,
     cfg: &PairwiseConfig,
@@ -45,6 +75,7 @@ fn measure_pair(
         paths,
         connections: Vec::new(),
         slot: None,
+        path: None,
     };
     // SEND is measured like the one-sided operations where the transport can (verbs: zero-copy
     // on a queue pair of its own, as ib_send_bw, -D runs too); elsewhere (TCP) through two-sided
@@ -164,6 +195,18 @@ pub enum PairwiseError {
     Transport(#[from] TransportError),
     #[error(transparent)]
     Gathered(#[from] WireError),
+    /// A pair over IPC: its GPU failed, or its two ranks disagreed.
+    #[error(transparent)]
+    Ipc(IpcPairError),
+}
+
+impl From<IpcPairError> for PairwiseError {
+    fn from(e: IpcPairError) -> Self {
+        match e {
+            IpcPairError::Transport(t) => PairwiseError::Transport(t),
+            other => PairwiseError::Ipc(other),
+        }
+    }
 }
 
 /// The rounds' harness: `len` rounds, a barrier before the first and after each; `round(t, k,
@@ -176,7 +219,7 @@ fn time_rounds(
     len: usize,
     pairs_in: impl Fn(usize) -> usize,
     progress: &mut Progress,
-    mut round: impl FnMut(&mut dyn Transport, usize, &mut Vec<Measurement>) -> Result<bool, TransportError>,
+    mut round: impl FnMut(&mut dyn Transport, usize, &mut Vec<Measurement>) -> Result<bool, PairwiseError>,
 ) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
     progress.start(len, (0..len).map(&pairs_in).sum());
     let mut mine = Vec::new();
@@ -222,6 +265,7 @@ fn measure_rounds(
     cfg: &PairwiseConfig,
     rounds: &Schedule,
     progress: &mut Progress,
+    gpus: &mut Option<&mut GpuPairs>,
 ) -> Result<(Option<Vec<Measurement>>, Clock), PairwiseError> {
     let me = t.rank();
     time_rounds(
@@ -235,7 +279,7 @@ fn measure_rounds(
                 return Ok(false);
             };
             for &bytes in &cfg.sizes {
-                mine.extend(measure_pair(t, peer, cfg, bytes, false)?);
+                mine.extend(measure_pair(t, peer, cfg, (bytes, false), gpus.as_deref_mut())?);
             }
             Ok(true)
         },
@@ -295,6 +339,7 @@ fn measure_shifts(
                     paths: Vec::new(),
                     connections: Vec::new(),
                     slot: None,
+                    path: None,
                 });
             }
         }
@@ -322,8 +367,8 @@ fn retest(
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
     pairs: &[Pair],
-    passes: usize,
-    at_once: bool,
+    (passes, at_once): (usize, bool),
+    gpus: &mut Option<&mut GpuPairs>,
 ) -> Result<Option<Vec<Measurement>>, PairwiseError> {
     let me = t.rank();
     let groups = if at_once {
@@ -337,7 +382,13 @@ fn retest(
             let names: Vec<String> = group.iter().map(|(a, b)| format!("{a}-{b}")).collect();
             ranks::postmortem::enter(&format!("retest {}", names.join(" ")));
             if let Some(peer) = analysis::schedule::peer_in(group, me) {
-                mine.extend(measure_pair(t, peer, cfg, cfg.matrix_size(), true)?);
+                mine.extend(measure_pair(
+                    t,
+                    peer,
+                    cfg,
+                    (cfg.matrix_size(), true),
+                    gpus.as_deref_mut(),
+                )?);
             }
             world.barrier_idle("end of a retest");
         }
@@ -369,11 +420,11 @@ impl Retests {
         t: &mut dyn Transport,
         cfg: &PairwiseConfig,
         pairs: &[Pair],
-        passes: usize,
-        at_once: bool,
+        (passes, at_once): (usize, bool),
+        gpus: &mut Option<&mut GpuPairs>,
     ) -> Result<bool, PairwiseError> {
         let started = std::time::Instant::now();
-        let mut more = retest(world, t, cfg, pairs, passes, at_once)?;
+        let mut more = retest(world, t, cfg, pairs, (passes, at_once), gpus)?;
         self.count += pairs.len() * passes;
         let mut held = at_once;
         if at_once {
@@ -382,7 +433,7 @@ impl Retests {
                 .and_then(|ms| verdict::unsteady_at_once(ms, world.hosts()));
             if let Some(sd) = share(world, &noise, "sharing whether the retests at once were steady")? {
                 self.at_once_noise = Some(self.at_once_noise.map_or(sd, |n| n.max(sd)));
-                more = retest(world, t, cfg, pairs, passes, false)?;
+                more = retest(world, t, cfg, pairs, (passes, false), gpus)?;
                 self.count += pairs.len() * passes;
                 held = false;
             }
@@ -403,19 +454,21 @@ impl Retests {
 /// learns and retests one pair at a time. After a quick pattern (`--pairs`), the ranks of the
 /// confirmed pairs and a few healthy references are then tested all-pairs ([`follow_up`]) and
 /// the new suspects retested, so the verdict is decided on enough pairs to place the fault.
+/// A GPU run (`gpus`) measures its pairs over IPC GPU to GPU, and always in circle rounds.
 pub fn run(
     world: &World,
     t: &mut dyn Transport,
     cfg: &PairwiseConfig,
-    fabric: Fabric,
-    progress: &mut Progress,
+    (fabric, progress): (Fabric, &mut Progress),
+    gpus: Option<&mut GpuPairs>,
 ) -> Result<Option<PairwiseOutcome>, PairwiseError> {
+    let mut gpus = gpus;
     let hosts = world.hosts();
     let mut rounds = rounds_for(t.size(), cfg.selection, cfg.pattern, world.node_of());
-    let shifts = in_shifts(world, t, cfg).then(|| Shifts::new(t.size()));
+    let shifts = (gpus.is_none() && in_shifts(world, t, cfg)).then(|| Shifts::new(t.size()));
     let (mut measurements, mut clock) = match shifts {
         Some(sh) => measure_shifts(world, t, cfg, sh, progress)?,
-        None => measure_rounds(world, t, cfg, &rounds, progress)?,
+        None => measure_rounds(world, t, cfg, &rounds, progress, &mut gpus)?,
     };
     let rounds_run = shifts.map(|sh| sh.len());
     let plan_of = |ms: &Option<Vec<Measurement>>| match ms {
@@ -431,7 +484,8 @@ pub fn run(
     // once, from the first pass, for every retest of the run).
     let recfg = plan.amount.map_or_else(|| cfg.clone(), |a| a.applied(cfg));
     let mut retests = Retests::default();
-    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), defaults::RETEST_PASSES, plan.at_once)?;
+    let passes = (defaults::RETEST_PASSES, plan.at_once);
+    plan.at_once = retests.run(world, t, &recfg, &plan.pairs(), passes, &mut gpus)?;
 
     // The follow-up of a quick pass: rank 0 decides which ranks, every rank learns them.
     let mut follow = Vec::new();
@@ -446,7 +500,8 @@ pub fn run(
         // Only after a quick pattern: its few pairs per rank, listed.
         let measured: std::collections::HashSet<Pair> = rounds.pairs().collect();
         let more = follow_up::rounds(&follow, cfg.selection, world.node_of(), &measured);
-        let (second, more_clock) = measure_rounds(world, t, cfg, &Schedule::listed(more.clone()), progress)?;
+        let listed = Schedule::listed(more.clone());
+        let (second, more_clock) = measure_rounds(world, t, cfg, &listed, progress, &mut gpus)?;
         clock.wall += more_clock.wall;
         clock.wire += more_clock.wire;
         // The follow-up's rounds come after the first pass's: their slots too.
@@ -463,7 +518,8 @@ pub fn run(
         let whole = share(world, &plan_of(&measurements), "sharing suspect pairs")?;
         let done: std::collections::HashSet<Pair> = plan.pairs().into_iter().collect();
         let new: Vec<Pair> = whole.pairs().into_iter().filter(|p| !done.contains(p)).collect();
-        let held = retests.run(world, t, &recfg, &new, defaults::RETEST_PASSES, whole.at_once)?;
+        let passes = (defaults::RETEST_PASSES, whole.at_once);
+        let held = retests.run(world, t, &recfg, &new, passes, &mut gpus)?;
         plan = verdict::RetestPlan {
             at_once: plan.at_once && held,
             amount: plan.amount,
@@ -488,7 +544,8 @@ pub fn run(
         };
         let still = share(world, &still, "sharing the pairs to confirm")?;
         if !still.is_empty() {
-            retests.run(world, t, &recfg, &still, defaults::CONFIRM_PASSES, plan.at_once)?;
+            let passes = (defaults::CONFIRM_PASSES, plan.at_once);
+            retests.run(world, t, &recfg, &still, passes, &mut gpus)?;
         }
     }
     let Retests {

@@ -6,7 +6,7 @@ use analysis::units;
 use clap::Args;
 
 use super::perftest::PerftestRefused;
-use super::RankArgs;
+use super::{P2pArg, RankArgs};
 
 /// perftest's `-m`: an InfiniBand MTU in bytes (256, 512, 1024, 2048 or 4096).
 fn parse_mtu(s: &str) -> Result<u32, String> {
@@ -196,6 +196,13 @@ pub struct PairwiseArgs {
     /// only, never by nvidia-peermem; a GPU or kernel without dma-buf is then an error
     #[arg(long = "use-cuda-dmabuf", alias = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
+    /// With --use-cuda: how the pairs of one node are measured: ipc (GPU to GPU, the sender
+    /// copying into the peer's mapped buffer by CUDA IPC, as nvbandwidth; each node's pairs
+    /// judged as a population of their own) or net (the network path, as NCCL_P2P_DISABLE=1,
+    /// read when this flag is not given). Default: ipc for bandwidth tests where every rank can
+    /// open its node's other ranks' buffers, else net, the reason in the header
+    #[arg(long = "p2p", value_enum, value_name = "PATH")]
+    pub p2p: Option<P2pArg>,
     /// perftest's --use_cuda_bus_id: refused with what to use instead (--use-cuda ORDINAL)
     #[arg(long = "use-cuda-bus-id", alias = "use_cuda_bus_id", value_name = "BUS", hide = true)]
     pub use_cuda_bus_id: Option<String>,

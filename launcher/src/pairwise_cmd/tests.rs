@@ -1,4 +1,4 @@
-//! [`config`] on perftest's flags: the operation, `-D` and what TCP refuses.
+//! [`config`] on perftest's flags: the operation, `-D`, what TCP refuses and `--use-cuda`'s `--p2p`.
 
 use clap::{CommandFactory, FromArgMatches};
 
@@ -59,8 +59,16 @@ fn tcp_refuses_a_traffic_class_flag_but_not_nccls_variable() {
     let s = settings(&[], &[("NCCL_IB_TC", "106")]);
     assert_eq!(s.rank.tclass, Some(106), "read under --transport auto");
     assert!(config(&s, tcp).is_ok());
-    let e = config(&settings(&["--use_cuda=0"], &[]), tcp).unwrap_err();
-    assert!(e.contains("--op write, read or send over --transport verbs"), "{e}");
+    // --use-cuda over TCP: its pairs within a node go GPU to GPU by IPC, the others on host
+    // memory; --p2p needs it, and IPC measures no latency.
+    assert!(config(&settings(&["--use_cuda=0"], &[]), tcp).is_ok());
+    let e = config(&settings(&["--p2p", "net"], &[]), tcp).unwrap_err();
+    assert!(e.starts_with("--p2p net chooses how the GPU pairs of one node"), "{e}");
+    let lat = ["--use-cuda", "--p2p", "ipc", "--test", "lat", "--op", "send"];
+    let e = config(&settings(&lat, &[]), tcp).unwrap_err();
+    assert!(e.contains("not latency; drop --test lat, or use --p2p net"), "{e}");
+    let s = settings(&["--use-cuda"], &[("NCCL_P2P_DISABLE", "1")]);
+    assert_eq!(s.p2p.source.as_deref(), Some("NCCL_P2P_DISABLE=1"));
     let e = config(&settings(&["-m", "2048"], &[]), tcp).unwrap_err();
     assert!(e.starts_with("-m 2048 sets an RDMA queue pair's path MTU"), "{e}");
 }

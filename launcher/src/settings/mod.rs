@@ -65,6 +65,8 @@ pub struct PairwiseSettings {
     pub use_cuda: Option<String>,
     /// Queue pairs per test.
     pub qps: Qps,
+    /// With `--use-cuda`: the path of pairs within a node (`--p2p`, `NCCL_P2P_DISABLE`).
+    pub p2p: p2p::P2p,
 }
 
 impl PairwiseSettings {
@@ -96,6 +98,10 @@ impl PairwiseSettings {
             rank,
             use_cuda,
             qps,
+            p2p: p2p::P2p {
+                choice: p2p::P2pChoice::Auto,
+                source: None,
+            },
         }
     }
 
@@ -187,7 +193,9 @@ pub fn resolve(
             let chosen = sub
                 .value_source("timeout")
                 .is_some_and(|s| s != clap::parser::ValueSource::DefaultValue);
-            Resolved::Pairwise(PairwiseSettings::new(args, r, q).fit_timeout(chosen)?)
+            let p2p = p2p::from_matches(args.p2p, sub, env)?;
+            let s = PairwiseSettings::new(args, r, q).fit_timeout(chosen)?;
+            Resolved::Pairwise(PairwiseSettings { p2p, ..s })
         }
         cli::Command::Coll(c) => {
             let (r, q) = (rank(&c.args.rank)?, qps(c.args.qps));

@@ -120,6 +120,10 @@ fn document(o: &PairwiseOutcome) -> Value {
         "verdict": o.verdict,
         "config_findings": o.config_findings,
     });
+    // A GPU run: the P2P line beside its fields, as the collectives' -J has it.
+    if let Some(p) = &o.config.p2p {
+        doc["config"]["p2p"]["line"] = json!(p.line());
+    }
     // `--rails`: each rail's ranks, NICs and verdict (absent otherwise).
     if !o.rails.is_empty() {
         doc["rails"] = json!(o.rails);

@@ -24,17 +24,23 @@ use crate::stats::median;
 /// retests' noise is reported only where it moved the bar.
 const KEEP_EPSILON: f64 = 1e-9;
 
-/// The population a pair was judged in: under a threshold the one judgement, else the pair's
-/// own population (within a host or between hosts).
+/// The population a pair was judged in: the pair's own population (within a host or between
+/// hosts; of its node, for pairs over IPC), or under a threshold the one judgement where there is
+/// no such population.
 pub fn judged_for<'a>(judged: &'a [Judged], rule: Rule, hosts: &[String], pair: Pair) -> Option<&'a Judged> {
     let p = if hosts.get(pair.0) == hosts.get(pair.1) {
         Population::WithinHost
     } else {
         Population::BetweenHosts
     };
+    let own = judged
+        .iter()
+        .find(|j| j.population == p && j.host.as_ref().is_none_or(|h| hosts.get(pair.0) == Some(h)));
     match rule {
-        Rule::Threshold(_) => judged.first(),
-        Rule::Robust => judged.iter().find(|j| j.population == p),
+        // One judgement, or under a split (rails, nodes over IPC) one per group: the pair's own
+        // where it has one.
+        Rule::Threshold(_) => own.or(judged.first()),
+        Rule::Robust => own,
     }
 }
 
@@ -155,6 +161,7 @@ fn judge_population(
     }
     Judged {
         population: p,
+        host: None,
         sensitivity: bulk.drop_fraction().max(1.0 - keep),
         bulk: *bulk,
         references: refs,

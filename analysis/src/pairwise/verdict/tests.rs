@@ -55,6 +55,7 @@ fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
         paths: Vec::new(),
         connections: Vec::new(),
         slot: None,
+        path: None,
     }
 }
 

@@ -5,8 +5,10 @@
 //! closed, or its number taken by another file) is refused as stale, never mapped.
 
 use std::fs::File;
+use std::ops::Range;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
 
 use crate::gpu::peer::HANDLE_BYTES;
 
@@ -19,6 +21,9 @@ pub(super) struct ShmBuf {
     ptr: *mut u8,
     map: usize,
     len: usize,
+    /// Opened from another rank's handle: how many times as long a copy into it takes
+    /// (`slow.rs`, tests only; 1 otherwise).
+    slow: f64,
 }
 
 // SAFETY: the mapping belongs to this value alone (unmapped once, in drop); moving it to another
@@ -33,6 +38,8 @@ struct Where {
     ino: u64,
     dev: u64,
     map: u64,
+    /// The exporter's rank in its MPI job (`u32::MAX` outside one): for `slow.rs`.
+    rank: u32,
 }
 
 impl Where {
@@ -44,6 +51,7 @@ impl Where {
         h[16..24].copy_from_slice(&self.ino.to_le_bytes());
         h[24..32].copy_from_slice(&self.dev.to_le_bytes());
         h[32..40].copy_from_slice(&self.map.to_le_bytes());
+        h[40..44].copy_from_slice(&self.rank.to_le_bytes());
         h
     }
 
@@ -57,6 +65,7 @@ impl Where {
             ino: n8(16)?,
             dev: n8(24)?,
             map: n8(32)?,
+            rank: u32::from_le_bytes(n4(40)?),
         })
     }
 }
@@ -100,6 +109,7 @@ impl ShmBuf {
             ptr: p.cast(),
             map,
             len,
+            slow: 1.0,
         })
     }
 
@@ -112,6 +122,7 @@ impl ShmBuf {
             ino: m.ino(),
             dev: m.dev(),
             map: self.map as u64,
+            rank: super::slow::this_rank().map_or(u32::MAX, |r| r as u32),
         }
         .encode())
     }
@@ -149,7 +160,9 @@ impl ShmBuf {
                 w.map
             ));
         }
-        ShmBuf::map(file, map, len).map_err(|e| format!("mmap of {path}: {e}"))
+        let mut b = ShmBuf::map(file, map, len).map_err(|e| format!("mmap of {path}: {e}"))?;
+        b.slow = super::slow::factor((w.rank != u32::MAX).then_some(w.rank as usize));
+        Ok(b)
     }
 
     pub(super) fn len(&self) -> usize {
@@ -165,6 +178,26 @@ impl ShmBuf {
         // SAFETY: as in `as_slice`, and `&mut self` makes this the only reference in this process
         // (another process writes into it only while this one waits for its "done").
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+/// Copy `sr` of `s` into `dr` of `d` (the same buffer or two; equal or disjoint ranges), in the
+/// time the slow hook sets for `d` (`slow.rs`): straight from one mapping into the other, as a
+/// device-to-device copy, with no host buffer between.
+pub(super) fn copy(d: &Mutex<ShmBuf>, dr: Range<usize>, s: &Mutex<ShmBuf>, sr: Range<usize>) {
+    let t0 = std::time::Instant::now();
+    let slow = if std::ptr::eq(d, s) {
+        let mut g = d.lock().unwrap_or_else(|p| p.into_inner());
+        g.as_mut_slice().copy_within(sr, dr.start);
+        g.slow
+    } else {
+        let from = s.lock().unwrap_or_else(|p| p.into_inner());
+        let mut to = d.lock().unwrap_or_else(|p| p.into_inner());
+        to.as_mut_slice()[dr].copy_from_slice(&from.as_slice()[sr]);
+        to.slow
+    };
+    if slow > 1.0 {
+        std::thread::sleep(t0.elapsed().mul_f64(slow - 1.0));
     }
 }
 

@@ -19,23 +19,27 @@ pub(super) fn bar_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let (u, cmp) = (sc.unit, sc.cmp);
     for j in &v.judged {
         let b = &j.bulk;
+        // A node's pairs over IPC are named under either rule: they have a bar of their own.
+        let pop = match (v.judged.len(), j.population, &j.host) {
+            (_, _, Some(h)) => format!(" (within {h}, GPU to GPU over IPC)"),
+            (1, _, None) => String::new(),
+            (_, _, None) if matches!(v.rule, Rule::Threshold(_)) => String::new(),
+            (_, Population::BetweenHosts, None) => " (between hosts)".into(),
+            (_, Population::WithinHost, None) => " (within a host)".into(),
+        };
+        let pop = pop.as_str();
         match v.rule {
             Rule::Threshold(f) => {
                 let _ = writeln!(
                     s,
-                    "# Slow: {cmp} {:.2} {u} ({:.0}% of the median {:.2} {u}{floor}); suspects are retested alone",
+                    "# Slow{pop}: {cmp} {:.2} {u} ({:.0}% of the median {:.2} {u}{floor}); suspects are retested alone",
                     sc.val(b.bar),
                     f * 100.0,
                     sc.val(b.median)
                 );
-                sensitivity(s, &sc, "", j, false);
+                sensitivity(s, &sc, pop, j, false);
             }
             Rule::Robust => {
-                let pop = match (v.judged.len(), j.population) {
-                    (1, _) => "",
-                    (_, Population::BetweenHosts) => " (between hosts)",
-                    (_, Population::WithinHost) => " (within a host)",
-                };
                 let assumed = match (assumed(j), b.small_noise) {
                     (true, _) => " assumed",
                     (false, Some(_)) => " from its pairs' two directions",

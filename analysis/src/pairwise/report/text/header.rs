@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{nodes, RULE};
-use crate::pairwise::{Amount, OpName, PairwiseOutcome, Pattern, Selection, TestKind};
+use crate::pairwise::{Amount, HopPath, Measurement, OpName, PairwiseOutcome, Pattern, Selection, TestKind};
 
 /// The header's title (`Send BW Test (meshrun pairwise)`) and its facts, a line of one or two
 /// (name, value) each, in the order the text prints them; the HTML report shows the same.
@@ -26,6 +26,16 @@ pub(crate) fn facts(o: &PairwiseOutcome) -> (String, Vec<Vec<(String, String)>>)
     )];
     if let Some(nc) = &c.nic_choice {
         rows.push(vec![("NIC choice".to_string(), nc.clone())]);
+    }
+    if let Some(p) = &c.p2p {
+        // TCP reaches no GPU memory: its pairs on the network moved host memory.
+        let host = o.transport == "tcp" && (p.within_nodes == "net" || p.nodes > 1);
+        let note = if host {
+            "; the network's pairs move host memory over TCP"
+        } else {
+            ""
+        };
+        rows.push(vec![("P2P".to_string(), format!("{}{note}", p.line()))]);
     }
     let mut sel = match c.selection {
         Selection::All => "all pairs".to_string(),
@@ -98,21 +108,28 @@ pub(super) fn header(s: &mut String, o: &PairwiseOutcome) {
     let _ = writeln!(s, "{RULE}");
 }
 
-/// One row per measured direction (or pair), in perftest's columns plus ranks and hosts.
+/// One row per measured direction (or pair), in perftest's columns plus ranks and hosts (and,
+/// in a GPU run, the pair's path: `ipc` GPU to GPU, or `net`).
 pub(super) fn rows(s: &mut String, o: &PairwiseOutcome) {
     let c = &o.config;
+    let path = |m: &Measurement| match m.path {
+        Some(HopPath::Ipc) => "  ipc",
+        Some(HopPath::Net) => "  net",
+        None => "",
+    };
     match c.test {
         TestKind::Bw => {
             let _ = writeln!(
                 s,
-                " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]    src   dst  src_host  dst_host"
+                " #bytes     #iterations    BW peak[Gb/sec]    BW average[Gb/sec]   MsgRate[Mpps]    src   dst  src_host  dst_host{}",
+                if c.p2p.is_some() { "  path" } else { "" }
             );
             for m in &o.measurements {
                 if let Some(b) = m.bw {
                     let _ = writeln!(
                         s,
-                        " {:<7}    {:<7}          {:<7.2}            {:<7.2}              {:<9.6}   {:>4}  {:>4}  {}  {}",
-                        b.bytes, b.iterations, b.peak_gbps, b.avg_gbps, b.msg_rate_mpps, m.src, m.dst, o.hosts[m.src], o.hosts[m.dst]
+                        " {:<7}    {:<7}          {:<7.2}            {:<7.2}              {:<9.6}   {:>4}  {:>4}  {}  {}{}",
+                        b.bytes, b.iterations, b.peak_gbps, b.avg_gbps, b.msg_rate_mpps, m.src, m.dst, o.hosts[m.src], o.hosts[m.dst], path(m)
                     );
                 }
             }

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::staged::{local_mesh, noise};
+use super::staged::{local_mesh, noise, OnDevice};
 use super::*;
 use crate::dtype::{DataType, RedOp};
 
@@ -27,19 +27,14 @@ fn all_reduce(
         (ctx.rank * 1000 + ctx.dtype as usize * 10 + ctx.op as usize) as u64,
         bytes,
     );
-    let mut g = HostStandIn::new(0);
-    let journal = g.journal();
-    let mut staging = HostStaging::new(&mut g, bytes).unwrap();
-    let (src, buf) = if in_place {
-        (None, g.alloc(bytes).unwrap())
-    } else {
-        (Some(g.alloc(bytes).unwrap()), g.alloc(bytes).unwrap())
-    };
-    g.upload(At::new(src.unwrap_or(buf), 0), &data).unwrap();
-    let bufs = match src {
-        Some(send) => DevBufs::OutOfPlace { send, recv: buf },
-        None => DevBufs::InPlace { buf },
-    };
+    let OnDevice {
+        mut g,
+        journal,
+        mut staging,
+        src,
+        buf,
+        bufs,
+    } = OnDevice::new(&data, in_place);
     let mut dr = DeviceRun::with_slice(&mut g, t, DataPath::Staged, bytes, bufs, Some(&mut staging), SLICE).unwrap();
     if let Some(node_of) = nodes {
         dr.use_ipc(IpcPeers::same_node(node_of, ctx.rank));

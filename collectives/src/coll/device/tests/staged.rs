@@ -33,6 +33,47 @@ pub(super) fn noise(seed: u64, len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// A stand-in GPU holding `data` as a run places it (in place one buffer; out of place a send
+/// buffer and a receive buffer), with host staging of its size: what every device-ring case of
+/// these tests starts from, before its `DeviceRun`.
+pub(super) struct OnDevice {
+    pub g: HostStandIn,
+    pub journal: Journal,
+    pub staging: HostStaging,
+    /// The send buffer, out of place.
+    pub src: Option<BufId>,
+    /// The result's buffer (the data's too, in place).
+    pub buf: BufId,
+    pub bufs: DevBufs,
+}
+
+impl OnDevice {
+    pub(super) fn new(data: &[u8], in_place: bool) -> OnDevice {
+        let bytes = data.len();
+        let mut g = HostStandIn::new(0);
+        let journal = g.journal();
+        let staging = HostStaging::new(&mut g, bytes).unwrap();
+        let (src, buf) = if in_place {
+            (None, g.alloc(bytes).unwrap())
+        } else {
+            (Some(g.alloc(bytes).unwrap()), g.alloc(bytes).unwrap())
+        };
+        g.upload(At::new(src.unwrap_or(buf), 0), data).unwrap();
+        let bufs = match src {
+            Some(send) => DevBufs::OutOfPlace { send, recv: buf },
+            None => DevBufs::InPlace { buf },
+        };
+        OnDevice {
+            g,
+            journal,
+            staging,
+            src,
+            buf,
+            bufs,
+        }
+    }
+}
+
 /// One case's results on one rank: the device ring overlapped (and its journal), not
 /// overlapped, and the host ring.
 struct Results {
@@ -52,19 +93,14 @@ fn one_case(t: &mut TcpMesh, ctx: &Ctx, count: usize, in_place: bool) -> Results
         bytes,
     );
     let mut device = |overlap: bool| -> (Vec<u8>, Vec<Call>) {
-        let mut g = HostStandIn::new(0);
-        let journal = g.journal();
-        let mut staging = HostStaging::new(&mut g, bytes).unwrap();
-        let (src, buf) = if in_place {
-            (None, g.alloc(bytes).unwrap())
-        } else {
-            (Some(g.alloc(bytes).unwrap()), g.alloc(bytes).unwrap())
-        };
-        g.upload(At::new(src.unwrap_or(buf), 0), &data).unwrap();
-        let bufs = match src {
-            Some(send) => DevBufs::OutOfPlace { send, recv: buf },
-            None => DevBufs::InPlace { buf },
-        };
+        let OnDevice {
+            mut g,
+            journal,
+            mut staging,
+            src,
+            buf,
+            bufs,
+        } = OnDevice::new(&data, in_place);
         let mut dr =
             DeviceRun::with_slice(&mut g, t, DataPath::Staged, bytes, bufs, Some(&mut staging), SLICE).unwrap();
         dr.overlap = overlap;
