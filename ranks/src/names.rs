@@ -1,5 +1,5 @@
 //! The names of router addresses, as traceroute gives them: each address through the system
-//! resolver ([`crate::sys`]'s getnameinfo), all of them in parallel threads under one deadline, so
+//! resolver (getnameinfo, in `sys.rs`), all of them in parallel threads under one deadline, so
 //! a resolver that does not answer (a DNS server away, PTR queries dropped) costs the run
 //! [`WITHIN`] at most; an address not named by then stays unnamed and is counted.
 
