@@ -204,7 +204,9 @@ fn no_driver_is_a_clear_error() {
     for rank in 0..2 {
         assert!(
             r.stderr.lines().any(|l| l.contains(&format!("rank {rank} ("))
-                && l.contains("-g/--gpu needs the NVIDIA driver, but libcuda.so could not be loaded")),
+                && l.contains(
+                    "a GPU buffer (-g/--gpu, --use-cuda) needs the NVIDIA driver, but libcuda.so could not be loaded"
+                )),
             "{}",
             r.stderr
         );

@@ -64,8 +64,9 @@ impl GpuInfo {
 #[derive(Debug, thiserror::Error)]
 pub enum GpuError {
     #[error(
-        "-g/--gpu needs the NVIDIA driver, but libcuda.so could not be loaded on {host}: install the \
-         NVIDIA driver (check with nvidia-smi), or run without -g to test with host buffers"
+        "a GPU buffer (-g/--gpu, --use-cuda) needs the NVIDIA driver, but libcuda.so could not be \
+         loaded on {host}: install the NVIDIA driver (check with nvidia-smi), or run without -g or \
+         --use-cuda to test with host buffers"
     )]
     NoDriver { host: String },
     #[error("GPU selection on {host}, local rank {local_rank}: {why}")]
