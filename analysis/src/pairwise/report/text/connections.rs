@@ -83,31 +83,30 @@ fn path_letter(p: usize) -> String {
 pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
     for c in &o.cables {
         let from: Vec<String> = c.link.from.iter().map(|e| end_named(e, &o.router_names)).collect();
-        if c.link.routed() {
-            // From InfiniBand routes: the cable by both its switch ports.
-            let _ = writeln!(
-                s,
-                "# SLOW FABRIC LINK: {} -> {} (the subnet manager's routes): its {} direction(s) at a median {:.4} \
-                 Gb/sec against {:.4} for {} direction(s) that left the same switch(es) by another link or reached \
-                 the same hosts by another ({:.2} of them, rank test z {:.1})",
-                from.join(", "),
-                c.link.to,
-                c.connections,
-                c.median,
-                c.others_median,
-                c.others,
-                c.median / c.others_median,
-                c.z
-            );
-            continue;
-        }
+        // From InfiniBand routes the cable by both its switch ports, its directions; traced, the
+        // interface it arrives on and the routers before it, its connections.
+        let (head, unit, hops) = if c.link.routed() {
+            (
+                format!("{} -> {} (the subnet manager's routes)", from.join(", "), c.link.to),
+                "direction(s)",
+                "switch(es)",
+            )
+        } else {
+            (
+                format!(
+                    "into {} from {}",
+                    end_named(&c.link.to, &o.router_names),
+                    from.join(", ")
+                ),
+                "connection(s)",
+                "router(s)",
+            )
+        };
         let _ = writeln!(
             s,
-            "# SLOW FABRIC LINK: into {} from {}: its {} connection(s) at a median {:.4} Gb/sec against {:.4} for {} \
-             connection(s) that left the same router(s) by another link or reached the same hosts by another \
-             ({:.2} of them, rank test z {:.1})",
-            end_named(&c.link.to, &o.router_names),
-            from.join(", "),
+            "# SLOW FABRIC LINK: {head}: its {} {unit} at a median {:.4} Gb/sec against {:.4} for {} {unit} that \
+             left the same {hops} by another link or reached the same hosts by another ({:.2} of them, rank test \
+             z {:.1})",
             c.connections,
             c.median,
             c.others_median,

@@ -23,10 +23,7 @@ fn all_reduce(
     let (n, elt) = (ctx.nranks, ctx.elt());
     let bounds = |c: usize| super::super::super::ring::chunk(count, n, c, elt);
     let bytes = count * elt;
-    let data = noise(
-        (ctx.rank * 1000 + ctx.dtype as usize * 10 + ctx.op as usize) as u64,
-        bytes,
-    );
+    let data = noise(ctx, bytes);
     let OnDevice {
         mut g,
         journal,

@@ -19,9 +19,11 @@ pub(super) fn local_mesh(n: usize) -> Vec<TcpMesh> {
     ranks::tcp::loopback_mesh(n, Duration::from_secs(10)).unwrap()
 }
 
-/// Bytes that are no particular values (random floats, NaNs included): the comparison is of
-/// bytes, and each element's operations are the same on every path.
-pub(super) fn noise(seed: u64, len: usize) -> Vec<u8> {
+/// Bytes that are no particular values (random floats, NaNs included), one sequence per rank,
+/// type and op of `ctx`: the comparison is of bytes, and each element's operations are the same
+/// on every path.
+pub(super) fn noise(ctx: &Ctx, len: usize) -> Vec<u8> {
+    let seed = (ctx.rank * 1000 + ctx.dtype as usize * 10 + ctx.op as usize) as u64;
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
@@ -88,10 +90,7 @@ fn one_case(t: &mut TcpMesh, ctx: &Ctx, count: usize, in_place: bool) -> Results
     let (n, elt) = (ctx.nranks, ctx.elt());
     let bounds = |c: usize| ring::chunk(count, n, c, elt);
     let bytes = count * elt;
-    let data = noise(
-        (ctx.rank * 1000 + ctx.dtype as usize * 10 + ctx.op as usize) as u64,
-        bytes,
-    );
+    let data = noise(ctx, bytes);
     let mut device = |overlap: bool| -> (Vec<u8>, Vec<Call>) {
         let OnDevice {
             mut g,
