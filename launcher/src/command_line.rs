@@ -24,6 +24,11 @@ pub fn parse() -> (Cli, clap::ArgMatches) {
 /// A command line clap refused: help and version as clap prints them; an error as one line,
 /// said by rank 0 alone when mpirun started the ranks directly (every rank has the same
 /// arguments, so the others leave quietly with the same status).
+///
+/// Under an MPI launcher every rank then joins the job and meets the others (bounded by the
+/// default `--timeout`) before leaving: a rank that left at once could be seen by
+/// mpirun before rank 0 had said why, and mpirun then ends rank 0 with the line unsaid (seen
+/// under load, where rank 0 starts last).
 fn bad_command_line(e: clap::Error) -> ! {
     use clap::error::ErrorKind;
     if matches!(
@@ -32,12 +37,38 @@ fn bad_command_line(e: clap::Error) -> ! {
     ) {
         e.exit()
     }
-    if ranks::world::rank_from_env().is_none_or(|r| r == 0) {
-        let sub = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
-        let help = sub.map_or("meshrun --help".to_string(), |s| format!("meshrun {s} --help"));
-        ranks::eline!("meshrun: {}; see `{help}`", crate::precheck::clap_line(&e));
+    let sub = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    let help = sub.map_or("meshrun --help".to_string(), |s| format!("meshrun {s} --help"));
+    std::process::exit(refused(&format!("{}; see `{help}`", crate::precheck::clap_line(&e))))
+}
+
+/// A command line refused before MPI starts (the same on every rank): `meshrun: LINE` said by
+/// rank 0 alone, every rank leaving together (see [`bad_command_line`]); the exit status.
+fn refused(line: &str) -> i32 {
+    let rank = ranks::world::rank_from_env();
+    if rank.is_none_or(|r| r == 0) {
+        ranks::eline!("meshrun: {line}");
     }
-    std::process::exit(Status::Usage.code())
+    // Only where an MPI launcher started this process (a Slurm batch script has SLURM_PROCID
+    // but no job of ranks to meet).
+    if ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
+        leave_together();
+    }
+    Status::Usage.code()
+}
+
+/// Meet every rank of the job once: MPI's start, whose exchange of host names needs every rank
+/// (bounded by the default deadline), so what rank 0 said is out before any rank leaves. No
+/// MPI_Finalize after it: a rank that alone refused its command line (an environment variable
+/// only it has) would wait there on ranks that went on to their next step.
+fn leave_together() {
+    let deadline = std::time::Duration::from_secs_f64(crate::cli::DEFAULT_TIMEOUT_S);
+    if let Ok(world) = ranks::World::init(deadline) {
+        std::mem::forget(world);
+    }
 }
 
 /// `meshrun --version`: the version and git revision, the MPI library it was built against, and

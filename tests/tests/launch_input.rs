@@ -335,10 +335,18 @@ fn launch_refuses_a_bad_rank_command_before_mpirun() {
 }
 
 /// Ranks started by mpirun directly with a bad argument: rank 0 alone says it, in one line, and
-/// every rank leaves with status 2.
+/// every rank leaves with status 2. Rank 0 is forced to start 2 s after the others (an MPMD job
+/// whose first program sleeps, then becomes meshrun): ranks that left at once would have mpirun
+/// end rank 0 before it said anything, as happened under load.
 #[test]
 fn a_bad_argument_under_mpirun_is_said_once() {
-    let r = mpirun(3, &["pairwise", "-s", "0"], &[], LIMIT);
+    let late = format!("sleep 2; exec '{}' pairwise -s 0", meshrun_bin().display());
+    let mut cmd = std::process::Command::new("mpirun");
+    mpi_env(&mut cmd)
+        .args(["--bind-to", "none", "-np", "1", "sh", "-c", &late, ":", "-np", "2"])
+        .arg(meshrun_bin())
+        .args(["pairwise", "-s", "0"]);
+    let r = run_bounded(&mut cmd, LIMIT);
     let said: Vec<&str> = r.stderr.lines().filter(|l| l.starts_with("meshrun:")).collect();
     assert_eq!(said.len(), 1, "{}", r.stderr);
     assert!(

@@ -230,7 +230,7 @@ pub struct RankArgs {
     pub tcp_if: Vec<String>,
     /// Deadline in seconds for any one wait (connect, receive, MPI step); -T everywhere but on
     /// pairwise, where -T is perftest's type of service (--tclass)
-    #[arg(short = 'T', long, default_value_t = 60.0, value_parser = units::parse_timeout)]
+    #[arg(short = 'T', long, default_value_t = DEFAULT_TIMEOUT_S, value_parser = units::parse_timeout)]
     pub timeout: f64,
     /// When a deadline expires, also print every rank's own wait and, from the rank that names
     /// the root cause, every rank's state (default: the one root-cause line)
@@ -324,6 +324,9 @@ pub struct DevicesArgs {
     #[arg(long)]
     pub json: bool,
 }
+
+/// The default deadline in seconds for any one wait (`-T/--timeout`).
+pub const DEFAULT_TIMEOUT_S: f64 = 60.0;
 
 #[cfg(test)]
 mod tests {
