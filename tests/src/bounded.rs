@@ -39,7 +39,36 @@ pub fn run_bounded_leftovers(cmd: &mut Command, limit: Duration, tag: &str, ling
     if let Some((k, v)) = tag.split_once('=') {
         cmd.env(k, v);
     }
-    run_bounded_with(cmd, limit, Some((tag, linger)))
+    let (run, left, _) = run_bounded_watched(cmd, limit, Some((tag, linger)), None);
+    (run, left)
+}
+
+/// A launcher (mpirun) that outlived its ranks: every `comm` process carrying the tag had gone
+/// (after at least one had run) `grace` before the launcher was killed.
+#[derive(Debug, Clone, Copy)]
+pub struct OutlivedRanks {
+    /// When the last of them was seen gone.
+    pub since: std::time::SystemTime,
+}
+
+/// Like [`run_bounded_leftovers`], also watching the ranks (processes named `comm` carrying the
+/// tag): where the launcher is still running `grace` after the last of them went, it is killed
+/// and the run ends there, `ended` being when the ranks were gone, and that is returned. For
+/// Open MPI 4.1's mpirun, which now and then deadlocks in its own teardown after it reported the
+/// job's end (see the fault tests' `job_status`); any other command is run as
+/// [`run_bounded_leftovers`] runs it.
+pub fn run_bounded_outlived(
+    cmd: &mut Command,
+    limit: Duration,
+    tag: &str,
+    linger: Duration,
+    comm: &str,
+    grace: Duration,
+) -> (Run, Vec<String>, Option<OutlivedRanks>) {
+    if let Some((k, v)) = tag.split_once('=') {
+        cmd.env(k, v);
+    }
+    run_bounded_watched(cmd, limit, Some((tag, linger)), Some((comm, grace)))
 }
 
 /// Pids of the live processes named `comm` whose environment holds `tag` (a `NAME=value` the
@@ -92,6 +121,16 @@ fn tagged(tag: &str) -> Vec<(i32, String, String)> {
 }
 
 fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Duration)>) -> (Run, Vec<String>) {
+    let (run, left, _) = run_bounded_watched(cmd, limit, linger, None);
+    (run, left)
+}
+
+fn run_bounded_watched(
+    cmd: &mut Command,
+    limit: Duration,
+    linger: Option<(&str, Duration)>,
+    ranks: Option<(&str, Duration)>,
+) -> (Run, Vec<String>, Option<OutlivedRanks>) {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
     let start = Instant::now();
@@ -115,9 +154,27 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
         s
     });
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    // The ranks' watch: whether one has been seen, and since when none has been.
+    let (mut seen, mut gone): (bool, Option<(Instant, std::time::SystemTime)>) = (false, None);
+    let (mut outlived, mut polls) = (None, 0u64);
     let status = loop {
         if let Some(st) = child.try_wait().expect("wait") {
             break Some(st);
+        }
+        polls += 1;
+        // /proc read every 200 ms, not every poll: it reads every process's environment.
+        if let (Some((tag, _)), Some((comm, grace)), 0) = (linger, ranks, polls % 10) {
+            if tagged(tag).iter().any(|(_, c, _)| c == comm) {
+                (seen, gone) = (true, None);
+            } else if seen {
+                let (at, when) = *gone.get_or_insert_with(|| (Instant::now(), std::time::SystemTime::now()));
+                if at.elapsed() > grace {
+                    let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
+                    let _ = child.wait();
+                    outlived = Some(OutlivedRanks { since: when });
+                    break None;
+                }
+            }
         }
         if start.elapsed() > limit {
             let _ = nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGKILL);
@@ -126,8 +183,10 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let elapsed = start.elapsed();
-    let ended = std::time::SystemTime::now();
+    let (elapsed, ended) = match (outlived, gone) {
+        (Some(o), Some((at, _))) => (at.duration_since(start), o.since),
+        _ => (start.elapsed(), std::time::SystemTime::now()),
+    };
     let mut leftovers = Vec::new();
     if let Some((tag, linger)) = linger {
         let until = Instant::now() + linger;
@@ -153,11 +212,11 @@ fn run_bounded_with(cmd: &mut Command, limit: Duration, linger: Option<(&str, Du
         ended,
     };
     assert!(
-        status.is_some(),
+        status.is_some() || outlived.is_some(),
         "command ran past its {limit:?} limit and was killed: {cmd:?}\n{}",
         run.all()
     );
-    (run, leftovers)
+    (run, leftovers, outlived)
 }
 
 /// A command running in the background in its own process group, its output going to files, for
@@ -204,5 +263,47 @@ impl Background {
         let status = self.child.wait().expect("wait for the background command");
         let stdout = std::fs::read_to_string(&self.out).unwrap_or_default();
         (ended.then_some(status), stdout, self.stderr())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A launcher that stays after its one "rank" (a copy of sleep named meshrun, tagged) ended:
+    /// killed `grace` after the rank went, with `ended` at the rank's end; one that leaves with
+    /// its rank is waited for as before.
+    #[test]
+    fn a_launcher_that_outlives_its_ranks_is_ended_after_the_grace() {
+        let dir = std::env::temp_dir().join(format!("meshrun-outlived-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let rank = dir.join("meshrun");
+        std::fs::copy("/bin/sleep", &rank).expect("copy sleep");
+        let tag = format!("MESHRUN_OUTLIVED_TEST={}", dir.display());
+        let script = |after: &str| format!("'{}' 1; echo reported >&2; {after}", rank.display());
+        let grace = Duration::from_secs(1);
+        let start = std::time::SystemTime::now();
+        let mut hung = Command::new("sh");
+        hung.args(["-c", &script("exec sleep 60")]);
+        let (run, left, outlived) =
+            run_bounded_outlived(&mut hung, Duration::from_secs(30), &tag, grace, "meshrun", grace);
+        let outlived = outlived.expect("the launcher outlived its rank");
+        assert_eq!(run.code, None);
+        assert!(run.stderr.contains("reported"), "{}", run.stderr);
+        assert!(left.is_empty(), "{left:?}");
+        let rank_ended = outlived
+            .since
+            .duration_since(start)
+            .expect("after the start")
+            .as_secs_f64();
+        assert!((1.0..10.0).contains(&rank_ended), "the rank ended {rank_ended:.1} s in");
+        assert_eq!(run.ended, outlived.since);
+        let mut leaves = Command::new("sh");
+        leaves.args(["-c", &script("exit 3")]);
+        let (run, _, outlived) =
+            run_bounded_outlived(&mut leaves, Duration::from_secs(30), &tag, grace, "meshrun", grace);
+        assert!(outlived.is_none());
+        assert_eq!(run.code, Some(3));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -108,7 +108,7 @@ fn frozen_rank_before_mpi_init_ends_the_job_in_time() {
     // No channel exists before MPI_Init: the ranks waiting in it say so and leave with 3.
     let o = fault_job(4, "stop:rank=1:phase=bootstrap", &coll_args("all_reduce"));
     let after = struck(&o, "stop:rank=1:phase=bootstrap");
-    assert_eq!(job_status(&o.run), Some(3), "{}", o.run.all());
+    assert_eq!(o.status(), Some(3), "{}", o.run.all());
     assert!(after < T as f64 + AFTER_DEADLINE, "ended {after:.1} s after the fault");
     assert!(
         o.run.stderr.contains("MPI initialisation did not finish within 3s"),
@@ -120,7 +120,8 @@ fn frozen_rank_before_mpi_init_ends_the_job_in_time() {
 
 /// [`job_status`] on the real output of a run whose mpirun crashed in its teardown
 /// (tests/fixtures/mpirun-teardown-segv.stderr): it reads as the exit code mpirun had reported,
-/// and only that crash after that report does.
+/// and only that crash after that report does; [`FaultOutcome::status`] on one whose mpirun hung
+/// there (tests/fixtures/mpirun-teardown-hang.stderr) likewise.
 #[test]
 fn mpiruns_teardown_crash_reads_as_the_status_it_reported() {
     let text = std::fs::read_to_string(e2e::root().join("tests/fixtures/mpirun-teardown-segv.stderr"))
@@ -140,6 +141,21 @@ fn mpiruns_teardown_crash_reads_as_the_status_it_reported() {
     assert_eq!(job_status(&run(None, &unreported)), None);
     let elsewhere = text.replace("PMIx_server_finalize", "pmix_ptl_base_send");
     assert_eq!(job_status(&run(None, &elsewhere)), None);
+    // The same teardown deadlocked instead, every rank gone (fault_job killed mpirun): the
+    // status it had reported; none where it had reported none.
+    let hung = |stderr: &str| common::FaultOutcome {
+        run: run(None, stderr),
+        leftovers: Vec::new(),
+        shm: Vec::new(),
+        after_fault: None,
+        teardown_hung: true,
+    };
+    let hang = std::fs::read_to_string(e2e::root().join("tests/fixtures/mpirun-teardown-hang.stderr"))
+        .expect("tests/fixtures/mpirun-teardown-hang.stderr");
+    assert_eq!(hung(&hang).status(), Some(3));
+    assert_eq!(hung(&hang.replace("Exit code:    3", "")).status(), None);
+    // Without the watch's verdict, a killed mpirun without a crash is no status.
+    assert_eq!(job_status(&run(None, &hang)), None);
 }
 
 #[test]
@@ -151,7 +167,7 @@ fn killed_rank_before_mpi_init_ends_the_job_at_once() {
 fn a_live_rank_that_hangs_is_named_alive() {
     // The main thread sleeps: the rank answers the post-mortem, so it is alive but stuck.
     let o = fault_job(3, "stall:rank=1:phase=all_gather", &coll_args("all_gather"));
-    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    assert_eq!(o.status(), Some(3), "{}", o.run.all());
     let line = root_line(&o);
     assert!(
         line.contains("rank 1 (") && line.contains("is alive and answers"),
@@ -179,7 +195,7 @@ fn verbose_keeps_every_ranks_own_line() {
     let mut args = coll_args("all_reduce");
     args.push("--verbose");
     let o = fault_job(4, "stop:rank=1:phase=all_reduce", &args);
-    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    assert_eq!(o.status(), Some(3), "{}", o.run.all());
     root_line(&o);
     assert!(
         o.run
@@ -501,7 +517,7 @@ fn a_stall_is_kept_in_the_json_report_asked_for() {
     let fault = "stop:rank=2:phase=pairwise";
     let o = fault_job(4, fault, &[PAIRWISE, &["--json", &json_arg]].concat());
     struck(&o, fault);
-    assert_eq!(o.run.code, Some(3), "{}", o.run.all());
+    assert_eq!(o.status(), Some(3), "{}", o.run.all());
     let line = root_line(&o);
     let text = std::fs::read_to_string(&json).unwrap_or_else(|e| panic!("{}: {e}\n{}", json.display(), o.run.all()));
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
