@@ -246,7 +246,7 @@ fn collect(c: &'static Control) {
         pids: &pids,
     };
     let v = root_cause(&job, c.rank, &outcomes, ANSWER);
-    if !should_print(c.rank, &outcomes, &v) {
+    if !should_print(c.rank, &outcomes, reports.contains_key(&0), &v) {
         // The other collector says it; stay until the launcher ends the job (bounded).
         std::thread::sleep(super::FALLBACK);
         crate::exit_now(EXIT_STALL);
@@ -313,15 +313,27 @@ fn conclusion(c: &Control, v: &super::root_cause::RootCause, outcomes: &[RankOut
 }
 
 /// Whether this collector prints its root cause. Rank 0 does, and rank n-1 when rank 0 did not
-/// answer or is itself a root; neither prints a root cause naming itself alone, which is what a
-/// collector that was stopped and woken again (mpirun sends SIGCONT before it ends a job) would
-/// conclude from the others' stale alarms.
-pub(super) fn should_print(me: usize, outcomes: &[RankOutcome], v: &super::root_cause::RootCause) -> bool {
+/// answer, or is itself a root without having raised an alarm (`rank0_alarmed`: its deadline
+/// expired, so it runs this post-mortem and prints). Neither prints a root cause naming itself
+/// alone, which is what a collector that was stopped and woken again (mpirun sends SIGCONT before
+/// it ends a job) would conclude from the others' stale alarms.
+///
+/// Rank 0's alarm keeps rank n-1 quiet even where n-1 concludes otherwise: a collector that
+/// queries late (a loaded machine) can ask after rank 0 printed and left and mpirun woke the
+/// frozen rank with SIGCONT; that rank then answers, and n-1 would name the link between rank 0
+/// and it, a second root-cause line that contradicts the first (seen 1 in 12 runs of the
+/// frozen-in-a-retest fault with both cores busy).
+pub(super) fn should_print(
+    me: usize,
+    outcomes: &[RankOutcome],
+    rank0_alarmed: bool,
+    v: &super::root_cause::RootCause,
+) -> bool {
     if v.roots == [me] {
         return false;
     }
     let rank0_answered = matches!(outcomes.first(), Some(RankOutcome::Reported(_)));
-    me == 0 || !rank0_answered || v.roots.contains(&0)
+    me == 0 || !rank0_answered || (v.roots.contains(&0) && !rank0_alarmed)
 }
 
 fn job_host(c: &Control, r: usize) -> &str {
@@ -375,7 +387,9 @@ mod tests {
             o,
             ANSWER,
         );
-        let p = should_print(me, o, &v);
+        // Rank 0's outcome is its alarm where it waited on a peer (its deadline expired).
+        let alarmed = matches!(&o[0], RankOutcome::Reported(r) if r.state != WaitState::Busy);
+        let p = should_print(me, o, alarmed, &v);
         (v, p)
     }
 
@@ -420,6 +434,30 @@ mod tests {
         ];
         let (v, p) = root_cause_of(0, &o);
         assert_eq!(v.roots, vec![0, 1]);
+        assert!(p);
+        // Rank 3 asked late: rank 0 had printed and left, mpirun woke the frozen rank 1, which
+        // answered. It would name the link between 0 and 1; rank 0's alarm keeps it quiet.
+        let o = [
+            rep(0, WaitState::WaitingOnPeer, Some(1)),
+            rep(1, WaitState::PeerClosed, Some(0)),
+            rep(2, WaitingInMpi, None),
+            rep(3, WaitingInMpi, None),
+        ];
+        let (v, p) = root_cause_of(3, &o);
+        assert!(v.roots.contains(&0), "{:?}", v.roots);
+        assert!(!p);
+        // Rank 0 in those roots without an alarm of its own (alive, waiting on nobody): rank 3
+        // prints.
+        let (v, p) = root_cause_of(
+            3,
+            &[
+                rep(0, Busy, None),
+                rep(1, WaitState::WaitingOnPeer, Some(0)),
+                rep(2, WaitingInMpi, None),
+                rep(3, WaitingInMpi, None),
+            ],
+        );
+        assert!(v.roots.contains(&0), "{:?}", v.roots);
         assert!(p);
     }
 }
