@@ -51,7 +51,7 @@ fn refused(line: &str) -> i32 {
     }
     // Only where an MPI launcher started this process (a Slurm batch script has SLURM_PROCID
     // but no job of ranks to meet).
-    if ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
+    if ranks::world::MPI_RANK_VARS
         .iter()
         .any(|v| std::env::var_os(v).is_some())
     {

@@ -125,11 +125,16 @@ pub fn expected_nodes(get: impl Fn(&str) -> Option<String>, size: usize) -> Opti
     Some((hosts.len().min(size), format!("the MPIJob hostfile {file}")))
 }
 
+/// The variables an MPI launcher (Open MPI, PMI, PMIx) sets in every rank it starts: one present
+/// means this process is a rank of a job.
+pub const MPI_RANK_VARS: [&str; 3] = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"];
+
 /// This process's rank as the MPI launcher's environment gives it (Open MPI, MPICH/Hydra, PMIx,
 /// srun), before MPI is initialised; None outside an MPI job.
 pub fn rank_from_env() -> Option<usize> {
-    ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"]
+    MPI_RANK_VARS
         .iter()
+        .chain(&["SLURM_PROCID"])
         .find_map(|v| std::env::var(v).ok())
         .and_then(|r| r.trim().parse().ok())
 }
@@ -139,10 +144,7 @@ impl World {
     pub fn init(mpi_timeout: Duration) -> Result<World, WorldError> {
         let env = |k: &str| std::env::var(k).ok();
         let host = this_host();
-        let env_rank = ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"]
-            .iter()
-            .find_map(|v| env(v))
-            .unwrap_or_else(|| "?".into());
+        let env_rank = MPI_RANK_VARS.iter().find_map(|v| env(v)).unwrap_or_else(|| "?".into());
         let guard = watchdog::arm(
             mpi_timeout,
             format!(
