@@ -22,7 +22,15 @@ impl Run {
     }
     /// Panic with the output unless the exit status is `want`.
     pub fn expect_code(&self, want: i32) -> &Self {
-        assert_eq!(self.code, Some(want), "exit status; output:\n{}", self.all());
+        // stderr first: a CI log's tail then shows the end of stdout, where a report's verdict is.
+        assert_eq!(
+            self.code,
+            Some(want),
+            "exit status after {:.1} s; its stderr, then its stdout:\n{}\n{}",
+            self.elapsed.as_secs_f64(),
+            self.stderr,
+            self.stdout
+        );
         self
     }
 }
