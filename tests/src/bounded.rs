@@ -248,6 +248,11 @@ impl Background {
         Background { child, out, err }
     }
 
+    /// Its process id (its process group's too).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     /// Its stderr so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.err).unwrap_or_default()

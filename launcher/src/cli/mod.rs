@@ -175,6 +175,12 @@ pub struct LaunchArgs {
     /// an error at once)
     #[arg(long, value_name = "SECONDS", value_parser = units::parse_wait)]
     pub wait_hosts: Option<f64>,
+    /// Seconds mpirun may take to exit after it has said how the job ended (its notice of a
+    /// rank's non-zero status or signal) or after a SIGTERM/SIGHUP passed on to it; then it is
+    /// ended and the launch exits with the status it reported (Open MPI 4.1's mpirun can hang
+    /// in its own teardown)
+    #[arg(long, value_name = "SECONDS", default_value = "30", value_parser = units::parse_wait)]
+    pub teardown_grace: f64,
     /// Path of the meshrun binary on the hosts (default: this binary's path)
     #[arg(long)]
     pub meshrun: Option<PathBuf>,

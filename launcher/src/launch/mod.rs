@@ -3,6 +3,7 @@
 //! command itself ([`run()`]).
 
 mod run;
+mod teardown;
 #[cfg(test)]
 mod tests;
 

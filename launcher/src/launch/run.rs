@@ -75,7 +75,7 @@ fn launch(a: LaunchArgs) -> Result<i32, LaunchError> {
     let np: u64 = plan.placement.iter().map(|(_, n)| n).sum();
     let me = nix::unistd::gethostname().map_or(String::new(), |h| h.to_string_lossy().into_owned());
     super::check_open_files(np, super::local_ranks(&plan.placement, &me))?;
-    exec(&argv)
+    super::teardown::run(&argv, Duration::from_secs_f64(a.teardown_grace))
 }
 
 /// The ranks per host: from the host list, or all on this host without one.
@@ -170,17 +170,4 @@ fn program(a: &LaunchArgs) -> Result<String, LaunchError> {
             .display()
             .to_string(),
     })
-}
-
-/// Run mpirun (`argv`); its exit status, or 128 + the signal that ended it.
-fn exec(argv: &[String]) -> Result<i32, LaunchError> {
-    let status = std::process::Command::new(&argv[0])
-        .args(&argv[1..])
-        .status()
-        .map_err(|source| LaunchError::Spawn {
-            mpirun: argv[0].clone(),
-            source,
-        })?;
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
