@@ -54,7 +54,13 @@ impl NoticeReader {
     /// The job's end, where `line` completes a notice of it.
     pub fn line(&mut self, line: &str) -> Option<Reported> {
         let l = line.trim();
-        if l.starts_with("mpirun detected that one or more processes exited with non-zero status") {
+        // `mpirun`, or the name it was started by (Open MPI 5's PRRTE writes its tool's name).
+        let after_tool = |text: &str| {
+            l.split_once(' ')
+                .and_then(|(tool, rest)| (!tool.is_empty()).then_some(rest))
+                .and_then(|rest| rest.strip_prefix(text))
+        };
+        if after_tool("detected that one or more processes exited with non-zero status").is_some() {
             self.detected = Some(None);
             return None;
         }
@@ -81,7 +87,7 @@ impl NoticeReader {
             }
             return None;
         }
-        let rest = l.strip_prefix("mpirun noticed that process rank ")?;
+        let rest = after_tool("noticed that process rank ")?;
         let (rank, rest) = rest.split_once(" with PID ")?;
         let (_, rest) = rest.split_once(" on node ")?;
         let (node, rest) = rest.split_once(" exited on signal ")?;
@@ -101,6 +107,9 @@ impl NoticeReader {
         })
     }
 }
+
+/// The most of one line of mpirun's stderr read for a notice.
+const LINE_MAX: usize = 1024;
 
 /// What the watch hears while mpirun runs.
 enum Event {
@@ -167,9 +176,13 @@ fn relay(mut err: impl Read, tx: &mpsc::Sender<Event>) {
         let mut out = std::io::stderr().lock();
         let _ = out.write_all(&buf[..n]).and_then(|()| out.flush());
         drop(out);
+        // Lines end at \n or \r (a progress bar's); a notice's lines are short, so a line's
+        // first LINE_MAX bytes are enough, and a long one costs no memory.
         for &b in &buf[..n] {
-            if b != b'\n' {
-                line.push(b);
+            if b != b'\n' && b != b'\r' {
+                if line.len() < LINE_MAX {
+                    line.push(b);
+                }
                 continue;
             }
             if let Some(r) = reader.line(&String::from_utf8_lossy(&line)) {
@@ -316,6 +329,20 @@ mpirun noticed that process rank 1 with PID 0 on node vm exited on signal 9 (Kil
             [Reported {
                 status: 137,
                 what: "rank 1 on vm was ended by signal 9 (Killed)".into()
+            }]
+        );
+    }
+
+    /// Open MPI 5 (PRRTE) writes the name the tool was started by.
+    #[test]
+    fn the_tools_own_name_is_read_too() {
+        let text =
+            "prterun noticed that process rank 3 with PID 0 on node n2 exited on signal 11 (Segmentation fault).";
+        assert_eq!(
+            read(text),
+            [Reported {
+                status: 139,
+                what: "rank 3 on n2 was ended by signal 11 (Segmentation fault)".into()
             }]
         );
     }
