@@ -115,13 +115,9 @@ fn an_mpirun_that_exits_keeps_its_own_status_and_no_line_is_added() {
         "progress",
         "printf 'meshrun: [###---] round 1/2\\r' >&2\nexec sleep 600",
     );
-    let mut cmd = meshrun_command(&launch_args(&m).iter().map(String::as_str).collect::<Vec<_>>());
+    let cmd = meshrun_command(&launch_args(&m).iter().map(String::as_str).collect::<Vec<_>>());
     let dir = std::env::temp_dir().join(format!("meshrun-teardown-{}-progress", std::process::id()));
-    let bg = Background::start(
-        std::mem::replace(&mut cmd, std::process::Command::new("true")),
-        &dir,
-        "launch",
-    );
+    let bg = Background::start(cmd, &dir, "launch");
     assert!(
         bg.stderr_shows("round 1/2\r", Duration::from_secs(20)),
         "{:?}",
@@ -139,7 +135,7 @@ fn sigterm_is_passed_on_to_mpirun_and_bounded() {
     for (name, body, want, line) in [
         (
             "term",
-            "trap 'echo \"mpirun: SIGTERM, ending the job\" >&2; exit 143' TERM\necho started >&2\nsleep 600 &\nwait $!",
+            "trap 'kill $pid; echo \"mpirun: SIGTERM, ending the job\" >&2; exit 143' TERM\nsleep 600 &\npid=$!\necho started >&2\nwait $pid",
             143,
             None,
         ),
