@@ -54,9 +54,14 @@ fn launch_args(mpirun: &std::path::Path) -> Vec<String> {
     .to_vec()
 }
 
-fn launch(mpirun: &std::path::Path) -> Run {
+/// `meshrun launch` of a 2-rank mesh-check over the stand-in `mpirun`, with a 2 s grace.
+fn launch_command(mpirun: &std::path::Path) -> std::process::Command {
     let args = launch_args(mpirun);
-    meshrun(&args.iter().map(String::as_str).collect::<Vec<_>>(), LIMIT)
+    meshrun_command(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+fn launch(mpirun: &std::path::Path) -> Run {
+    run_bounded(&mut launch_command(mpirun), LIMIT)
 }
 
 #[test]
@@ -115,7 +120,7 @@ fn an_mpirun_that_exits_keeps_its_own_status_and_no_line_is_added() {
         "progress",
         "printf 'meshrun: [###---] round 1/2\\r' >&2\nexec sleep 600",
     );
-    let cmd = meshrun_command(&launch_args(&m).iter().map(String::as_str).collect::<Vec<_>>());
+    let cmd = launch_command(&m);
     let dir = std::env::temp_dir().join(format!("meshrun-teardown-{}-progress", std::process::id()));
     let bg = Background::start(cmd, &dir, "launch");
     assert!(
@@ -148,7 +153,7 @@ fn sigterm_is_passed_on_to_mpirun_and_bounded() {
     ] {
         let m = stand_in(name, body);
         let dir = std::env::temp_dir().join(format!("meshrun-teardown-{}-{name}", std::process::id()));
-        let cmd = meshrun_command(&launch_args(&m).iter().map(String::as_str).collect::<Vec<_>>());
+        let cmd = launch_command(&m);
         let bg = Background::start(cmd, &dir, "launch");
         // mpirun has started (the launch passed its line on), so the launch's watch is up.
         assert!(bg.stderr_shows("started\n", Duration::from_secs(20)), "{name}: {}", bg.stderr());

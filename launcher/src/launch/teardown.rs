@@ -160,7 +160,7 @@ pub fn run(argv: &[String], grace: Duration) -> Result<i32, LaunchError> {
     if let Some(err) = child.stderr.take() {
         std::thread::spawn(move || relay(err, &tx));
     }
-    watch(&mut child, &rx, grace)
+    Ok(watch(&mut child, &rx, grace))
 }
 
 /// Pass `err` on to this process's stderr as it comes (a progress bar's `\r` included), and
@@ -224,7 +224,7 @@ impl Heard {
 }
 
 /// Wait for `child` (mpirun) as [`run`] says.
-fn watch(child: &mut Child, rx: &mpsc::Receiver<Event>, grace: Duration) -> Result<i32, LaunchError> {
+fn watch(child: &mut Child, rx: &mpsc::Receiver<Event>, grace: Duration) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     let mut heard = Heard::default();
     let status = loop {
@@ -248,7 +248,7 @@ fn watch(child: &mut Child, rx: &mpsc::Receiver<Event>, grace: Duration) -> Resu
                 "meshrun launch: mpirun {why} {:.0} s ago and had not exited since (Open MPI 4.1 can hang in its own teardown; --teardown-grace sets the wait): ended it; exit status {status}",
                 grace.as_secs_f64()
             );
-            return Ok(status);
+            return status;
         }
         std::thread::sleep(Duration::from_millis(50));
     };
@@ -261,7 +261,7 @@ fn watch(child: &mut Child, rx: &mpsc::Receiver<Event>, grace: Duration) -> Resu
             Err(_) => break,
         }
     }
-    Ok(match (status.code(), status.signal(), heard.reported) {
+    match (status.code(), status.signal(), heard.reported) {
         (Some(c), _, _) => c,
         (None, Some(sig), Some(r)) => {
             ranks::eline!(
@@ -272,7 +272,7 @@ fn watch(child: &mut Child, rx: &mpsc::Receiver<Event>, grace: Duration) -> Resu
             r.status
         }
         (None, sig, _) => 128 + sig.unwrap_or(0),
-    })
+    }
 }
 
 #[cfg(test)]
