@@ -26,6 +26,12 @@ impl LeafSpine {
     /// `leaves` leaves of `hosts` hosts each, over `spines` spines, one slot per host; host links
     /// at 100 Mbit/s, cables at 200 Mbit/s (the script's defaults).
     pub fn up(leaves: usize, hosts: usize, spines: usize) -> LeafSpine {
+        LeafSpine::up_rated(leaves, hosts, spines, "100mbit", "200mbit")
+    }
+
+    /// As [`LeafSpine::up`], host links at `host_rate` and cables at `cable_rate` (as tc takes
+    /// them: `80mbit`).
+    pub fn up_rated(leaves: usize, hosts: usize, spines: usize, host_rate: &str, cable_rate: &str) -> LeafSpine {
         assert!(
             nix::unistd::geteuid().is_root(),
             "the leaf-spine bed needs root (ip netns, unshare); run the tests as root, as CI does"
@@ -37,7 +43,12 @@ impl LeafSpine {
             spines,
             _lock: MachineLock::take(),
         };
-        let r = bed.script(&["up", &leaves.to_string(), &hosts.to_string(), &spines.to_string()]);
+        let mut cmd = Command::new(root().join("scripts/leafspine"));
+        cmd.args(["up", &leaves.to_string(), &hosts.to_string(), &spines.to_string()])
+            .env("MR_LS_DIR", &bed.dir)
+            .env("MR_LS_HOST_RATE", host_rate)
+            .env("MR_LS_CABLE_RATE", cable_rate);
+        let r = run_bounded(&mut cmd, Duration::from_secs(60));
         assert_eq!(r.code, Some(0), "leafspine up failed:\n{}", r.all());
         bed
     }

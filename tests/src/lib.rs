@@ -8,11 +8,13 @@
 //! directories), [`bounded`] (a command run within a limit), [`mpi`] (`meshrun` under `mpirun`
 //! or alone), [`tables`] and [`verdict`] (reading what it printed), [`netns`], [`leafspine`] and
 //! [`slurm`] (the clusters on this machine), [`tools`] (what this machine has, promtool, the podman image);
-//! [`limits`] holds the time limits several test files share.
+//! [`limits`] holds the time limits several test files share; [`campaign`] is the verdict judged on
+//! fabrics drawn at random (not re-exported: its names are its own).
 
 #![forbid(unsafe_code)]
 
 pub mod bounded;
+pub mod campaign;
 pub mod leafspine;
 pub mod limits;
 pub mod mpi;
