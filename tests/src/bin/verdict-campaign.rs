@@ -2,7 +2,9 @@
 //! the namespace beds, runs `meshrun pairwise` on it with default verdict options, and scores the
 //! verdict against the truth; prints each draw as it ends and the tables at the end. Run it
 //! through `bench/verdict-campaign`, which builds the release binary and checks for root.
-//! `verdict-campaign --list DRAWS SEED` prints the fabrics those seeds draw and runs nothing.
+//! `verdict-campaign --list DRAWS SEED` prints the fabrics those seeds draw and runs nothing;
+//! `verdict-campaign --table RECORD...` prints the tables of campaigns' records (their draws
+//! together), as a campaign stopped early or several run apart are read.
 
 use std::io::Write;
 
@@ -10,6 +12,10 @@ use e2e::campaign::{bed, draw, run_seed, table};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--table") {
+        tables_of(&args[1..]);
+        return;
+    }
     let list = args.first().is_some_and(|a| a == "--list");
     if list {
         args.remove(0);
@@ -54,6 +60,38 @@ fn main() {
         let _ = writeln!(record, "{}", scored.record());
         rows.push(scored.row);
     }
+    println!(
+        "\n## Per fault kind, timing, family and shaping\n{}",
+        table::by_kind(&rows)
+    );
+    println!("## Against the targets (issue 67)\n{}", table::against_targets(&rows));
+}
+
+/// The tables of the records at `paths`.
+fn tables_of(paths: &[String]) {
+    let mut rows = Vec::new();
+    for p in paths {
+        let text = match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("verdict-campaign: {p}: {e}");
+                std::process::exit(2);
+            }
+        };
+        for (i, line) in text.lines().enumerate() {
+            let row = serde_json::from_str(line)
+                .ok()
+                .and_then(|v| table::Row::from_record(&v));
+            match row {
+                Some(r) => rows.push(r),
+                None => {
+                    eprintln!("verdict-campaign: {p}:{}: not a draw's record", i + 1);
+                    std::process::exit(2);
+                }
+            }
+        }
+    }
+    println!("# {} draws", rows.len());
     println!(
         "\n## Per fault kind, timing, family and shaping\n{}",
         table::by_kind(&rows)

@@ -37,6 +37,21 @@ impl Outcome {
         }
     }
 
+    /// The outcome [`Outcome::name`] gives `name`.
+    pub fn from_name(name: &str) -> Option<Outcome> {
+        [
+            Outcome::NamedAlone,
+            Outcome::NamedWithOther,
+            Outcome::WrongPart,
+            Outcome::Missed,
+            Outcome::CleanPass,
+            Outcome::FalseFinding,
+            Outcome::RunFailed,
+        ]
+        .into_iter()
+        .find(|o| o.name() == name)
+    }
+
     /// The right part named, alone or not.
     pub fn named(&self) -> bool {
         matches!(self, Outcome::NamedAlone | Outcome::NamedWithOther)

@@ -29,6 +29,26 @@ pub struct Row {
     pub host_blamed: bool,
 }
 
+impl Row {
+    /// A row back from the campaign's record (one JSON line a draw, [`super::Scored::record`]).
+    pub fn from_record(v: &serde_json::Value) -> Option<Row> {
+        let text = |k: &str| v[k].as_str().map(String::from);
+        Some(Row {
+            seed: v["seed"].as_u64()?,
+            kind: text("kind")?,
+            timing: text("timing")?,
+            family: text("family")?,
+            shaping: text("shaping")?,
+            outcome: Outcome::from_name(v["outcome"].as_str()?)?,
+            level: v["level"].as_f64(),
+            low_share: v["low_share"].as_f64(),
+            depth: v["depth"].as_f64(),
+            sensitivity: v["sensitivity"].as_f64(),
+            host_blamed: v["host_blamed"].as_bool()?,
+        })
+    }
+}
+
 /// Wilson's 95% score interval for `k` of `n` (Wilson 1927; for 8 of 10: 0.490-0.943).
 pub fn wilson(k: usize, n: usize) -> (f64, f64) {
     if n == 0 {
