@@ -11,8 +11,11 @@
 //! - A drawn fabric is non-blocking, as AI fabrics are built: a leaf's uplinks carry all its hosts
 //!   at their full rate (cable rate x spines >= host rate x hosts under the leaf; the flat bed's
 //!   one uplink >= host rate x the hosts of the smaller leaf). An oversubscribed clean fabric
-//!   slows every pair across it by design, which is no fault to name. So the cable multiplier is
-//!   drawn from the smallest non-blocking one up to 4, and a two-leaf flat bed has at most 8 hosts.
+//!   slows every pair across it by design, which is no fault to name. Nor are they built with
+//!   much to spare: a cable at 65% of a rate four times what crosses it slows nothing, and no
+//!   test could name it. So the cable multiplier is drawn from the smallest non-blocking one
+//!   (1-4x a host link) to half as much again (at most 4x), and a two-leaf flat bed has at most
+//!   8 hosts. [`Fabric::effective_level`] says what the traffic across a faulty cable sees.
 //! - An unshaped fabric has no rate to take a fraction of: there the fault is an absolute rate,
 //!   log-uniform over 30-3000 Mbit/s, from far below the CPU-limited bulk (several Gb/s) to inside
 //!   it, so that the run's own sensitivity line is what tells which of them could be named.
@@ -257,11 +260,12 @@ pub fn draw(seed: u64) -> Fabric {
     let host_mbit = r.int(50, 100) as u32;
     // Non-blocking: the smallest multiplier that carries every host under a leaf at full rate.
     let need = match family {
-        Family::LeafSpine { hosts, spines, .. } => hosts.div_ceil(spines),
-        Family::Flat { hosts, leaves: 2 } => hosts / 2,
-        _ => 1,
-    };
-    let cable_mbit = (host_mbit as f64 * r.range(need.max(1) as f64, 4.0)).round() as u32;
+        Family::LeafSpine { hosts, spines, .. } => hosts as f64 / spines as f64,
+        Family::Flat { hosts, leaves: 2 } => (hosts / 2) as f64,
+        _ => 1.0,
+    }
+    .max(1.0);
+    let cable_mbit = (host_mbit as f64 * r.range(need, (need * 1.5).min(4.0).max(need))).round() as u32;
     let fault = (!r.chance(CLEAN)).then(|| draw_fault(&mut r, &family, shaping, host_mbit, cable_mbit));
     Fabric {
         seed,
