@@ -1,5 +1,5 @@
 //! The namespace cluster's flap driver (`scripts/netns-cluster flap-link`, `flap-node`,
-//! `flap-nic`, `unflap`): on a shaped fabric, a part's htb classes alternate between two rates,
+//! `flap-nic`, `flap-uplink`, `unflap`): on a shaped fabric, a part's htb classes alternate between two rates,
 //! the first first, a period each, in the background; the flap ends by itself at its bound, the
 //! part back at the fabric's rate and no process left, or earlier when `unflap` or the cluster's
 //! Drop stops it. What is asserted is what the classes were seen at, with margins of seconds: a
@@ -190,5 +190,88 @@ fn unflap_and_the_cluster_going_down_stop_a_flap_early() {
         wait_for(Duration::from_secs(2), || session_members(pid).is_empty()),
         "left running: {:?}",
         session_members(pid)
+    );
+}
+
+/// Uneven phases (`LOW/HIGH` seconds) and the flapper's own log of its switches, which the
+/// verdict campaign reads as the truth of when a part was low: `a` (RATE_A) and `b` in turn from
+/// the start, each logged as it is made, then `fabric` at the bound; a quarter of the time at
+/// RATE_A. Margins are the log's own timestamps against the period, so a busy machine that
+/// samples late does not fail it.
+#[test]
+fn uneven_phases_switch_on_time_and_each_switch_is_logged() {
+    let c = shaped();
+    let r = c.script(&["flap-link", "mr-h0", "mr-h1", RATE_A, RATE_B, "0.4/1.2", "4.8"]);
+    r.expect_code(0);
+    assert!(
+        r.stdout.contains("30mbit for 0.4 s and 60mbit for 1.2 s in turn"),
+        "{}",
+        r.stdout
+    );
+    let log = c.dir.join("flap/link:mr-h0:mr-h1.phases");
+    assert!(
+        wait_for(Duration::from_secs(12), || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains("fabric"))),
+        "the flap did not end: {:?}",
+        std::fs::read_to_string(&log)
+    );
+    let phases = e2e::campaign::bed::read_phases(&log);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let kinds: Vec<&str> = text.lines().filter_map(|l| l.split_whitespace().nth(1)).collect();
+    // a b a b a b, then back: six switches in 4.8 s, the last the fabric's.
+    assert_eq!(kinds, ["a", "b", "a", "b", "a", "b", "fabric"], "{text}");
+    let gap = |i: usize| phases[i + 1].0 - phases[i].0;
+    for i in [0, 2, 4] {
+        assert!(
+            (0.2..0.9).contains(&gap(i)),
+            "low phase {i} lasted {:.2} s:\n{text}",
+            gap(i)
+        );
+    }
+    for i in [1, 3] {
+        assert!(
+            (0.9..1.6).contains(&gap(i)),
+            "high phase {i} lasted {:.2} s:\n{text}",
+            gap(i)
+        );
+    }
+    // Switches do not drift: the end is at the bound from the first switch.
+    let span = phases[6].0 - phases[0].0;
+    assert!((4.6..5.6).contains(&span), "ended {span:.2} s after it began:\n{text}");
+    let share = e2e::campaign::bed::low_share(&phases, (phases[0].0, phases[6].0));
+    assert!((0.15..0.35).contains(&share), "low for {share:.2} of it:\n{text}");
+    assert_eq!(one_rate(&[(0, 1), (1, 0)]).as_deref(), Some(FABRIC));
+}
+
+/// The uplink between two leaves flaps too (`flap-uplink`, after `shape-uplink`): its tbf at
+/// RATE_A first, back at the uplink's own rate when stopped.
+#[test]
+fn the_uplink_flaps_and_comes_back_at_its_rate() {
+    let c = NetnsCluster::up_with(4, 1, 2);
+    let tbf = |dev: &str| {
+        let r = run_bounded(
+            Command::new("tc").args(["qdisc", "show", "dev", dev]),
+            Duration::from_secs(10),
+        );
+        r.expect_code(0);
+        r.stdout
+    };
+    c.script(&["shape-uplink", "50mbit"]).expect_code(0);
+    let r = c.script(&["flap-uplink", RATE_A, "50mbit", "1/1", "60"]);
+    r.expect_code(0);
+    assert!(r.stdout.starts_with("flapping uplink "), "{}", r.stdout);
+    for dev in ["mrup0", "mrup1"] {
+        assert!(tbf(dev).contains("rate 30Mbit"), "{dev}: {}", tbf(dev));
+    }
+    c.unflap(&["uplink"]);
+    for dev in ["mrup0", "mrup1"] {
+        assert!(tbf(dev).contains("rate 50Mbit"), "{dev}: {}", tbf(dev));
+    }
+    let r = c.script(&["flap-uplink", RATE_A, "50mbit", "1"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("flap-uplink takes RATE_A RATE_B PERIOD SECONDS"),
+        "{}",
+        r.stderr
     );
 }
