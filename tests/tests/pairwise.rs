@@ -78,6 +78,12 @@ fn bandwidth_rows_matrix_and_files() {
     // JSON has every figure and the verdict.
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(doc["results"].as_array().unwrap().len(), 6);
+    // Each direction's slowest slice (100 messages: twentieths of 5), timed by its receiver: a
+    // rate above nought and not above its average.
+    for m in doc["results"].as_array().unwrap() {
+        let (low, avg) = (m["bw"]["low_gbps"].as_f64(), m["bw"]["avg_gbps"].as_f64().unwrap());
+        assert!(low.is_some_and(|l| l > 0.0 && l <= avg), "{m}");
+    }
     assert_eq!(doc["verdict"]["pass"], true);
     assert_eq!(doc["config"]["window"], 128);
     // What the run cost, measured: 3 rounds of 3 ranks (one idle each), their wall time at

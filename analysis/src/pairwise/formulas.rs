@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A bandwidth result, as perftest prints it.
+/// A bandwidth result, as perftest prints it, with the slowest slice of the run beside the peak.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct BwResult {
     pub bytes: u64,
@@ -19,6 +19,12 @@ pub struct BwResult {
     pub peak_gbps: f64,
     pub avg_gbps: f64,
     pub msg_rate_mpps: f64,
+    /// The slowest of the slices [`slice_rates`] cut the run into (a twentieth of it each), where
+    /// the receiver timed its messages: a part whose speed changed within the test shows here as
+    /// a low slice under a high peak, where the average alone hides it. None where no slice
+    /// qualified or nothing was timed per message (duplex, a queue pair count's totals).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub low_gbps: Option<f64>,
 }
 
 /// Average bandwidth in Gb/s for `bytes` moved in `seconds`.
@@ -49,26 +55,40 @@ pub fn per_qp_gbps(bytes: u64, iterations: u64, last: &[f64]) -> (f64, Vec<f64>)
     (avg, last.iter().map(|&t| gbps(each, t)).collect())
 }
 
-/// Peak bandwidth from receive completion times (seconds since the first completion): the best
-/// rate over consecutive slices of the run, each at least `min_msgs` messages and `min_span`
-/// seconds long. Over TCP one read can complete many small messages at the same instant, so a
-/// slice must cover real time (the caller passes a twentieth of the run). Returns None when no
-/// slice qualifies.
-pub fn peak_gbps(completions: &[f64], bytes_per_msg: f64, min_msgs: usize, min_span: f64) -> Option<f64> {
-    let mut best: Option<f64> = None;
-    let mut start = *completions.first()?;
-    let mut count = 0usize;
+/// The rates of consecutive slices of a run, from receive completion times (seconds since the
+/// first completion): each slice at least `min_msgs` messages and `min_span` seconds long, a
+/// rest too short to be one left out. Over TCP one read can complete many small messages at the
+/// same instant, so a slice must cover real time (the callers pass a twentieth of the run).
+pub fn slice_rates(completions: &[f64], bytes_per_msg: f64, min_msgs: usize, min_span: f64) -> Vec<f64> {
+    let mut rates = Vec::new();
+    let Some(&first) = completions.first() else {
+        return rates;
+    };
+    let (mut start, mut count) = (first, 0usize);
     for &t in &completions[1..] {
         count += 1;
         let span = t - start;
         if count >= min_msgs.max(1) && span >= min_span && span > 0.0 {
-            let r = gbps(count as f64 * bytes_per_msg, span);
-            best = Some(best.map_or(r, |b: f64| b.max(r)));
+            rates.push(gbps(count as f64 * bytes_per_msg, span));
             start = t;
             count = 0;
         }
     }
-    best
+    rates
+}
+
+/// Peak bandwidth: the best of [`slice_rates`]. None when no slice qualifies.
+pub fn peak_gbps(completions: &[f64], bytes_per_msg: f64, min_msgs: usize, min_span: f64) -> Option<f64> {
+    slice_rates(completions, bytes_per_msg, min_msgs, min_span)
+        .into_iter()
+        .reduce(f64::max)
+}
+
+/// The slowest slice: the lowest of [`slice_rates`]. None when no slice qualifies.
+pub fn low_gbps(completions: &[f64], bytes_per_msg: f64, min_msgs: usize, min_span: f64) -> Option<f64> {
+    slice_rates(completions, bytes_per_msg, min_msgs, min_span)
+        .into_iter()
+        .reduce(f64::min)
 }
 
 /// Latency statistics in microseconds, perftest's way.
@@ -210,5 +230,25 @@ mod tests {
         // Many completions at one instant never make a slice on their own.
         let burst = vec![1.0; 500];
         assert!(peak_gbps(&burst, 1000.0, 10, 1e-3).is_none());
+        assert!(low_gbps(&burst, 1000.0, 10, 1e-3).is_none());
+    }
+
+    /// A link at full speed, then slowed to a quarter for a while, then back (as a flapping port
+    /// does within one test): 1000-byte messages every 1 us (8 Gb/s), every 4 us (2 Gb/s) for 50
+    /// messages, then every 1 us again. Slices of 10 messages and 5 us: the peak is 8 Gb/s, the
+    /// slowest slice 2 Gb/s, while the average (199 messages after the first in 349 us) reads
+    /// 4.56 Gb/s.
+    #[test]
+    fn the_slowest_slice_shows_a_dip_the_average_hides() {
+        let mut t = vec![0.0];
+        for i in 1..200 {
+            let gap = if (75..125).contains(&i) { 4e-6 } else { 1e-6 };
+            t.push(t[i - 1] + gap);
+        }
+        let r = slice_rates(&t, 1000.0, 10, 5e-6);
+        assert_eq!(r.len(), 19, "{r:?}");
+        assert!((peak_gbps(&t, 1000.0, 10, 5e-6).unwrap() - 8.0).abs() < 1e-6);
+        assert!((low_gbps(&t, 1000.0, 10, 5e-6).unwrap() - 2.0).abs() < 1e-6);
+        assert!((gbps(199.0 * 1000.0, t[199]) - 4.5616).abs() < 1e-4);
     }
 }

@@ -256,6 +256,7 @@ impl Measurement {
                 peak_gbps: gbps,
                 avg_gbps: gbps,
                 msg_rate_mpps: 0.0,
+                low_gbps: None,
             }),
             lat: None,
             iterations,

@@ -377,6 +377,7 @@ mod tests {
                 peak_gbps: gbps,
                 avg_gbps: gbps,
                 msg_rate_mpps: 0.0,
+                low_gbps: None,
             }),
             lat: None,
             iterations: 10,

@@ -139,6 +139,7 @@ impl GpuPairs {
                 avg_gbps: mine.avg_gbps + f(0),
                 peak_gbps: mine.peak_gbps + f(8),
                 msg_rate_mpps: 2.0 * mine.msg_rate_mpps,
+                low_gbps: None,
                 ..mine
             };
             return Ok(vec![(lo, hi, both)]);
@@ -221,6 +222,7 @@ impl Buffers {
             peak_gbps: peak.max(avg),
             avg_gbps: avg,
             msg_rate_mpps: mpps(iters as f64, secs),
+            low_gbps: None,
         })
     }
 

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use analysis::pairwise::formulas::{gbps, mpps, peak_gbps, per_qp_gbps, BwResult, LatencyStats};
+use analysis::pairwise::formulas::{gbps, mpps, per_qp_gbps, slice_rates, BwResult, LatencyStats};
 use analysis::pairwise::{Amount, PairwiseConfig};
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 
@@ -136,18 +136,23 @@ pub fn bw_send(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     };
     let t0 = Instant::now();
     send_n(t, peer, &buf, iters, spec.window, spec.op_timeout)?;
-    t.exchange(&mut [Op::recv(peer, &mut ack)], deadline())?;
+    // The receiver's timing of the run: its peak slice, then its slowest.
+    let mut slices = [0u8; 16];
+    t.exchange(&mut [Op::recv(peer, &mut slices)], deadline())?;
+    let (peak, low) = slices.split_at(8);
+    let f = |b: &[u8]| f64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
     Ok(stream_result(
         spec,
         iters,
         t0.elapsed().as_secs_f64(),
-        f64::from_le_bytes(ack),
+        (f(peak), f(low)),
     ))
 }
 
 /// A one-way stream's result: `iters` messages of `spec.bytes` in `secs`, with the receiver's
-/// `peak` where it is a finite rate above the average (else the average).
-fn stream_result(spec: &MeasureSpec, iters: u64, secs: f64, peak: f64) -> BwResult {
+/// `peak` slice where it is a finite rate above the average (else the average) and its `low`
+/// slice where it is a finite rate not above it (else none: no slice was timed).
+fn stream_result(spec: &MeasureSpec, iters: u64, secs: f64, (peak, low): (f64, f64)) -> BwResult {
     let avg = gbps(spec.bytes as f64 * iters as f64, secs);
     BwResult {
         bytes: spec.bytes as u64,
@@ -155,7 +160,30 @@ fn stream_result(spec: &MeasureSpec, iters: u64, secs: f64, peak: f64) -> BwResu
         peak_gbps: if peak.is_finite() && peak > avg { peak } else { avg },
         avg_gbps: avg,
         msg_rate_mpps: mpps(iters as f64, secs),
+        low_gbps: (low.is_finite() && low > 0.0 && low <= avg).then_some(low),
     }
+}
+
+/// The peak and slowest of a run's slices, 0 for either where no slice qualifies. Each slice
+/// covers a twentieth of the run's span; the peak's hold at least `window` messages as well (as
+/// perftest's peak is over its batches), the slowest slice's a twentieth of the messages, at
+/// most `window`: a run of 20 messages of 1 MiB is 20 slices of one, where the window's 128
+/// would leave none.
+fn peak_and_low(completions: &[f64], bytes: usize, window: usize) -> (f64, f64) {
+    let span = completions.last().copied().unwrap_or(0.0) - completions.first().copied().unwrap_or(0.0);
+    let peak = slice_rates(completions, bytes as f64, window, span / 20.0)
+        .into_iter()
+        .reduce(f64::max)
+        .unwrap_or(0.0);
+    (peak, slowest_slice(completions, bytes, window, span).unwrap_or(0.0))
+}
+
+/// The slowest slice of [`peak_and_low`].
+fn slowest_slice(completions: &[f64], bytes: usize, window: usize, span: f64) -> Option<f64> {
+    let msgs = (completions.len() / 20).clamp(1, window.max(1));
+    slice_rates(completions, bytes as f64, msgs, span / 20.0)
+        .into_iter()
+        .reduce(f64::min)
 }
 
 /// The receiver's side of a unidirectional bandwidth test.
@@ -180,9 +208,11 @@ pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     let t0 = Instant::now();
     let mut times = Vec::with_capacity(iters.min(10_000_000) as usize);
     recv_n(t, peer, spec, iters, &mut scratch, Some((&mut times, t0)))?;
-    let span = times.last().copied().unwrap_or(0.0) - times.first().copied().unwrap_or(0.0);
-    let peak = peak_gbps(&times, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(0.0);
-    t.exchange(&mut [Op::send(peer, &peak.to_le_bytes())], deadline())?;
+    let (peak, low) = peak_and_low(&times, spec.bytes, spec.window);
+    let mut slices = [0u8; 16];
+    slices[..8].copy_from_slice(&peak.to_le_bytes());
+    slices[8..].copy_from_slice(&low.to_le_bytes());
+    t.exchange(&mut [Op::send(peer, &slices)], deadline())?;
     Ok(())
 }
 
@@ -233,10 +263,14 @@ pub fn bw_stream(
     };
     let measured = &arrived[(spec.warmup as usize).min(arrived.len())..];
     let secs = measured.last().copied().unwrap_or(start) - start;
-    let span = measured.last().copied().unwrap_or(0.0) - measured.first().copied().unwrap_or(0.0);
-    // No peak (too few arrivals to window): the average stands in, as stream_result makes it.
-    let peak = peak_gbps(measured, spec.bytes as f64, spec.window, span / 20.0).unwrap_or(0.0);
-    Ok(Some(stream_result(spec, iters, secs, peak)))
+    // No slice (too few arrivals to window): the average stands in as the peak, as
+    // stream_result makes it, and no slowest slice is given.
+    Ok(Some(stream_result(
+        spec,
+        iters,
+        secs,
+        peak_and_low(measured, spec.bytes, spec.window),
+    )))
 }
 
 /// Both directions at once (`-b`): each side sends and receives `iters` messages concurrently.
@@ -288,6 +322,7 @@ pub fn duplex(bytes: usize, iters: u64, secs: f64) -> BwResult {
         peak_gbps: avg,
         avg_gbps: avg,
         msg_rate_mpps: mpps(2.0 * iters as f64, secs),
+        low_gbps: None,
     }
 }
 
@@ -399,7 +434,11 @@ fn initiator_result(spec: &MeasureSpec, iters: u64, r: &ranks::OneSidedResult) -
     } else {
         (gbps(spec.bytes as f64 * iters as f64, secs), Vec::new())
     };
-    let peak = peak_gbps(&r.completions, spec.bytes as f64, spec.window * qps, secs / 20.0).unwrap_or(avg);
+    let peak = slice_rates(&r.completions, spec.bytes as f64, spec.window * qps, secs / 20.0)
+        .into_iter()
+        .reduce(f64::max)
+        .unwrap_or(avg);
+    let low = slowest_slice(&r.completions, spec.bytes, spec.window * qps, secs).filter(|l| *l <= avg);
     (
         BwResult {
             bytes: spec.bytes as u64,
@@ -407,6 +446,7 @@ fn initiator_result(spec: &MeasureSpec, iters: u64, r: &ranks::OneSidedResult) -
             peak_gbps: peak.max(avg),
             avg_gbps: avg,
             msg_rate_mpps: mpps(iters as f64 * qps as f64, secs),
+            low_gbps: low,
         },
         paths,
     )

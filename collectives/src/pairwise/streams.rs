@@ -89,6 +89,7 @@ pub fn bw_send(
         peak_gbps: avg,
         avg_gbps: avg,
         msg_rate_mpps: mpps(iters as f64, slowest),
+        low_gbps: None,
     };
     let budget = TRACE_BUDGET.min(spec.op_timeout / 2);
     let end = Instant::now() + budget;

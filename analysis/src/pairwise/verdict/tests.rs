@@ -43,6 +43,7 @@ fn m(src: usize, dst: usize, gbps: f64) -> Measurement {
         peak_gbps: gbps,
         avg_gbps: gbps,
         msg_rate_mpps: 0.0,
+        low_gbps: None,
     };
     Measurement {
         src,
