@@ -22,6 +22,7 @@
 //! (parts slow at times and fine at others) and `small` (the noise of a small population, from
 //! its pairs' two directions).
 
+mod alone;
 mod bars;
 mod cells;
 mod judging;
@@ -35,8 +36,9 @@ mod unstable;
 
 use serde::{Deserialize, Serialize};
 
+pub use alone::{alone_score, judged_for};
 pub(super) use bars::rule;
-pub use judging::{alone_score, judge_pairs, judged_for};
+pub use judging::judge_pairs;
 pub use noise::{alone_spread, unsteady_at_once};
 pub use plan::{plan_retests, plan_retests_in, retest_amount, RetestAmount, RetestPlan};
 pub use settling::{settled_in_two, to_confirm};

@@ -1,43 +1,18 @@
 //! One measurement between two ranks over the two-sided operations of a [`Transport`].
 //!
 //! Bandwidth: the sender posts messages in batches of the window (`-t`), the receiver receives them
-//! and answers with an 8-byte acknowledgement carrying its peak rate. Average bandwidth is the bytes
+//! and answers with a 16-byte acknowledgement carrying its peak and slowest slice rates. Average bandwidth is the bytes
 //! over the time from the sender's first post to that acknowledgement (perftest: first post to last
 //! completion). Latency: ping-pong, the lower rank timing each round trip; samples are half trips.
 
 use std::time::{Duration, Instant};
 
 use analysis::pairwise::formulas::{gbps, mpps, per_qp_gbps, slice_rates, BwResult, LatencyStats};
-use analysis::pairwise::{Amount, PairwiseConfig};
+use analysis::pairwise::Amount;
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 
+pub use super::timed::MeasureSpec;
 use super::timed::{count_for, probe_len, run_deadline};
-
-/// Settings for one measurement.
-#[derive(Debug, Clone, Copy)]
-pub struct MeasureSpec {
-    pub bytes: usize,
-    pub amount: Amount,
-    pub window: usize,
-    pub warmup: u64,
-    pub op_timeout: Duration,
-    /// Queue pairs per one-sided bandwidth test (`-q`), each posting `amount`.
-    pub qps: usize,
-}
-
-impl MeasureSpec {
-    /// The settings of `cfg` for one message size.
-    pub fn of(cfg: &PairwiseConfig, bytes: usize) -> MeasureSpec {
-        MeasureSpec {
-            bytes,
-            amount: cfg.amount,
-            window: cfg.window,
-            warmup: cfg.warmup,
-            op_timeout: cfg.op_timeout,
-            qps: cfg.qps.max(1),
-        }
-    }
-}
 
 /// Receive buffers at most this large in total per batch. A window of 8 MiB messages would need
 /// 1 GiB, and spreading receives over a large scratch area evicts the caches a stream benefits

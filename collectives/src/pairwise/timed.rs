@@ -1,12 +1,37 @@
-//! A timed measurement (`-D SECONDS`, as perftest's): a probe of a few windows learns the
-//! rate, and the run posts as many operations as fill the duration at it (each queue pair as
-//! many); its deadline allows for a probe that ran fast.
+//! How much one measurement moves and how long it may take: its settings ([`MeasureSpec`]),
+//! and for a timed measurement (`-D SECONDS`, as perftest's) a probe of a few windows that learns
+//! the rate, and the run that posts as many operations as fill the duration at it (each queue
+//! pair as many); its deadline allows for a probe that ran fast.
 
 use std::time::{Duration, Instant};
 
-use analysis::pairwise::Amount;
+use analysis::pairwise::{Amount, PairwiseConfig};
 
-use super::measure::MeasureSpec;
+/// Settings for one measurement.
+#[derive(Debug, Clone, Copy)]
+pub struct MeasureSpec {
+    pub bytes: usize,
+    pub amount: Amount,
+    pub window: usize,
+    pub warmup: u64,
+    pub op_timeout: Duration,
+    /// Queue pairs per one-sided bandwidth test (`-q`), each posting `amount`.
+    pub qps: usize,
+}
+
+impl MeasureSpec {
+    /// The settings of `cfg` for one message size.
+    pub fn of(cfg: &PairwiseConfig, bytes: usize) -> MeasureSpec {
+        MeasureSpec {
+            bytes,
+            amount: cfg.amount,
+            window: cfg.window,
+            warmup: cfg.warmup,
+            op_timeout: cfg.op_timeout,
+            qps: cfg.qps.max(1),
+        }
+    }
+}
 
 /// Operations a timed run (`-D`) posts first to learn its rate: four windows, at least 8 (each
 /// queue pair posts this many).

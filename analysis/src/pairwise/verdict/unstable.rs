@@ -18,9 +18,9 @@
 
 use std::collections::BTreeMap;
 
+use super::alone::{alone_score, judged_for};
 use super::bars::{bar_for, rule};
 use super::cells::{at_matrix_size, distinct_pairs};
-use super::judging::{alone_score, judged_for};
 use super::{Judged, Population, Rule};
 use crate::pairwise::blame::{blame, Part, SlowPair};
 use crate::pairwise::bulk::Bulk;
