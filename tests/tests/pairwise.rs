@@ -78,11 +78,13 @@ fn bandwidth_rows_matrix_and_files() {
     // JSON has every figure and the verdict.
     let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(doc["results"].as_array().unwrap().len(), 6);
-    // Each direction's slowest slice (100 messages: twentieths of 5), timed by its receiver: a
-    // rate above nought and not above its average.
+    // A direction's slowest slice, where its receiver timed one: a rate above nought and not
+    // above its average. Over loopback a receiver that was not running while its 100 messages
+    // arrived finds them all complete at once, and there is no slice: quiet_fabric.rs checks it
+    // where the shaper paces the messages.
     for m in doc["results"].as_array().unwrap() {
         let (low, avg) = (m["bw"]["low_gbps"].as_f64(), m["bw"]["avg_gbps"].as_f64().unwrap());
-        assert!(low.is_some_and(|l| l > 0.0 && l <= avg), "{m}");
+        assert!(low.is_none_or(|l| l > 0.0 && l <= avg), "{m}");
     }
     assert_eq!(doc["verdict"]["pass"], true);
     assert_eq!(doc["config"]["window"], 128);

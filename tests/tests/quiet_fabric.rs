@@ -89,6 +89,15 @@ fn one_link_at_85_percent_is_named_alone() {
         "{}",
         r.stdout
     );
+    // Every first-pass direction's slowest slice: the shaper paces its 20 messages (45 ms
+    // each), so its receiver timed twentieths of the run, none faster than the average.
+    for m in doc["results"].as_array().into_iter().flatten() {
+        let (low, avg) = (
+            m["bw"]["low_gbps"].as_f64(),
+            m["bw"]["avg_gbps"].as_f64().unwrap_or(0.0),
+        );
+        assert!(low.is_some_and(|l| l > 0.0 && l <= avg), "{m}");
+    }
     let retests = doc["retests"].as_array().cloned().unwrap_or_default();
     for (src, dst) in [(1, 4), (4, 1)] {
         let n = retests
