@@ -488,7 +488,7 @@ impl RankCommand for Pairwise {
 /// [`ranks::names::WITHIN`] (nothing asked where nothing was traced); one line on stderr where
 /// some had no answer in time.
 fn name_routers(o: &mut PairwiseOutcome) {
-    let addrs: Vec<_> = analysis::pairwise::router_names::traced_hops(o).into_iter().collect();
+    let addrs: Vec<_> = analysis::pairwise::connections::traced_hops(o).into_iter().collect();
     if addrs.is_empty() {
         return;
     }

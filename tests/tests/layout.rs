@@ -1,7 +1,10 @@
 //! The rules ARCHITECTURE.md says the code keeps, checked on the tree: no `.rs` file over 600
-//! lines, and no import circle between the top-level modules of a crate (a module `a` that names
-//! `crate::b` while `b`, directly or through others, names `crate::a`). A module's own children
-//! count as the module; `super::` paths stay inside it and are not read.
+//! lines, and no import circle inside a crate: not between its top-level modules (a module `a`
+//! that names `crate::b` while `b`, directly or through others, names `crate::a`; a module's own
+//! children count as the module), nor between the modules of any one folder (`verdict/judging.rs`
+//! naming `super::unstable` while `unstable.rs` names `super::judging`), at every depth. Test
+//! modules (`#[cfg(test)]` to the end of a file, `tests.rs`, `tests/` folders) are left out:
+//! tests sit above what they test.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -160,4 +163,210 @@ fn a_circle_is_found_where_there_is_one() {
         circle(&edges).map(|c| c.join(" -> ")).as_deref(),
         Some("b -> c -> d -> b")
     );
+}
+
+/// A file's module path inside its crate: `pairwise/verdict/judging.rs` is
+/// `["pairwise", "verdict", "judging"]`; `verdict.rs` and `verdict/mod.rs` are the folder's own
+/// module; `lib.rs` and `main.rs` the crate root (empty).
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts
+        .last()
+        .is_some_and(|l| l == "mod" || (parts.len() == 1 && (l == "lib" || l == "main")))
+    {
+        parts.pop();
+    }
+    parts
+}
+
+/// A test module's file: `tests.rs`, or anything under a `tests/` folder of the crate's source.
+fn is_test_file(src: &Path, file: &Path) -> bool {
+    let rel = file.strip_prefix(src).unwrap_or(file);
+    rel.components()
+        .any(|c| c.as_os_str() == "tests" || c.as_os_str() == "tests.rs")
+}
+
+/// The code of a file without its comments and its test module (from `#[cfg(test)]` on).
+fn code_of(text: &str) -> String {
+    let body = text.split("#[cfg(test)]").next().unwrap_or("");
+    body.lines()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The paths a `use` tree or path expression spells from `rest` on (after `crate::`, `super::`
+/// or `self::`), groups expanded: `{a, b::{c, d}}` gives `a`, `b::c`, `b::d`. Identifiers only;
+/// `*` and `self` end a path.
+fn spelled(rest: &str) -> Vec<Vec<String>> {
+    fn tree(s: &str) -> (Vec<Vec<String>>, usize) {
+        let mut path = Vec::new();
+        let mut i = 0;
+        let b = s.as_bytes();
+        loop {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            if i > start {
+                let id = &s[start..i];
+                if id != "self" {
+                    path.push(id.to_string());
+                }
+            }
+            let group = if s[i..].starts_with("::{") {
+                Some(3)
+            } else if i == 0 && s.starts_with('{') {
+                Some(1)
+            } else {
+                None
+            };
+            if let Some(skip) = group {
+                i += skip;
+                let mut out = Vec::new();
+                loop {
+                    while i < b.len() && (b[i] == b' ' || b[i] == b'\n' || b[i] == b',') {
+                        i += 1;
+                    }
+                    if i >= b.len() || b[i] == b'}' {
+                        return (
+                            out.into_iter()
+                                .map(|p: Vec<String>| path.iter().cloned().chain(p).collect())
+                                .chain(std::iter::once(path.clone()))
+                                .collect(),
+                            i + 1,
+                        );
+                    }
+                    let (sub, used) = tree(&s[i..]);
+                    out.extend(sub);
+                    i += used.max(1);
+                }
+            }
+            if s[i..].starts_with("::") && i > start {
+                i += 2;
+                continue;
+            }
+            return (vec![path], i);
+        }
+    }
+    tree(rest).0
+}
+
+/// Every module path (absolute, from the crate root) the file of module `me` names, whole or as
+/// the start of an item's path.
+fn named_paths(code: &str, me: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for (at, _) in code
+        .match_indices("crate::")
+        .chain(code.match_indices("super::"))
+        .chain(code.match_indices("self::"))
+    {
+        // A word that only ends in one of these (`my_crate::`) is not one.
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+        {
+            continue;
+        }
+        let (mut base, mut rest) = (Vec::new(), &code[at..]);
+        if let Some(r) = rest.strip_prefix("crate::") {
+            rest = r;
+        } else {
+            base = me.to_vec();
+            while let Some(r) = rest.strip_prefix("super::") {
+                base.pop();
+                rest = r;
+            }
+            if let Some(r) = rest.strip_prefix("self::") {
+                rest = r;
+            }
+        }
+        for p in spelled(rest) {
+            out.push(base.iter().cloned().chain(p).collect());
+        }
+    }
+    out
+}
+
+#[test]
+fn no_folder_has_an_import_circle_between_its_modules() {
+    let root = root();
+    let mut levels_read = 0;
+    for krate in CRATES {
+        let src = root.join(krate).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        files.retain(|f| !is_test_file(&src, f));
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+        // Per folder (a module path), its children and which of them names which.
+        let mut levels: BTreeMap<Vec<String>, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+        for f in &files {
+            let me = module_path(&src, f);
+            let code = code_of(&std::fs::read_to_string(f).unwrap_or_default());
+            for p in named_paths(&code, &me) {
+                // The longest start of the path that is a module of the crate.
+                let Some(to) = (1..=p.len())
+                    .rev()
+                    .map(|n| p[..n].to_vec())
+                    .find(|m| modules.contains(m))
+                else {
+                    continue;
+                };
+                let common = me.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                if let (Some(a), Some(b)) = (me.get(common), to.get(common)) {
+                    levels
+                        .entry(me[..common].to_vec())
+                        .or_default()
+                        .entry(a.clone())
+                        .or_default()
+                        .insert(b.clone());
+                }
+            }
+        }
+        levels_read += levels.len();
+        for (folder, edges) in &levels {
+            if let Some(c) = circle(edges) {
+                panic!(
+                    "{krate}/src/{}: an import circle between its modules: {}",
+                    folder.join("/"),
+                    c.join(" -> ")
+                );
+            }
+        }
+    }
+    assert!(levels_read > 20, "only {levels_read} folders with imports read");
+}
+
+#[test]
+fn a_folder_circle_is_found_where_there_is_one() {
+    let me: Vec<String> = ["pairwise", "verdict", "judging"].map(String::from).to_vec();
+    let code = code_of(
+        "use super::{bars::{rule, suspect_pairs}, unstable::holds};\nuse crate::pairwise::blame::Part;\n\
+         // super::noise in a comment\nfn f() { self::inner::g(); my_crate::x::y(); }\n#[cfg(test)]\nmod tests { use super::super::tests_only; }",
+    );
+    let got: Vec<String> = named_paths(&code, &me).iter().map(|p| p.join("::")).collect();
+    for want in [
+        "pairwise::verdict::bars::rule",
+        "pairwise::verdict::bars::suspect_pairs",
+        "pairwise::verdict::unstable::holds",
+        "pairwise::blame::Part",
+        "pairwise::verdict::judging::inner::g",
+    ] {
+        assert!(got.iter().any(|g| g == want), "{want} not in {got:?}");
+    }
+    assert!(
+        !got.iter()
+            .any(|g| g.contains("noise") || g.contains("tests_only") || g.contains("x::y")),
+        "{got:?}"
+    );
+    assert_eq!(
+        module_path(Path::new("s"), Path::new("s/pairwise/verdict/mod.rs")),
+        ["pairwise", "verdict"]
+    );
+    assert_eq!(module_path(Path::new("s"), Path::new("s/lib.rs")), Vec::<String>::new());
 }

@@ -31,6 +31,7 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::connections::{Connection, Path};
+use super::router_names::{named, RouterNames};
 use super::topology::Topology;
 use super::{Measurement, PairwiseConfig, TestKind};
 use crate::schedule::Pair;
@@ -56,6 +57,16 @@ pub enum End {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         port: Option<u32>,
     },
+}
+
+impl End {
+    /// As [`named`] writes an address (`name (address)`); a switch port as its own display.
+    pub fn named(&self, names: &RouterNames) -> String {
+        match self {
+            End::Ip(a) => named(a, names),
+            other => other.to_string(),
+        }
+    }
 }
 
 impl From<IpAddr> for End {

@@ -8,12 +8,13 @@
 //! host link (every connection of the host slow, whichever path). The verdict does not read it
 //! yet: a test's figure is still its bytes over its time, as with one connection.
 
+use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 
 use serde::{Deserialize, Serialize};
 
 use super::router_names::{named, RouterNames};
-use super::Measurement;
+use super::{Measurement, PairwiseOutcome};
 
 /// One connection of a test: its 5-tuple's two ends, the bytes it carried, its own Gb/s (its bytes
 /// over its own time, from the test's start to the receiver's acknowledgement of its last byte),
@@ -99,6 +100,21 @@ pub fn untraced(ms: &[Measurement]) -> Vec<(&str, usize)> {
     }
     out.sort_by_key(|x| std::cmp::Reverse(x.1));
     out
+}
+
+/// Every distinct router address a traced connection of the run crossed: its first pass, its
+/// retests and each repeated pass. What rank 0 asks the resolver for (none: nothing to ask).
+pub fn traced_hops(o: &PairwiseOutcome) -> BTreeSet<IpAddr> {
+    let passes = o.repeats.iter().map(|p| &p.outcome).chain(std::iter::once(o));
+    passes
+        .flat_map(|p| p.measurements.iter().chain(&p.retests))
+        .flat_map(|m| &m.connections)
+        .filter_map(|c| match &c.path {
+            Some(Path::Traced { hops, .. }) => Some(hops.iter().flatten().copied()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
 }
 
 #[cfg(test)]

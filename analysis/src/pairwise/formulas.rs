@@ -91,6 +91,21 @@ pub fn low_gbps(completions: &[f64], bytes_per_msg: f64, min_msgs: usize, min_sp
         .reduce(f64::min)
 }
 
+/// A measurement's peak and slowest slice from its completion times, each None where no slice
+/// qualifies. Every slice covers a twentieth of `span` (default: from the first completion to
+/// the last); the peak's hold at least `window` messages as well (as perftest's peak is over its
+/// batches), the slowest slice's a twentieth of the messages, at most `window`: a run of 20
+/// messages of 1 MiB is 20 slices of one, where the window's 128 would leave none.
+pub fn peak_and_low(completions: &[f64], bytes: usize, window: usize, span: Option<f64>) -> (Option<f64>, Option<f64>) {
+    let span = span
+        .unwrap_or_else(|| completions.last().copied().unwrap_or(0.0) - completions.first().copied().unwrap_or(0.0));
+    let msgs = (completions.len() / 20).clamp(1, window.max(1));
+    (
+        peak_gbps(completions, bytes as f64, window, span / 20.0),
+        low_gbps(completions, bytes as f64, msgs, span / 20.0),
+    )
+}
+
 /// Latency statistics in microseconds, perftest's way.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct LatencyStats {
@@ -250,5 +265,10 @@ mod tests {
         assert!((peak_gbps(&t, 1000.0, 10, 5e-6).unwrap() - 8.0).abs() < 1e-6);
         assert!((low_gbps(&t, 1000.0, 10, 5e-6).unwrap() - 2.0).abs() < 1e-6);
         assert!((gbps(199.0 * 1000.0, t[199]) - 4.5616).abs() < 1e-4);
+        // With the measurement's own rule and a window of 500 messages: no peak slice holds
+        // 500 of 200, while the slowest slice's hold 10 (a twentieth), as above.
+        let (peak, low) = peak_and_low(&t, 1000, 500, None);
+        assert_eq!(peak, None);
+        assert!((low.unwrap() - 2.0).abs() < 1e-6, "{low:?}");
     }
 }

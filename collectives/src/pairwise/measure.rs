@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use analysis::pairwise::formulas::{gbps, mpps, per_qp_gbps, slice_rates, BwResult, LatencyStats};
+use analysis::pairwise::formulas::{gbps, mpps, peak_and_low, per_qp_gbps, BwResult, LatencyStats};
 use analysis::pairwise::Amount;
 use ranks::{OneSidedOp, OneSidedRole, Op, Transport, TransportError};
 
@@ -139,28 +139,6 @@ fn stream_result(spec: &MeasureSpec, iters: u64, secs: f64, (peak, low): (f64, f
     }
 }
 
-/// The peak and slowest of a run's slices, 0 for either where no slice qualifies. Each slice
-/// covers a twentieth of the run's span; the peak's hold at least `window` messages as well (as
-/// perftest's peak is over its batches), the slowest slice's a twentieth of the messages, at
-/// most `window`: a run of 20 messages of 1 MiB is 20 slices of one, where the window's 128
-/// would leave none.
-fn peak_and_low(completions: &[f64], bytes: usize, window: usize) -> (f64, f64) {
-    let span = completions.last().copied().unwrap_or(0.0) - completions.first().copied().unwrap_or(0.0);
-    let peak = slice_rates(completions, bytes as f64, window, span / 20.0)
-        .into_iter()
-        .reduce(f64::max)
-        .unwrap_or(0.0);
-    (peak, slowest_slice(completions, bytes, window, span).unwrap_or(0.0))
-}
-
-/// The slowest slice of [`peak_and_low`].
-fn slowest_slice(completions: &[f64], bytes: usize, window: usize, span: f64) -> Option<f64> {
-    let msgs = (completions.len() / 20).clamp(1, window.max(1));
-    slice_rates(completions, bytes as f64, msgs, span / 20.0)
-        .into_iter()
-        .reduce(f64::min)
-}
-
 /// The receiver's side of a unidirectional bandwidth test.
 pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result<(), TransportError> {
     let mut scratch = scratch_for(spec);
@@ -183,7 +161,8 @@ pub fn bw_recv(t: &mut dyn Transport, peer: usize, spec: &MeasureSpec) -> Result
     let t0 = Instant::now();
     let mut times = Vec::with_capacity(iters.min(10_000_000) as usize);
     recv_n(t, peer, spec, iters, &mut scratch, Some((&mut times, t0)))?;
-    let (peak, low) = peak_and_low(&times, spec.bytes, spec.window);
+    let (peak, low) = peak_and_low(&times, spec.bytes, spec.window, None);
+    let (peak, low) = (peak.unwrap_or(0.0), low.unwrap_or(0.0));
     let mut slices = [0u8; 16];
     slices[..8].copy_from_slice(&peak.to_le_bytes());
     slices[8..].copy_from_slice(&low.to_le_bytes());
@@ -240,11 +219,12 @@ pub fn bw_stream(
     let secs = measured.last().copied().unwrap_or(start) - start;
     // No slice (too few arrivals to window): the average stands in as the peak, as
     // stream_result makes it, and no slowest slice is given.
+    let (peak, low) = peak_and_low(measured, spec.bytes, spec.window, None);
     Ok(Some(stream_result(
         spec,
         iters,
         secs,
-        peak_and_low(measured, spec.bytes, spec.window),
+        (peak.unwrap_or(0.0), low.unwrap_or(0.0)),
     )))
 }
 
@@ -409,11 +389,8 @@ fn initiator_result(spec: &MeasureSpec, iters: u64, r: &ranks::OneSidedResult) -
     } else {
         (gbps(spec.bytes as f64 * iters as f64, secs), Vec::new())
     };
-    let peak = slice_rates(&r.completions, spec.bytes as f64, spec.window * qps, secs / 20.0)
-        .into_iter()
-        .reduce(f64::max)
-        .unwrap_or(avg);
-    let low = slowest_slice(&r.completions, spec.bytes, spec.window * qps, secs).filter(|l| *l <= avg);
+    let (peak, low) = peak_and_low(&r.completions, spec.bytes, spec.window * qps, Some(secs));
+    let (peak, low) = (peak.unwrap_or(avg), low.filter(|l| *l <= avg));
     (
         BwResult {
             bytes: spec.bytes as u64,

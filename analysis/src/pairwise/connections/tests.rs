@@ -182,3 +182,68 @@ fn without_connections_the_reports_say_nothing_of_them() {
     let j = String::from_utf8(json::render(&o)).expect("utf-8");
     assert!(!j.contains("connections"), "{j}");
 }
+
+mod hops {
+    use super::*;
+    use crate::pairwise::router_names::RouterNames;
+
+    /// The leaf-spine bed's traced run (leaf0-spine1 slowed), read back.
+    fn bed() -> PairwiseOutcome {
+        let json = include_str!(
+            "../../../../docs/evidence/leafspine-paths-2026-12-06/pairwise-q4-cable-leaf0-spine1-60mbit.json"
+        );
+        crate::pairwise::saved::parse(json.as_bytes()).expect("a pairwise --json run")
+    }
+
+    #[test]
+    fn the_traced_hops_are_every_router_address_once() {
+        let hops = traced_hops(&bed());
+        let want: BTreeSet<IpAddr> = [
+            "10.80.0.1",
+            "10.80.1.1",
+            "10.80.2.1",
+            "10.100.0.2",
+            "10.100.1.2",
+            "10.100.2.2",
+            "10.100.0.1",
+            "10.100.1.1",
+            "10.100.2.1",
+            "10.101.0.2",
+            "10.101.1.2",
+            "10.101.2.2",
+            "10.101.0.1",
+            "10.101.1.1",
+            "10.101.2.1",
+        ]
+        .into_iter()
+        .map(|a| a.parse().expect("an address"))
+        .collect();
+        // Every first router, spine end and far leaf end; nothing else (no host address).
+        assert!(hops.is_subset(&want), "{hops:?}");
+        assert!(hops.contains(&"10.80.0.1".parse::<IpAddr>().expect("an address")));
+        assert!(hops.contains(&"10.101.0.2".parse::<IpAddr>().expect("an address")));
+        // A run with nothing traced has nothing to ask.
+        let mut untraced = bed();
+        for m in untraced.measurements.iter_mut().chain(untraced.retests.iter_mut()) {
+            m.connections.clear();
+        }
+        assert!(traced_hops(&untraced).is_empty());
+    }
+
+    #[test]
+    fn the_names_travel_in_the_json_and_only_where_there_are_some() {
+        let mut o = bed();
+        let plain = crate::pairwise::report::json::render(&o);
+        assert!(!String::from_utf8_lossy(&plain).contains("router_names"));
+        let a: IpAddr = "10.101.0.2".parse().expect("an address");
+        o.router_names = RouterNames::from([(a, "mrls-spine1-leaf0".to_string())]);
+        let with = crate::pairwise::report::json::render(&o);
+        let text = String::from_utf8_lossy(&with);
+        assert!(
+            text.contains("\"router_names\": {\n    \"10.101.0.2\": \"mrls-spine1-leaf0\""),
+            "{text}"
+        );
+        let back = crate::pairwise::saved::parse(&with).expect("read back");
+        assert_eq!(back.router_names, o.router_names);
+    }
+}

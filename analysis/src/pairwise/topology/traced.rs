@@ -10,8 +10,22 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use serde::Deserialize;
+
 use crate::pairwise::connections::Path;
 use crate::pairwise::router_names::{named, RouterNames};
+use crate::pairwise::Measurement;
+
+/// What a topology reads of a pairwise report: its hosts, its first pass's measurements with
+/// their traced connections, and the names the resolver gave the routers. Read here rather
+/// than through the saved-run reader, which judges the run again and sits above the topology.
+#[derive(Deserialize)]
+struct Report {
+    hosts: Vec<String>,
+    results: Vec<Measurement>,
+    #[serde(default)]
+    router_names: RouterNames,
+}
 
 /// What the traces show: each host's first router, and the router paths (hops joined by ` > `)
 /// from each first router to each other.
@@ -37,11 +51,11 @@ fn router(addr: &std::net::IpAddr, names: &RouterNames) -> String {
 
 /// The topology the report's traced connections show, or why there is none (line 0).
 pub(super) fn parse(text: &str) -> Result<Traced, (usize, String)> {
-    let o = crate::pairwise::saved::parse(text.as_bytes()).map_err(|e| (0, format!("not a pairwise report: {e}")))?;
+    let o: Report = serde_json::from_str(text).map_err(|e| (0, format!("not a pairwise report: {e}")))?;
     let host = |r: usize| o.hosts.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
     let mut first: BTreeMap<String, BTreeSet<std::net::IpAddr>> = BTreeMap::new();
     let mut hops_of: Vec<(String, String, Vec<String>)> = Vec::new();
-    for m in o.measurements.iter().filter(|m| !m.retest) {
+    for m in o.results.iter().filter(|m| !m.retest) {
         for c in &m.connections {
             let Some(Path::Traced { hops, .. }) = &c.path else {
                 continue;

@@ -5,7 +5,6 @@
 use std::fmt::Write as _;
 
 use crate::pairwise::connections::{distinct_paths, untraced};
-use crate::pairwise::router_names::end_named;
 use crate::pairwise::PairwiseOutcome;
 
 /// The section, after the rows (nothing where no test had several connections).
@@ -82,7 +81,7 @@ fn path_letter(p: usize) -> String {
 /// from which router, their median against the others'.
 pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
     for c in &o.cables {
-        let from: Vec<String> = c.link.from.iter().map(|e| end_named(e, &o.router_names)).collect();
+        let from: Vec<String> = c.link.from.iter().map(|e| e.named(&o.router_names)).collect();
         // From InfiniBand routes the cable by both its switch ports, its directions; traced, the
         // interface it arrives on and the routers before it, its connections.
         let (head, unit, hops) = if c.link.routed() {
@@ -93,11 +92,7 @@ pub(super) fn slow_links(s: &mut String, o: &PairwiseOutcome) {
             )
         } else {
             (
-                format!(
-                    "into {} from {}",
-                    end_named(&c.link.to, &o.router_names),
-                    from.join(", ")
-                ),
+                format!("into {} from {}", c.link.to.named(&o.router_names), from.join(", ")),
                 "connection(s)",
                 "router(s)",
             )
