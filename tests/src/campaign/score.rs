@@ -101,6 +101,17 @@ pub fn outcome(fabric: &Fabric, exit: Option<i32>, found: &[Finding]) -> Outcome
             Outcome::FalseFinding
         };
     };
+    // With rails, a node is named in each rail's section as its NIC there and then as the node:
+    // its NICs' lines are that node's, not parts of their own.
+    let nodes: Vec<&Vec<String>> = found
+        .iter()
+        .filter(|f| f.level == Level::Node)
+        .map(|f| &f.hosts)
+        .collect();
+    let found: Vec<&Finding> = found
+        .iter()
+        .filter(|f| !(f.level == Level::Nic && nodes.contains(&&f.hosts)))
+        .collect();
     let right = found.iter().filter(|f| names(fabric, &fault.part, f)).count();
     match (right, found.len()) {
         (_, 0) => Outcome::Missed,
@@ -255,6 +266,14 @@ mod tests {
             out("# SLOW NIC: mr-h1 on rail 0 (rank 2, eth0): 3\n", &rnode),
             Outcome::WrongPart
         );
+        // Each rail's NIC line, then the node's: the node, named alone (seed 23's report).
+        let per_rail = "# SLOW NIC: mr-h1 on rail 0 (rank 2, eth0): 3 of its 3\n\
+                        # SLOW NIC: mr-h1 on rail 1 (rank 3, eth1): 3 of its 3\n\
+                        # SLOW NODE: mr-h1: its NICs on 2 of its 2 rails are slow (6 rank pairs)\n";
+        assert_eq!(out(per_rail, &rnode), Outcome::NamedAlone);
+        // Another host's NIC beside it is another part.
+        let beside = format!("{per_rail}# SLOW NIC: mr-h2 on rail 0 (rank 4, eth0): 3 of its 3\n");
+        assert_eq!(out(&beside, &rnode), Outcome::NamedWithOther);
         let nic = fabric(rails, Some(Part::Nic { host: 1, rail: 1 }));
         assert_eq!(
             out("# SLOW NIC: mr-h1 on rail 1 (rank 3, eth1): 3\n", &nic),

@@ -30,21 +30,33 @@ pub struct Row {
 }
 
 impl Row {
-    /// A row back from the campaign's record (one JSON line a draw, [`super::Scored::record`]).
+    /// A row back from the campaign's record (one JSON line a draw, [`super::Scored::record`]),
+    /// scored again from the lines its report named and its exit status, so a record made
+    /// before a mend to the scoring reads as the scoring reads now (a run that failed stays
+    /// failed).
     pub fn from_record(v: &serde_json::Value) -> Option<Row> {
         let text = |k: &str| v[k].as_str().map(String::from);
+        let recorded = Outcome::from_name(v["outcome"].as_str()?)?;
+        let exit = v["exit"].as_i64().and_then(|c| i32::try_from(c).ok());
+        let lines: Vec<&str> = v["findings"].as_array()?.iter().filter_map(|l| l.as_str()).collect();
+        let found = super::findings::findings(&lines.join("\n"), exit);
+        let fabric = super::draw::draw(v["seed"].as_u64()?);
+        let outcome = match recorded {
+            Outcome::RunFailed => Outcome::RunFailed,
+            _ => super::score::outcome(&fabric, exit, &found),
+        };
         Some(Row {
             seed: v["seed"].as_u64()?,
             kind: text("kind")?,
             timing: text("timing")?,
             family: text("family")?,
             shaping: text("shaping")?,
-            outcome: Outcome::from_name(v["outcome"].as_str()?)?,
+            outcome,
             level: v["level"].as_f64(),
             low_share: v["low_share"].as_f64(),
             depth: v["depth"].as_f64(),
             sensitivity: v["sensitivity"].as_f64(),
-            host_blamed: v["host_blamed"].as_bool()?,
+            host_blamed: found.iter().any(super::score::blames_a_host),
         })
     }
 }
@@ -201,10 +213,15 @@ pub fn against_targets(rows: &[Row]) -> String {
         let hits = apply.iter().filter(|r| (t.hit)(r)).count();
         let n = apply.len();
         let p = if n == 0 { f64::NAN } else { hits as f64 / n as f64 };
+        // Met by the share measured, and whether its 95% interval says so too (with few draws
+        // it cannot: 0 of 9 clean draws flagged is an interval of 0-30%).
+        let (lo, hi) = wilson(hits, n);
         let met = if n == 0 {
             "no draws"
-        } else if (t.at_most && p <= t.bar) || (!t.at_most && p >= t.bar) {
+        } else if (t.at_most && hi <= t.bar) || (!t.at_most && lo >= t.bar) {
             "met"
+        } else if (t.at_most && p <= t.bar) || (!t.at_most && p >= t.bar) {
+            "met by the share, not yet by its interval (more draws)"
         } else {
             "NOT MET"
         };
@@ -280,9 +297,15 @@ mod tests {
             "{t}"
         );
         assert!(
-            t.contains("clean fabrics flagged (quiet and unshaped): 0 of 1,   0% (0-79%) (target <= 2%): met\n"),
+            t.contains("clean fabrics flagged (quiet and unshaped): 0 of 1,   0% (0-79%) (target <= 2%): met by the share, not yet by its interval (more draws)\n"),
             "{t}"
         );
+        // 300 of 300 named: the interval's lower end (98.7%) is over 95%.
+        let many: Vec<Row> = (0..300)
+            .map(|s| row(s, "node", "steady", Outcome::NamedAlone, Some(0.6)))
+            .collect();
+        let m = against_targets(&many);
+        assert!(m.contains("300 of 300, 100% (99-100%) (target >= 95%): met\n"), "{m}");
         let k = by_kind(&rows);
         assert!(
             k.contains(
