@@ -370,3 +370,109 @@ fn a_folder_circle_is_found_where_there_is_one() {
     );
     assert_eq!(module_path(Path::new("s"), Path::new("s/lib.rs")), Vec::<String>::new());
 }
+
+/// The judging's files: the verdict and what it blames with, not the run's model or the reports.
+const JUDGING: &[&str] = &[
+    "analysis/src/pairwise/verdict.rs",
+    "analysis/src/pairwise/verdict/",
+    "analysis/src/pairwise/blame.rs",
+    "analysis/src/pairwise/bulk.rs",
+    "analysis/src/pairwise/cables.rs",
+    "analysis/src/pairwise/path_share.rs",
+    "analysis/src/pairwise/paths.rs",
+    "analysis/src/pairwise/rails.rs",
+    "analysis/src/pairwise/over_time/",
+];
+
+/// The most parameters a function of the judging takes: more, and what travels together goes in
+/// one struct (`verdict::Evidence`).
+const MAX_PARAMS: usize = 6;
+
+/// Each function of `code` with its parameter count (`self` counted).
+fn param_counts(code: &str) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for (at, _) in code.match_indices("fn ") {
+        if code[..at]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            continue;
+        }
+        let rest = &code[at + 3..];
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let Some(open) = rest.find('(') else { continue };
+        // The list to its closing paren; `->` inside it (a closure type's) opens nothing.
+        let (mut depth, mut count, mut last, mut prev) = (0i32, 0usize, ' ', ' ');
+        for c in rest[open..].chars() {
+            match c {
+                '>' if prev == '-' => {}
+                '(' | '<' | '[' | '{' => depth += 1,
+                ')' | '>' | ']' | '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break;
+                    }
+                }
+                ',' if depth == 1 => count += 1,
+                _ => {}
+            }
+            if depth >= 1 && !c.is_whitespace() && !(depth == 1 && c == '(' && last == ' ') {
+                last = c;
+            }
+            prev = c;
+        }
+        // No parameter: nothing but the opening paren; a trailing comma adds none.
+        let n = match last {
+            ' ' | '(' => 0,
+            ',' => count,
+            _ => count + 1,
+        };
+        out.push((name, n));
+    }
+    out
+}
+
+#[test]
+fn no_function_of_the_judging_takes_over_6_parameters() {
+    let root = root();
+    let mut files = Vec::new();
+    sources(&root.join("analysis/src/pairwise"), &mut files);
+    let src = root.join("analysis/src");
+    let judging: Vec<&PathBuf> = files
+        .iter()
+        .filter(|f| !is_test_file(&src, f))
+        .filter(|f| {
+            let rel = f.strip_prefix(&root).unwrap_or(f).to_string_lossy().into_owned();
+            JUDGING
+                .iter()
+                .any(|j| rel == *j || (j.ends_with('/') && rel.starts_with(j)))
+        })
+        .collect();
+    assert!(judging.len() > 15, "only {} files of the judging found", judging.len());
+    let wide: Vec<String> = judging
+        .iter()
+        .flat_map(|f| {
+            let code = code_of(&std::fs::read_to_string(f).unwrap_or_default());
+            let rel = f.strip_prefix(&root).unwrap_or(f).display().to_string();
+            param_counts(&code)
+                .into_iter()
+                .filter(|(_, n)| *n > MAX_PARAMS)
+                .map(move |(name, n)| format!("{rel}: {name} ({n})"))
+        })
+        .collect();
+    assert!(wide.is_empty(), "over {MAX_PARAMS} parameters: {wide:?}");
+}
+
+#[test]
+fn parameters_are_counted_as_written() {
+    let code = "fn a() {}\nfn b(x: u8) {}\nfn c<T: Into<String>>(x: T, y: Vec<(u8, u8)>,\n) -> u8 { 0 }\n\
+                pub(super) fn d(&self, f: impl Fn(u8, u8) -> u8, g: [u8; 2]) {}\n";
+    assert_eq!(
+        param_counts(code),
+        [("a".to_string(), 0), ("b".into(), 1), ("c".into(), 2), ("d".into(), 3)]
+    );
+}

@@ -46,7 +46,19 @@ pub use unstable::{part_holds, Unstable};
 
 pub use super::blame::{Part, SlowPair};
 use super::bulk::Bulk;
+use super::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
+
+/// What a verdict is drawn from, passed as one: the first pass's measurements (those a slow
+/// fabric link does not explain), the retests alone, the run's configuration and each rank's
+/// host.
+#[derive(Clone, Copy)]
+pub(crate) struct Evidence<'a> {
+    pub first: &'a [Measurement],
+    pub retests: &'a [Measurement],
+    pub cfg: &'a PairwiseConfig,
+    pub hosts: &'a [String],
+}
 
 /// How the bar was set.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use super::on_links::off_links;
 use super::on_paths::on_paths;
 use super::plan::RetestPlan;
 use super::unstable::{holds, unstable_parts};
-use super::{Judged, Population, Rule, Verdict};
+use super::{Evidence, Judged, Population, Rule, Verdict};
 use crate::pairwise::blame::{blame, SlowPair};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::{DEVIATIONS, MIN_DROP};
@@ -48,12 +48,16 @@ pub fn judge_pairs(
     // Without traces, pairs slow through one of an uplink's paths are confirmed from the first
     // pass: alone their load would move to the fine paths (`on_paths.rs`).
     let paths = on_paths(first, cfg, hosts, topology);
-    let (confirmed, cleared) = confirm_suspects(first, retests, cfg, hosts, &bars, &judged, &paths);
+    let evidence = Evidence {
+        first,
+        retests,
+        cfg,
+        hosts,
+    };
+    let (confirmed, cleared) = confirm_suspects(evidence, &bars, &judged, &paths);
     let fabric = below_the_bar(whole, cfg, hosts, &bars, &apart.on);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
-    let unstable = unstable_parts(
-        first, retests, cfg, hosts, &bars, &judged, &cleared, &confirmed, topology,
-    );
+    let unstable = unstable_parts(evidence, &bars, &judged, &cleared, &confirmed, topology);
     // A pair slow alone that belongs to an unstable part is that part's: blamed once, as it.
     let steady: Vec<SlowPair> = confirmed
         .iter()
@@ -158,14 +162,17 @@ fn below_the_bar(
 /// The suspects of the first pass, confirmed (still below their population's bar alone, or not
 /// retested) or cleared.
 fn confirm_suspects(
-    first: &[Measurement],
-    retests: &[Measurement],
-    cfg: &PairwiseConfig,
-    hosts: &[String],
+    evidence: Evidence<'_>,
     bars: &[(Population, Bulk)],
     judged: &[Judged],
     on_paths: &std::collections::BTreeSet<Pair>,
 ) -> (Vec<SlowPair>, Vec<Pair>) {
+    let Evidence {
+        first,
+        retests,
+        cfg,
+        hosts,
+    } = evidence;
     let rule = rule(cfg);
     let alone_bar = |pair: Pair| judged_for(judged, rule, hosts, pair).map_or(0.0, |j| j.bar_alone);
     let mut confirmed = Vec::new();

@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use super::alone::{alone_score, judged_for};
 use super::bars::{bar_for, rule};
 use super::cells::{at_matrix_size, distinct_pairs};
-use super::{Judged, Population, Rule};
+use super::{Evidence, Judged, Population, Rule};
 use crate::pairwise::blame::{blame, Part, SlowPair};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::topology::Topology;
@@ -98,18 +98,20 @@ impl<'a> Slots<'a> {
 /// fine alone (their figure alone nearer the references' than the bar, by [`judged`]'s
 /// populations) and the `confirmed` ones, wherever a direction was slow apart, blamed together;
 /// a part with at least one member fine alone (else it is slow, not unstable).
-#[allow(clippy::too_many_arguments)]
 pub(super) fn unstable_parts(
-    first: &[Measurement],
-    retests: &[Measurement],
-    cfg: &PairwiseConfig,
-    hosts: &[String],
+    evidence: Evidence<'_>,
     bars: &[(Population, Bulk)],
     judged: &[Judged],
     cleared: &[Pair],
     confirmed: &[SlowPair],
     topology: Option<&Topology>,
 ) -> Vec<Unstable> {
+    let Evidence {
+        first,
+        retests,
+        cfg,
+        hosts,
+    } = evidence;
     let cells: Vec<&Measurement> = at_matrix_size(first, cfg).collect();
     let Some(slots) = Slots::of(&cells, cfg, hosts, bars) else {
         return Vec::new();
