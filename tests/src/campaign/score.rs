@@ -83,8 +83,15 @@ pub fn names(fabric: &Fabric, part: &Part, f: &Finding) -> bool {
                 s == ["leaf0", "leaf1"]
             }
         }
+        // With two leaves every path over a spine crosses both leaves' cables to it, one after
+        // the other, each way: no end-to-end measurement tells the two apart, so either is the
+        // fault as far as any run can know (with three leaves or more, paths to the third part
+        // them).
         Part::Cable { leaf, spine } => {
-            f.level == Level::FabricLink && f.into_cable.is_some_and(|(l, s, _)| (l, s) == (leaf, spine))
+            let two_leaves = matches!(fabric.family, Family::LeafSpine { leaves: 2, .. });
+            f.level == Level::FabricLink
+                && f.into_cable
+                    .is_some_and(|(l, s, _)| s == spine && (l == leaf || two_leaves))
         }
     }
 }
@@ -299,6 +306,18 @@ mod tests {
             ),
             Outcome::WrongPart
         );
+        // Three leaves: leaf 1's cable to spine 1 is another cable. Two: the same path's, either.
+        let other = "# SLOW FABRIC LINK: into mrls-spine1-leaf1 (10.101.1.2) from mrls-leaf1 (10.80.1.1): x\n";
+        assert_eq!(out(other, &cable), Outcome::WrongPart);
+        let two = fabric(
+            Family::LeafSpine {
+                leaves: 2,
+                hosts: 3,
+                spines: 2,
+            },
+            Some(Part::Cable { leaf: 0, spine: 1 }),
+        );
+        assert_eq!(out(other, &two), Outcome::NamedAlone);
         let clean = fabric(flat, None);
         assert_eq!(outcome(&clean, Some(0), &[]), Outcome::CleanPass);
         assert_eq!(out("# FAIL: 1 slow path(s)\n", &clean), Outcome::FalseFinding);
