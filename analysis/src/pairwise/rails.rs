@@ -22,6 +22,9 @@ use super::topology::Topology;
 use super::verdict::{self, RetestPlan, Verdict};
 use super::{HopPath, Measurement, PairwiseConfig, Selection};
 use crate::schedule::Pair;
+use unstable::unstable_nodes;
+
+mod unstable;
 
 /// One rail's ranks, NICs and verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -300,9 +303,16 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, ho
             counts: slow_counts(slow_count[h], rails_of(h), slow_rails[h].iter().copied()),
         })
         .collect();
+    let shaky = unstable_nodes(rails, hosts, &slow_count, &nodes);
+    let rolled_up = |h: &str| {
+        nodes.contains(&h)
+            || shaky
+                .iter()
+                .any(|u| matches!(&u.part, Part::Node { host, .. } if host == h))
+    };
     let mut confirmed = Vec::new();
     let mut cleared = Vec::new();
-    let mut unstable = Vec::new();
+    let mut unstable = shaky.clone();
     let mut fabric = Vec::new();
     let mut links = Vec::new();
     let mut uplink_paths = Vec::new();
@@ -316,12 +326,18 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, ho
             r.verdict
                 .blamed
                 .iter()
-                .filter(|p| !matches!(p, Part::RailNic { host, .. } if nodes.contains(&host.as_str())))
+                .filter(|p| !matches!(p, Part::RailNic { host, .. } if rolled_up(host)))
                 .cloned(),
         );
         confirmed.extend(r.verdict.confirmed.iter().cloned());
         cleared.extend(r.verdict.cleared.iter().copied());
-        unstable.extend(r.verdict.unstable.iter().cloned());
+        unstable.extend(
+            r.verdict
+                .unstable
+                .iter()
+                .filter(|u| !matches!(&u.part, Part::RailNic { host, .. } if rolled_up(host)))
+                .cloned(),
+        );
     }
     let mut judged = Vec::new();
     for w in others {

@@ -13,8 +13,9 @@ pub enum Voice {
     Verdict { rails: bool },
     /// The comparison with a baseline: `NODE h1: 3 of its 5 host links`.
     Baseline,
-    /// An unstable part: `NODE: h1: 3 of its 5 host links slow`, the figures after it saying when.
-    Unstable,
+    /// An unstable part: `NODE: h1: 3 of its 5 host links slow`, the figures after it saying
+    /// when. `rails`: a `--rails` run, whose nodes are counted in rails.
+    Unstable { rails: bool },
 }
 
 /// What a blamed part is made of, whose figures a report quotes after its name.
@@ -32,7 +33,7 @@ impl Part {
         let (verdict, rails) = match voice {
             Voice::Verdict { rails } => (true, rails),
             Voice::Baseline => (false, false),
-            Voice::Unstable => (true, false),
+            Voice::Unstable { rails } => (true, rails),
         };
         let level = self.level().to_uppercase();
         let head = if verdict {
@@ -43,7 +44,7 @@ impl Part {
         // The verdict says what is slow and how many rank pairs are behind a node or an uplink.
         let are_slow = match voice {
             Voice::Verdict { .. } => " are slow",
-            Voice::Unstable => " slow",
+            Voice::Unstable { .. } => " slow",
             Voice::Baseline => "",
         };
         let behind = |k: &SlowCounts| {

@@ -150,7 +150,9 @@ pub(super) fn unstable_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         let written = writeln!(
             s,
             "# UNSTABLE {} in the first pass while the pairs beside them were not (slot{plural} {} of {}; worst {:.2} {u}, beside it {:.2}){alone}: its speed changed while the run lasted",
-            x.part.phrase(Voice::Unstable),
+            x.part.phrase(Voice::Unstable {
+                rails: !o.rails.is_empty()
+            }),
             slots.join(", "),
             x.slots,
             sc.val(x.worst),
