@@ -273,11 +273,16 @@ fn on_rail(
     v
 }
 
+/// How many of `rails` host `h` has a rank on.
+fn rails_of(rails: &[RailOutcome], hosts: &[String], h: &str) -> usize {
+    rails.iter().filter(|r| r.ranks.iter().any(|&x| hosts[x] == h)).count()
+}
+
 /// The run's verdict over all rails: a node whose NICs are slow on all its rails (two or more)
 /// is blamed as the node, the rest of every rail's parts as they are, then the other
 /// populations' (pairs between hosts not by rail, within hosts, each node's over IPC).
 fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, hosts: &[String]) -> Verdict {
-    let rails_of = |h: &str| rails.iter().filter(|r| r.ranks.iter().any(|&x| hosts[x] == h)).count();
+    let rails_of = |h: &str| rails_of(rails, hosts, h);
     let mut slow_rails: BTreeMap<&str, Vec<&SlowPair>> = BTreeMap::new();
     let mut slow_count: BTreeMap<&str, usize> = BTreeMap::new();
     for r in rails {

@@ -1,9 +1,9 @@
 //! One measurement between two ranks over the two-sided operations of a [`Transport`].
 //!
 //! Bandwidth: the sender posts messages in batches of the window (`-t`), the receiver receives them
-//! and answers with a 16-byte acknowledgement carrying its peak and slowest slice rates. Average bandwidth is the bytes
-//! over the time from the sender's first post to that acknowledgement (perftest: first post to last
-//! completion). Latency: ping-pong, the lower rank timing each round trip; samples are half trips.
+//! and answers with a 16-byte acknowledgement carrying its peak and slowest slice rates. Average
+//! bandwidth is the bytes over the time from the sender's first post to that acknowledgement
+//! (perftest: first post to last completion). Latency: ping-pong, the lower rank timing each round trip; samples are half trips.
 
 use std::time::{Duration, Instant};
 

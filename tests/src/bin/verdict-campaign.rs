@@ -63,11 +63,7 @@ fn main() {
         // polls twice a second) gets its turn rather than waiting out the whole campaign.
         std::thread::sleep(std::time::Duration::from_millis(1500));
     }
-    println!(
-        "\n## Per fault kind, timing, family and shaping\n{}",
-        table::by_kind(&rows)
-    );
-    println!("## Against the targets (issue 67)\n{}", table::against_targets(&rows));
+    print_tables(&rows);
 }
 
 /// The tables of the records at `paths`.
@@ -95,9 +91,14 @@ fn tables_of(paths: &[String]) {
         }
     }
     println!("# {} draws", rows.len());
+    print_tables(&rows);
+}
+
+/// The two tables of `rows`: per fault kind, timing, family and shaping; against the targets.
+fn print_tables(rows: &[table::Row]) {
     println!(
         "\n## Per fault kind, timing, family and shaping\n{}",
-        table::by_kind(&rows)
+        table::by_kind(rows)
     );
-    println!("## Against the targets (issue 67)\n{}", table::against_targets(&rows));
+    println!("## Against the targets (issue 67)\n{}", table::against_targets(rows));
 }

@@ -195,38 +195,86 @@ pub fn run(fabric: &Fabric, out: &Path) -> Trial {
 
 type Ran = (Run, Vec<String>, Vec<(f64, bool)>);
 
+/// A namespace bed as the campaign drives it: its shaper script, and a pairwise run from its
+/// first host.
+trait Bed {
+    /// The script's path as a shell line names it (`scripts/leafspine`).
+    const SCRIPT: &'static str;
+    fn shaper(&self, args: &[&str]) -> Run;
+    fn run(&self, rank_args: &[&str]) -> Run;
+    fn files(&self) -> &Path;
+}
+
+impl Bed for LeafSpine {
+    const SCRIPT: &'static str = "scripts/leafspine";
+    fn shaper(&self, args: &[&str]) -> Run {
+        self.script(args)
+    }
+    fn run(&self, rank_args: &[&str]) -> Run {
+        self.launch(&[], rank_args, RUN_LIMIT)
+    }
+    fn files(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Bed for NetnsCluster {
+    const SCRIPT: &'static str = "scripts/netns-cluster";
+    fn shaper(&self, args: &[&str]) -> Run {
+        self.script(args)
+    }
+    fn run(&self, rank_args: &[&str]) -> Run {
+        self.launch(&[], rank_args, RUN_LIMIT)
+    }
+    fn files(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// On a bed that is up: the fabric's shaper commands `base`, then its fault's (each recorded in
+/// `setup`), one pairwise run (with the bed's topology file where `topology`), and the fault's
+/// phase log read from the bed's files.
+fn shape_and_run<B: Bed>(
+    bed: &B,
+    fabric: &Fabric,
+    base: &[Vec<String>],
+    topology: bool,
+    json: &Path,
+    setup: &mut Vec<String>,
+) -> Ran {
+    let (faults, logs) = fault_commands(fabric);
+    for c in base.iter().chain(&faults) {
+        setup.push(line(B::SCRIPT, c));
+        let c: Vec<&str> = c.iter().map(String::as_str).collect();
+        bed.shaper(&c).expect_code(0);
+    }
+    let topology = topology.then(|| bed.files().join("topology"));
+    let args = pairwise_args(fabric, json, topology.as_deref());
+    let a: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = bed.run(&a);
+    let phases = logs
+        .first()
+        .map(|l| read_phases(&bed.files().join(l)))
+        .unwrap_or_default();
+    (run, args, phases)
+}
+
 fn on_leafspine(
     fabric: &Fabric,
     (leaves, hosts, spines): (usize, usize, usize),
     json: &Path,
     setup: &mut Vec<String>,
 ) -> Ran {
-    let (faults, logs) = fault_commands(fabric);
-    let (hr, cr) = match fabric.shaping {
-        Shaping::Quiet => (
-            format!("{}mbit", fabric.host_mbit),
-            format!("{}mbit", fabric.cable_mbit),
-        ),
-        Shaping::Unshaped => (UNSHAPED_RATE.to_string(), UNSHAPED_RATE.to_string()),
-    };
+    let hr = normal_rate(fabric, &Part::Node { host: 0 });
+    let cr = normal_rate(fabric, &Part::Cable { leaf: 0, spine: 0 });
     setup.push(format!(
         "MR_LS_HOST_RATE={hr} MR_LS_CABLE_RATE={cr} scripts/leafspine up {leaves} {hosts} {spines}"
     ));
     let bed = LeafSpine::up_rated(leaves, hosts, spines, &hr, &cr);
-    for c in &faults {
-        setup.push(line("scripts/leafspine", c));
-        let c: Vec<&str> = c.iter().map(String::as_str).collect();
-        bed.script(&c).expect_code(0);
-    }
-    let args = pairwise_args(fabric, json, Some(&bed.dir.join("topology")));
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = bed.launch(&[], &a, RUN_LIMIT);
-    let phases = logs.first().map(|l| read_phases(&bed.dir.join(l))).unwrap_or_default();
-    (run, args, phases)
+    shape_and_run(&bed, fabric, &[], true, json, setup)
 }
 
 fn on_netns(fabric: &Fabric, hosts: usize, leaves: usize, rails: bool, json: &Path, setup: &mut Vec<String>) -> Ran {
-    let (faults, logs) = fault_commands(fabric);
     let slots = if rails { 2 } else { 1 };
     setup.push(format!(
         "scripts/netns-cluster up {hosts} {slots} {leaves} {}",
@@ -237,25 +285,14 @@ fn on_netns(fabric: &Fabric, hosts: usize, leaves: usize, rails: bool, json: &Pa
     } else {
         NetnsCluster::up_with(hosts, slots, leaves)
     };
-    let rate = match fabric.shaping {
-        Shaping::Quiet => format!("{}mbit", fabric.host_mbit),
-        Shaping::Unshaped => UNSHAPED_RATE.to_string(),
-    };
-    let mut base = vec![vec!["shape-fabric".to_string(), rate]];
+    let mut base = vec![vec![
+        "shape-fabric".to_string(),
+        normal_rate(fabric, &Part::Node { host: 0 }),
+    ]];
     if leaves == 2 {
         base.push(vec!["shape-uplink".to_string(), normal_rate(fabric, &Part::Uplink)]);
     }
-    for c in base.iter().chain(&faults) {
-        setup.push(line("scripts/netns-cluster", c));
-        let c: Vec<&str> = c.iter().map(String::as_str).collect();
-        bed.script(&c).expect_code(0);
-    }
-    let topology = (leaves == 2).then(|| bed.dir.join("topology"));
-    let args = pairwise_args(fabric, json, topology.as_deref());
-    let a: Vec<&str> = args.iter().map(String::as_str).collect();
-    let run = bed.launch(&[], &a, RUN_LIMIT);
-    let phases = logs.first().map(|l| read_phases(&bed.dir.join(l))).unwrap_or_default();
-    (run, args, phases)
+    shape_and_run(&bed, fabric, &base, leaves == 2, json, setup)
 }
 
 /// Where the campaign keeps its runs.

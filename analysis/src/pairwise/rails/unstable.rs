@@ -16,7 +16,7 @@ pub(super) fn unstable_nodes(
     slow: &BTreeMap<&str, usize>,
     nodes: &[&str],
 ) -> Vec<verdict::Unstable> {
-    let rails_of = |h: &str| rails.iter().filter(|r| r.ranks.iter().any(|&x| hosts[x] == h)).count();
+    let rails_of = |h: &str| super::rails_of(rails, hosts, h);
     let mut shaky: BTreeMap<&str, Vec<&verdict::Unstable>> = BTreeMap::new();
     for r in rails {
         for u in &r.verdict.unstable {
