@@ -171,7 +171,17 @@ fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r:
     verdict(s, o, &r.verdict);
     let v = &r.verdict;
     let unstable = v.unstable.len();
-    let what = match (v.pass, v.confirmed.len()) {
+    // A slow pair of an unstable part is that part's (its line says so), not one more slow pair.
+    let steady = v
+        .confirmed
+        .iter()
+        .filter(|p| {
+            !v.unstable
+                .iter()
+                .any(|u| crate::pairwise::verdict::part_holds(&u.part, &o.hosts, (p.a, p.b)))
+        })
+        .count();
+    let what = match (v.pass, steady) {
         (true, _) if unstable > 0 => format!("PASS; {unstable} unstable part(s), a warning (--on-unstable warn)"),
         (true, _) => "PASS".to_string(),
         (false, 0) => format!("FAIL: {unstable} unstable part(s) (slow at times, fine at others)"),
