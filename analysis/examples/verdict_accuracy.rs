@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use analysis::pairwise::blame::Part;
-use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
+use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES, WATCH_PASSES};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict;
@@ -231,6 +231,22 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
         for &(a, b) in &still {
             retests.push(cell(a, b, rate(a, b, t, rng), true));
             retests.push(cell(b, a, rate(b, a, t, rng), true));
+        }
+    }
+    // The watch, as a run's: the pairs to watch and the references, one retest a pass, each
+    // pass a moment of its own.
+    let watch = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric)
+        .0
+        .watch;
+    if !watch.is_empty() {
+        let refs = plan.references.iter().copied().filter(|r| !watch.contains(r));
+        let pairs: Vec<(usize, usize)> = watch.iter().copied().chain(refs).collect();
+        for k in 0..WATCH_PASSES as u64 {
+            let t = RETEST_AT + (RETEST_PASSES + CONFIRM_PASSES) as u64 + k;
+            for &(a, b) in &pairs {
+                retests.push(cell(a, b, rate(a, b, t, rng), true).in_slot(k as u32));
+                retests.push(cell(b, a, rate(b, a, t, rng), true).in_slot(k as u32));
+            }
         }
     }
     let (v, rail_outcomes) = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric);

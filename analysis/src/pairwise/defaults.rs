@@ -141,6 +141,22 @@ pub const MAX_FOLLOW_UP_SUSPECTS: usize = 64;
 /// Healthy reference ranks per group of suspects (per rail under `--rails`).
 pub const FOLLOW_UP_REFERENCE_RANKS: usize = 4;
 
+// The watch: pairs of a part that may change, retested spaced over time.
+
+/// Passes of the watch: each retests the watched pairs and the references once, one pair at a
+/// time. A part low for a third of the time is caught low in at least one of six samples spread
+/// over its period in all but 0.67^6 = 9% of runs; the first pass's slow moments count beside
+/// them.
+pub const WATCH_PASSES: usize = 6;
+
+/// Seconds between the watch's passes: six passes span about 15 s, beyond them the time of the
+/// passes themselves. A part that changes more slowly than that is caught by the first pass's
+/// slots (which span the whole run) or by `--repeat`.
+pub const WATCH_GAP_S: f64 = 3.0;
+
+/// Pairs watched at most.
+pub const MAX_WATCHED: usize = 6;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -78,6 +78,7 @@ mod tests {
             judged: Vec::new(),
             cleared: Vec::new(),
             unstable: Vec::new(),
+            watch: Vec::new(),
             confirmed: pairs
                 .iter()
                 .map(|&(a, b)| SlowPair {

@@ -448,6 +448,38 @@ impl Retests {
     }
 }
 
+impl Retests {
+    /// Watch `pairs`: [`WATCH_PASSES`](defaults::WATCH_PASSES) passes of one retest each, one
+    /// pair at a time, [`WATCH_GAP_S`](defaults::WATCH_GAP_S) apart, so a part that changes
+    /// is sampled across its period rather than in one moment; each retest is kept with its
+    /// pass as its slot.
+    fn watch(
+        &mut self,
+        world: &World,
+        t: &mut dyn Transport,
+        cfg: &PairwiseConfig,
+        pairs: &[Pair],
+        gpus: &mut Option<&mut GpuPairs>,
+    ) -> Result<(), PairwiseError> {
+        let started = std::time::Instant::now();
+        for k in 0..defaults::WATCH_PASSES {
+            if k > 0 {
+                std::thread::sleep(std::time::Duration::from_secs_f64(defaults::WATCH_GAP_S));
+            }
+            let more = retest(world, t, cfg, pairs, (1, false), gpus)?;
+            self.count += pairs.len();
+            if let (Some(all), Some(more)) = (self.measured.as_mut(), more) {
+                all.extend(more.into_iter().map(|m| Measurement {
+                    slot: Some(k as u32),
+                    ..m
+                }));
+            }
+        }
+        self.seconds += started.elapsed().as_secs_f64();
+        Ok(())
+    }
+}
+
 /// Run the pairwise test on every rank. Rank 0 gets the outcome.
 ///
 /// The pass measures the rounds; rank 0 picks suspects and reference pairs, which every rank
@@ -546,6 +578,20 @@ pub fn run(
         if !still.is_empty() {
             let passes = (defaults::CONFIRM_PASSES, plan.at_once);
             retests.run(world, t, &recfg, &still, passes, &mut gpus)?;
+        }
+    }
+    // The watch: the pairs of a part that may change, retested spaced over time (rank 0
+    // decides which, from the run so far; every rank learns them).
+    if cfg.retest {
+        let watch = match (&measurements, &retests.measured) {
+            (Some(ms), Some(re)) => rails::judge_rails(ms, re, cfg, hosts, &plan, fabric).0.watch,
+            _ => Vec::new(),
+        };
+        let watch = share(world, &watch, "sharing the pairs to watch")?;
+        if !watch.is_empty() {
+            let refs = plan.references.iter().copied().filter(|r| !watch.contains(r));
+            let pairs: Vec<Pair> = watch.iter().copied().chain(refs).collect();
+            retests.watch(world, t, &recfg, &pairs, &mut gpus)?;
         }
     }
     let Retests {

@@ -3,6 +3,7 @@
 //! chance.
 
 use super::*;
+use crate::pairwise::defaults::WATCH_PASSES;
 use crate::schedule::Shifts;
 
 /// A quiet fabric's small spread, the same for the same direction and slot: +-0.3%.
@@ -223,4 +224,86 @@ fn a_steady_slow_node_with_a_pair_just_over_the_bar_alone_is_not_unstable() {
     assert_eq!(v.cleared, [(0, 4)], "{v:#?}");
     assert!(v.unstable.is_empty(), "{:#?}", v.unstable);
     assert_eq!(levels(&v), ["node h4"]);
+}
+
+/// Eight hosts; h3 low in two slots of seven (a NIC low for a third of the run), so three of
+/// its fourteen directions were slow apart, on three of its seven host links: not more than
+/// half, and by the first pass alone not enough to name it (three slow moments at random among
+/// eight hosts' 56 directions all land on one host in about one run of ten). Its pairs are
+/// watched; caught slow in two of the watch's six passes while the references ran at speed,
+/// h3 is unstable (the node, not its links one by one); fine in every pass, nothing is named.
+#[test]
+fn a_node_low_for_a_third_of_the_run_is_watched_and_named_when_the_watch_catches_it() {
+    let c = robust_cfg();
+    let h = hosts(8);
+    let first = shift_pass(8, |s, d, k| {
+        if (s == 3 || d == 3) && (k == 2 || k == 3) {
+            3.0
+        } else {
+            10.0
+        }
+    });
+    let plan = plan_retests(&first, &c, &h);
+    let retests = fine_alone(&plan);
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    assert!(v.unstable.is_empty() && v.pass, "{v:#?}");
+    assert!(
+        v.watch.len() >= 2 && v.watch.iter().all(|&(a, b)| a == 3 || b == 3),
+        "{:?}",
+        v.watch
+    );
+
+    // The watch: its pairs and the references, six passes; h3 low in passes 1 and 4 or never.
+    let watched = |low: &[u32]| {
+        let mut re = retests.clone();
+        let pairs: Vec<Pair> = v.watch.iter().chain(&plan.references).copied().collect();
+        for k in 0..WATCH_PASSES as u32 {
+            for &(a, b) in &pairs {
+                for (s, d) in [(a, b), (b, a)] {
+                    let slow = (s == 3 || d == 3) && low.contains(&k);
+                    let mut x = m(s, d, if slow { 3.0 } else { 10.0 } * jitter(s, d, 200 + k as usize)).in_slot(k);
+                    x.retest = true;
+                    re.push(x);
+                }
+            }
+        }
+        judge_pairs(&first, &re, &c, &h, &plan, None)
+    };
+    let caught = watched(&[1, 4]);
+    assert_eq!(unstable_labels(&caught), ["node h3"], "{caught:#?}");
+    let u = &caught.unstable[0];
+    assert_eq!(
+        (u.slow_in.as_slice(), u.watch_slow_in.as_slice(), u.watch_passes),
+        (&[2, 3][..], &[1, 4][..], 6)
+    );
+    assert!(caught.watch.is_empty(), "watched once a run");
+    assert!(!caught.pass);
+    let fine = watched(&[]);
+    assert!(fine.unstable.is_empty() && fine.pass, "{fine:#?}");
+}
+
+/// Two ranks on each of six hosts; the link between h1 and h4 low in some slots (its four rank
+/// pairs slow there, nothing else): the link is named, not either node, whose other links ran
+/// at speed (the fewest directions for the same moments).
+#[test]
+fn a_host_link_low_at_times_is_named_over_its_two_nodes() {
+    let c = robust_cfg();
+    let h: Vec<String> = (0..12).map(|r| format!("h{}", r / 2)).collect();
+    let sh = Shifts::new(12);
+    let mut first = Vec::new();
+    let on_link = |s: usize, d: usize| {
+        let (a, b) = (s / 2, d / 2);
+        (a.min(b), a.max(b)) == (1, 4)
+    };
+    for k in 0..sh.len() {
+        for r in 0..12 {
+            if let Some(src) = sh.from(k, r) {
+                let rate = if on_link(src, r) && k % 2 == 0 { 3.0 } else { 10.0 };
+                first.push(m(src, r, rate * jitter(src, r, k)).in_slot(k as u32));
+            }
+        }
+    }
+    let plan = plan_retests(&first, &c, &h);
+    let v = judge_pairs(&first, &fine_alone(&plan), &c, &h, &plan, None);
+    assert_eq!(unstable_labels(&v), ["link h1-h4"], "{v:#?}");
 }

@@ -1,0 +1,209 @@
+//! Which changing parts explain the first pass's slow moments: the fewest parts, each holding
+//! more of them than chance gives.
+//!
+//! The model: a direction between hosts crosses its two nodes, their host link and its two
+//! ranks' NICs. A part whose speed changes slows every direction crossing it while it is low
+//! and none of the others; chance (a stalled process, contention its slot did not show) makes
+//! slow moments anywhere, at the rate the rest of the run shows. The cover is greedy, as a
+//! weighted set cover is: of the parts crossed by slow moments of two rank pairs or more, the
+//! one whose count of slow moments is least likely by chance (the binomial tail at the rate
+//! outside it, by Laplace's rule so a clean outside is not a rate of zero) is taken when that
+//! tail is below [`CHANCE`] over the parts in the running; its moments are then explained, and
+//! the next is sought among the moments left. So a node is named over its host links when its
+//! moments are spread over several of them (one part, not several), a host link over its
+//! nodes when the moments all lie on it, a NIC over its node when the node's other ranks ran at
+//! speed: the part with the fewest directions for the same moments is the likelier one. No
+//! share of a part's members needs to be slow: a node low for a third of the run is slow in
+//! about a third of its slots, and that is named where the rest of the run was clean enough
+//! for it not to be chance.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::pairwise::Measurement;
+use crate::schedule::Pair;
+
+/// The most a part's count of slow moments may be explained by chance, for the rate of such
+/// moments outside it, over the parts in the running, for the part to be named.
+pub(super) const CHANCE: f64 = 1e-3;
+
+/// The same, for a part to be watched: its pairs retested spaced over time before the verdict
+/// is final ([`WATCH_PASSES`](crate::pairwise::defaults::WATCH_PASSES)). A clean quiet run
+/// seldom has two slow moments on one part; a noisy one has them everywhere, and the rate
+/// outside then keeps its parts out of the watch as out of the verdict.
+pub(super) const SCREEN: f64 = 0.05;
+
+/// A part of the fabric as the cover sees it: a host (by index), the link between two hosts
+/// (lower index first) or one rank's NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(super) enum Piece {
+    Node(usize),
+    Link(usize, usize),
+    Nic(usize),
+}
+
+impl Piece {
+    /// Whether direction `m` crosses it; `host_idx` is every rank's host index.
+    pub(super) fn crosses(self, host_idx: &[usize], m: &Measurement) -> bool {
+        let (hs, hd) = (host_idx[m.src], host_idx[m.dst]);
+        match self {
+            Piece::Node(h) => hs == h || hd == h,
+            Piece::Link(a, b) => (hs.min(hd), hs.max(hd)) == (a, b) && hs != hd,
+            Piece::Nic(r) => m.src == r || m.dst == r,
+        }
+    }
+
+    /// The pieces direction `m` crosses.
+    fn of(host_idx: &[usize], m: &Measurement) -> Vec<Piece> {
+        let (hs, hd) = (host_idx[m.src], host_idx[m.dst]);
+        let mut v = vec![Piece::Node(hs), Piece::Nic(m.src), Piece::Nic(m.dst)];
+        if hs != hd {
+            v.extend([Piece::Node(hd), Piece::Link(hs.min(hd), hs.max(hd))]);
+        }
+        v
+    }
+}
+
+/// What the cover is drawn from: every cell of the first pass (and of the watch) with whether
+/// it was slow apart (slow while the directions beside it were not), the cells (by index) that
+/// are slow moments of suspects a changing part may explain, and the pairs among them that ran
+/// fine alone.
+pub(super) struct Moments<'a> {
+    pub cells: &'a [(&'a Measurement, bool)],
+    pub suspects: &'a [usize],
+    pub fine_alone: &'a [Pair],
+}
+
+/// Where a piece can be told from the pieces around it: a node with host links to two hosts or
+/// more, a host link of two rank pairs or more, a NIC of a host with several ranks and pairs to
+/// two ranks elsewhere or more. A node of two hosts is its one link; a NIC alone on its host is
+/// its node.
+struct Shape {
+    links_of_host: BTreeMap<usize, BTreeSet<usize>>,
+    pairs_of_link: BTreeMap<(usize, usize), BTreeSet<Pair>>,
+    peers_of_rank: BTreeMap<usize, BTreeSet<usize>>,
+    ranks_of_host: BTreeMap<usize, BTreeSet<usize>>,
+}
+
+impl Shape {
+    fn of(host_idx: &[usize], cells: &[(&Measurement, bool)]) -> Shape {
+        let mut s = Shape {
+            links_of_host: BTreeMap::new(),
+            pairs_of_link: BTreeMap::new(),
+            peers_of_rank: BTreeMap::new(),
+            ranks_of_host: BTreeMap::new(),
+        };
+        for (m, _) in cells {
+            let (hs, hd) = (host_idx[m.src], host_idx[m.dst]);
+            s.ranks_of_host.entry(hs).or_default().insert(m.src);
+            s.ranks_of_host.entry(hd).or_default().insert(m.dst);
+            if hs == hd {
+                continue;
+            }
+            s.links_of_host.entry(hs).or_default().insert(hd);
+            s.links_of_host.entry(hd).or_default().insert(hs);
+            s.pairs_of_link
+                .entry((hs.min(hd), hs.max(hd)))
+                .or_default()
+                .insert(m.pair());
+            s.peers_of_rank.entry(m.src).or_default().insert(m.dst);
+            s.peers_of_rank.entry(m.dst).or_default().insert(m.src);
+        }
+        s
+    }
+
+    fn told_apart(&self, host_idx: &[usize], p: Piece) -> bool {
+        let count = |n: Option<usize>| n.unwrap_or(0) >= 2;
+        match p {
+            Piece::Node(h) => count(self.links_of_host.get(&h).map(BTreeSet::len)),
+            Piece::Link(a, b) => count(self.pairs_of_link.get(&(a, b)).map(BTreeSet::len)),
+            Piece::Nic(r) => {
+                count(self.ranks_of_host.get(&host_idx[r]).map(BTreeSet::len))
+                    && count(self.peers_of_rank.get(&r).map(BTreeSet::len))
+            }
+        }
+    }
+}
+
+/// The changing pieces that explain the moments, each by a tail below `chance` over the pieces
+/// in the running, in the order taken, each with its cells slow apart.
+pub(super) fn cover<'a>(host_idx: &[usize], moments: &Moments<'a>, chance: f64) -> Vec<(Piece, Vec<&'a Measurement>)> {
+    let shape = Shape::of(host_idx, moments.cells);
+    // Cells crossing each piece over the whole run, and its cells slow apart (by index).
+    let mut cells_of: BTreeMap<Piece, usize> = BTreeMap::new();
+    let mut apart_of: BTreeMap<Piece, Vec<usize>> = BTreeMap::new();
+    for (i, &(m, apart)) in moments.cells.iter().enumerate() {
+        for p in Piece::of(host_idx, m) {
+            *cells_of.entry(p).or_default() += 1;
+            if apart {
+                apart_of.entry(p).or_default().push(i);
+            }
+        }
+    }
+    let (all, all_apart) = (moments.cells.len(), moments.cells.iter().filter(|c| c.1).count());
+    let mut explained = vec![false; all];
+    let mut taken = Vec::new();
+    loop {
+        // The pieces whose unexplained moments span two rank pairs or more.
+        let mut pairs_of: BTreeMap<Piece, BTreeSet<Pair>> = BTreeMap::new();
+        for &i in moments.suspects.iter().filter(|&&i| !explained[i]) {
+            let m = moments.cells[i].0;
+            for p in Piece::of(host_idx, m) {
+                pairs_of.entry(p).or_default().insert(m.pair());
+            }
+        }
+        let running: Vec<(Piece, &BTreeSet<Pair>)> = pairs_of
+            .iter()
+            .filter(|(p, pairs)| pairs.len() >= 2 && shape.told_apart(host_idx, **p))
+            .map(|(p, pairs)| (*p, pairs))
+            .collect();
+        let bar = chance / running.len().max(1) as f64;
+        let best = running
+            .iter()
+            .filter(|(_, pairs)| pairs.iter().any(|x| moments.fine_alone.contains(x)))
+            .filter_map(|&(p, _)| {
+                let ins = cells_of.get(&p).copied().unwrap_or(0);
+                let mine = apart_of.get(&p).map_or(&[][..], Vec::as_slice);
+                let left = mine.iter().filter(|&&i| !explained[i]).count();
+                let rate = ((all_apart - mine.len()) as f64 + 1.0) / ((all - ins) as f64 + 2.0);
+                let tail = upper_tail(ins, left, rate);
+                (tail < bar).then_some((tail, std::cmp::Reverse(left), p))
+            })
+            .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
+        let Some((_, _, p)) = best else { break };
+        let mine = apart_of.get(&p).map_or(&[][..], Vec::as_slice);
+        for &i in mine {
+            explained[i] = true;
+        }
+        taken.push((p, mine.iter().map(|&i| moments.cells[i].0).collect()));
+    }
+    taken
+}
+
+/// P(X >= k) for X ~ Binomial(n, p).
+pub(super) fn upper_tail(n: usize, k: usize, p: f64) -> f64 {
+    if k == 0 {
+        return 1.0;
+    }
+    let p = p.clamp(1e-12, 1.0 - 1e-12);
+    let ln_choose = |n: usize, i: usize| -> f64 { (1..=i).map(|j| ((n + 1 - j) as f64 / j as f64).ln()).sum() };
+    (k..=n)
+        .map(|i| (ln_choose(n, i) + i as f64 * p.ln() + (n - i) as f64 * (1.0 - p).ln()).exp())
+        .sum::<f64>()
+        .min(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::upper_tail;
+
+    #[test]
+    fn the_binomial_tail_against_values_worked_by_hand() {
+        // P(X >= 2), n = 3, p = 1/2: (3 + 1) / 8.
+        assert!((upper_tail(3, 2, 0.5) - 0.5).abs() < 1e-12);
+        // P(X >= 5), n = 5, p = 1/22: (1/22)^5.
+        assert!((upper_tail(5, 5, 1.0 / 22.0) - (1.0f64 / 22.0).powi(5)).abs() < 1e-18);
+        // P(X >= 1), n = 10, p = 0.1: 1 - 0.9^10 = 0.6513215599.
+        assert!((upper_tail(10, 1, 0.1) - 0.651_321_559_9).abs() < 1e-9);
+        assert_eq!(upper_tail(4, 0, 0.3), 1.0);
+    }
+}
