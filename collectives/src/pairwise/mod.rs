@@ -450,15 +450,16 @@ impl Retests {
 
 impl Retests {
     /// Watch `pairs`: [`WATCH_PASSES`](defaults::WATCH_PASSES) passes of one retest each, one
-    /// pair at a time, [`WATCH_GAP_S`](defaults::WATCH_GAP_S) apart, so a part that changes
-    /// is sampled across its period rather than in one moment; each retest is kept with its
-    /// pass as its slot.
+    /// pair at a time (or, `at_once`, the pairs that share no host together, as the retests
+    /// ran), [`WATCH_GAP_S`](defaults::WATCH_GAP_S) apart, so a part that changes is sampled
+    /// across its period rather than in one moment; each retest is kept with its pass as its
+    /// slot.
     fn watch(
         &mut self,
         world: &World,
         t: &mut dyn Transport,
         cfg: &PairwiseConfig,
-        pairs: &[Pair],
+        (pairs, at_once): (&[Pair], bool),
         gpus: &mut Option<&mut GpuPairs>,
     ) -> Result<(), PairwiseError> {
         let started = std::time::Instant::now();
@@ -466,7 +467,7 @@ impl Retests {
             if k > 0 {
                 std::thread::sleep(std::time::Duration::from_secs_f64(defaults::WATCH_GAP_S));
             }
-            let more = retest(world, t, cfg, pairs, (1, false), gpus)?;
+            let more = retest(world, t, cfg, pairs, (1, at_once), gpus)?;
             self.count += pairs.len();
             if let (Some(all), Some(more)) = (self.measured.as_mut(), more) {
                 all.extend(more.into_iter().map(|m| Measurement {
@@ -591,7 +592,7 @@ pub fn run(
         if !watch.is_empty() {
             let refs = plan.references.iter().copied().filter(|r| !watch.contains(r));
             let pairs: Vec<Pair> = watch.iter().copied().chain(refs).collect();
-            retests.watch(world, t, &recfg, &pairs, &mut gpus)?;
+            retests.watch(world, t, &recfg, (&pairs, plan.at_once), &mut gpus)?;
         }
     }
     let Retests {

@@ -74,9 +74,8 @@ pub(super) struct Moments<'a> {
 }
 
 /// Where a piece can be told from the pieces around it: a node with host links to two hosts or
-/// more, a host link of two rank pairs or more, a NIC of a host with several ranks and pairs to
-/// two ranks elsewhere or more. A node of two hosts is its one link; a NIC alone on its host is
-/// its node.
+/// more, any host link tested, a NIC of a host with several ranks and pairs to two ranks
+/// elsewhere or more. A node of two hosts is its one link; a NIC alone on its host is its node.
 struct Shape {
     links_of_host: BTreeMap<usize, BTreeSet<usize>>,
     pairs_of_link: BTreeMap<(usize, usize), BTreeSet<Pair>>,
@@ -115,7 +114,7 @@ impl Shape {
         let count = |n: Option<usize>| n.unwrap_or(0) >= 2;
         match p {
             Piece::Node(h) => count(self.links_of_host.get(&h).map(BTreeSet::len)),
-            Piece::Link(a, b) => count(self.pairs_of_link.get(&(a, b)).map(BTreeSet::len)),
+            Piece::Link(a, b) => self.pairs_of_link.contains_key(&(a, b)),
             Piece::Nic(r) => {
                 count(self.ranks_of_host.get(&host_idx[r]).map(BTreeSet::len))
                     && count(self.peers_of_rank.get(&r).map(BTreeSet::len))
@@ -124,9 +123,50 @@ impl Shape {
     }
 }
 
+/// How many slow moments a piece needs to be in the running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Need {
+    /// To be named: moments of two rank pairs or more, or of one rank pair at two moments or
+    /// more (the first pass and a watch pass, or two watch passes). One slow moment of one
+    /// stream is too little to call a part that changes.
+    ToName,
+    /// To be watched: two slow directions (a pair's two in one slot will do).
+    ToWatch,
+}
+
+/// What a piece's unexplained moments span.
+#[derive(Default)]
+struct Seen {
+    pairs: BTreeSet<Pair>,
+    /// The first pass (None) and the watch's passes (Some): a pair's two directions may run in
+    /// two slots of the first pass, but that is one moment of the pair.
+    times: BTreeSet<Option<u32>>,
+    directions: usize,
+}
+
+impl Seen {
+    fn add(&mut self, m: &Measurement) {
+        self.pairs.insert(m.pair());
+        self.times.insert(if m.retest { m.slot } else { None });
+        self.directions += 1;
+    }
+
+    fn enough(&self, need: Need) -> bool {
+        match need {
+            Need::ToName => self.pairs.len() >= 2 || self.times.len() >= 2,
+            Need::ToWatch => self.directions >= 2,
+        }
+    }
+}
+
 /// The changing pieces that explain the moments, each by a tail below `chance` over the pieces
-/// in the running, in the order taken, each with its cells slow apart.
-pub(super) fn cover<'a>(host_idx: &[usize], moments: &Moments<'a>, chance: f64) -> Vec<(Piece, Vec<&'a Measurement>)> {
+/// in the running (those with what `need` asks), in the order taken, each with its cells slow
+/// apart.
+pub(super) fn cover<'a>(
+    host_idx: &[usize],
+    moments: &Moments<'a>,
+    (chance, need): (f64, Need),
+) -> Vec<(Piece, Vec<&'a Measurement>)> {
     let shape = Shape::of(host_idx, moments.cells);
     // Cells crossing each piece over the whole run, and its cells slow apart (by index).
     let mut cells_of: BTreeMap<Piece, usize> = BTreeMap::new();
@@ -143,18 +183,18 @@ pub(super) fn cover<'a>(host_idx: &[usize], moments: &Moments<'a>, chance: f64) 
     let mut explained = vec![false; all];
     let mut taken = Vec::new();
     loop {
-        // The pieces whose unexplained moments span two rank pairs or more.
-        let mut pairs_of: BTreeMap<Piece, BTreeSet<Pair>> = BTreeMap::new();
+        // The pieces whose unexplained moments are enough to tell.
+        let mut seen: BTreeMap<Piece, Seen> = BTreeMap::new();
         for &i in moments.suspects.iter().filter(|&&i| !explained[i]) {
             let m = moments.cells[i].0;
             for p in Piece::of(host_idx, m) {
-                pairs_of.entry(p).or_default().insert(m.pair());
+                seen.entry(p).or_default().add(m);
             }
         }
-        let running: Vec<(Piece, &BTreeSet<Pair>)> = pairs_of
+        let running: Vec<(Piece, &BTreeSet<Pair>)> = seen
             .iter()
-            .filter(|(p, pairs)| pairs.len() >= 2 && shape.told_apart(host_idx, **p))
-            .map(|(p, pairs)| (*p, pairs))
+            .filter(|(p, s)| s.enough(need) && shape.told_apart(host_idx, **p))
+            .map(|(p, s)| (*p, &s.pairs))
             .collect();
         let bar = chance / running.len().max(1) as f64;
         let best = running

@@ -21,11 +21,11 @@ use std::collections::BTreeSet;
 use super::alone::{alone_score, judged_for};
 use super::bars::{bar_for, rule};
 use super::cells::{at_matrix_size, distinct_pairs};
-use super::cover::{cover, Moments, Piece, CHANCE, SCREEN};
+use super::cover::{cover, Moments, Need, Piece, CHANCE, SCREEN};
 use super::{Evidence, Judged, Population, Rule};
 use crate::pairwise::blame::{host_indices, slow_counts, Part, SlowPair, SwitchEnd};
 use crate::pairwise::bulk::Bulk;
-use crate::pairwise::defaults::MAX_WATCHED;
+use crate::pairwise::defaults::{MAX_WATCHED, WATCHED_A_PART};
 use crate::pairwise::topology::Topology;
 use crate::pairwise::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
@@ -176,28 +176,31 @@ pub(super) fn unstable_parts(
         suspects: &moments,
         fine_alone: &fine_alone,
     };
-    let taken = cover(&host_idx, &evidence, CHANCE);
+    let taken = cover(&host_idx, &evidence, (CHANCE, Need::ToName));
     let tested = distinct_pairs(cells.iter().copied());
     // Parts short of being named but more than a clean run shows: their pairs fine alone are
-    // watched, once a run.
-    let mut watch: Vec<Pair> = Vec::new();
-    if watched.is_empty() {
-        for (piece, _) in cover(&host_idx, &evidence, SCREEN) {
-            if taken.iter().any(|(p, _)| *p == piece) {
-                continue;
+    // watched, once a run, with what tells them from their neighbours.
+    let watch = if watched.is_empty() {
+        let screened = cover(&host_idx, &evidence, (SCREEN, Need::ToWatch));
+        let fresh = screened
+            .iter()
+            .map(|(p, _)| *p)
+            .filter(|p| !taken.iter().any(|(q, _)| q == p));
+        let slow_pairs: Vec<Pair> = moments.iter().map(|&i| flagged[i].0.pair()).collect();
+        let mut watch: Vec<Pair> = Vec::new();
+        for piece in fresh {
+            for p in to_watch(piece, &host_idx, &slow_pairs, &fine_alone, &tested) {
+                if !watch.contains(&p) {
+                    watch.push(p);
+                }
             }
-            let mine = moments
-                .iter()
-                .map(|&i| flagged[i].0.pair())
-                .filter(|&p| fine_alone.contains(&p));
-            watch.extend(
-                mine.filter(|&(a, b)| piece.crosses(&host_idx, &Measurement::bandwidth(a, b, 0, 0, 0.0, false))),
-            );
         }
-        watch.sort_unstable();
-        watch.dedup();
         watch.truncate(MAX_WATCHED);
-    }
+        watch.sort_unstable();
+        watch
+    } else {
+        Vec::new()
+    };
     let unstable = taken
         .into_iter()
         .map(|(piece, apart_in)| {
@@ -206,6 +209,38 @@ pub(super) fn unstable_parts(
         })
         .collect();
     Changing { unstable, watch }
+}
+
+/// The pairs that watch `piece`: up to [`WATCHED_A_PART`] of its slow pairs fine alone; where
+/// that is one pair (a host link of one rank pair), a tested pair from each of its hosts to a
+/// third as well, fine in the first pass where there is one, so the watch tells a link that
+/// changes from either end's node or NIC.
+fn to_watch(piece: Piece, host_idx: &[usize], slow: &[Pair], fine_alone: &[Pair], tested: &[Pair]) -> Vec<Pair> {
+    let crosses = |(a, b): Pair| piece.crosses(host_idx, &Measurement::bandwidth(a, b, 0, 0, 0.0, false));
+    let mut mine: Vec<Pair> = slow
+        .iter()
+        .copied()
+        .filter(|&p| fine_alone.contains(&p) && crosses(p))
+        .collect();
+    mine.sort_unstable();
+    mine.dedup();
+    mine.truncate(WATCHED_A_PART);
+    if let [(a, b)] = mine[..] {
+        let (ha, hb) = (host_idx[a], host_idx[b]);
+        for (end, other) in [(ha, hb), (hb, ha)] {
+            let from_end = |&&(x, y): &&Pair| {
+                let (hx, hy) = (host_idx[x], host_idx[y]);
+                (hx == end && hy != other && hy != end) || (hy == end && hx != other && hx != end)
+            };
+            let neighbour = tested
+                .iter()
+                .filter(from_end)
+                .find(|p| !slow.contains(p))
+                .or_else(|| tested.iter().find(from_end));
+            mine.extend(neighbour.copied());
+        }
+    }
+    mine
 }
 
 /// What the parts that changed showed: those named unstable, and the pairs to watch (retest

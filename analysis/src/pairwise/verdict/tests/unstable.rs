@@ -307,3 +307,50 @@ fn a_host_link_low_at_times_is_named_over_its_two_nodes() {
     let v = judge_pairs(&first, &fine_alone(&plan), &c, &h, &plan, None);
     assert_eq!(unstable_labels(&v), ["link h1-h4"], "{v:#?}");
 }
+
+/// Six hosts of one rank: the host link h1 <-> h4 is one rank pair, slow both ways in its first
+/// pass slot and fine alone. One slow moment of one stream names nothing, but it is watched,
+/// with a pair from each end to a third host; slow again in two of the watch's passes while the
+/// others ran at speed, the link is unstable; fine in every pass, nothing is named; slow with
+/// h4's other watched pair, the node h4.
+#[test]
+fn a_host_link_of_one_rank_pair_is_named_unstable_only_when_the_watch_catches_it_again() {
+    let c = robust_cfg();
+    let h = hosts(6);
+    let on_link = |s: usize, d: usize| (s.min(d), s.max(d)) == (1, 4);
+    let first = shift_pass(6, |s, d, _| if on_link(s, d) { 3.0 } else { 10.0 });
+    let plan = plan_retests(&first, &c, &h);
+    let retests = fine_alone(&plan);
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    assert!(v.unstable.is_empty() && v.pass, "{v:#?}");
+    // The link's pair, and a pair from each end to a third host.
+    assert!(v.watch.contains(&(1, 4)) && v.watch.len() == 3, "{:?}", v.watch);
+    assert!(v
+        .watch
+        .iter()
+        .filter(|&&p| p != (1, 4))
+        .all(|&(a, b)| (a == 1 || b == 1) != (a == 4 || b == 4)));
+    let watched_with = |low: &[u32], slow: &dyn Fn(usize, usize) -> bool| {
+        let mut re = retests.clone();
+        let pairs: Vec<Pair> = v.watch.iter().chain(&plan.references).copied().collect();
+        for k in 0..WATCH_PASSES as u32 {
+            for &(a, b) in &pairs {
+                for (s, d) in [(a, b), (b, a)] {
+                    let is_slow = slow(s, d) && low.contains(&k);
+                    let mut x = m(s, d, if is_slow { 3.0 } else { 10.0 } * jitter(s, d, 300 + k as usize)).in_slot(k);
+                    x.retest = true;
+                    re.push(x);
+                }
+            }
+        }
+        judge_pairs(&first, &re, &c, &h, &plan, None)
+    };
+    let caught = watched_with(&[0, 3], &on_link);
+    assert_eq!(unstable_labels(&caught), ["link h1-h4"], "{caught:#?}");
+    assert_eq!(caught.unstable[0].watch_slow_in, [0, 3]);
+    let fine = watched_with(&[], &on_link);
+    assert!(fine.unstable.is_empty() && fine.pass, "{fine:#?}");
+    // Were it h4 that changed, its pair to the third host is slow in the same passes: the node.
+    let node = watched_with(&[0, 3], &|s, d| s == 4 || d == 4);
+    assert_eq!(unstable_labels(&node), ["node h4"], "{node:#?}");
+}
