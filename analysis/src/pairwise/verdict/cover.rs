@@ -6,9 +6,9 @@
 //! and none of the others; chance (a stalled process, contention its slot did not show) makes
 //! slow moments anywhere, at the rate the rest of the run shows. The cover is greedy, as a
 //! weighted set cover is: of the parts crossed by slow moments of two rank pairs or more, the
-//! one whose count of slow moments is least likely by chance (the binomial tail at the rate
-//! outside it, by Laplace's rule so a clean outside is not a rate of zero) is taken when that
-//! tail is below [`CHANCE`] over the parts in the running; its moments are then explained, and
+//! one whose count of slow moments is least likely by chance (the hypergeometric tail: how
+//! likely that many of the run's slow moments land on its cells, given how many there were) is
+//! taken when that tail is below [`CHANCE`] over the parts in the running; its moments are then explained, and
 //! the next is sought among the moments left. So a node is named over its host links when its
 //! moments are spread over several of them (one part, not several), a host link over its
 //! nodes when the moments all lie on it, a NIC over its node when the node's other ranks ran at
@@ -179,10 +179,11 @@ pub(super) fn cover<'a>(
             }
         }
     }
-    let (all, all_apart) = (moments.cells.len(), moments.cells.iter().filter(|c| c.1).count());
+    let all = moments.cells.len();
     let mut explained = vec![false; all];
     let mut taken = Vec::new();
     loop {
+        let unexplained = (0..all).filter(|&i| moments.cells[i].1 && !explained[i]).count();
         // The pieces whose unexplained moments are enough to tell.
         let mut seen: BTreeMap<Piece, Seen> = BTreeMap::new();
         for &i in moments.suspects.iter().filter(|&&i| !explained[i]) {
@@ -204,8 +205,7 @@ pub(super) fn cover<'a>(
                 let ins = cells_of.get(&p).copied().unwrap_or(0);
                 let mine = apart_of.get(&p).map_or(&[][..], Vec::as_slice);
                 let left = mine.iter().filter(|&&i| !explained[i]).count();
-                let rate = ((all_apart - mine.len()) as f64 + 1.0) / ((all - ins) as f64 + 2.0);
-                let tail = upper_tail(ins, left, rate);
+                let tail = hypergeometric_tail(all, unexplained, ins, left);
                 (tail < bar).then_some((tail, std::cmp::Reverse(left), p))
             })
             .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
@@ -219,31 +219,40 @@ pub(super) fn cover<'a>(
     taken
 }
 
-/// P(X >= k) for X ~ Binomial(n, p).
-pub(super) fn upper_tail(n: usize, k: usize, p: f64) -> f64 {
+/// P(X >= k) for X ~ Hypergeometric(N = `all` cells, K = `moments` of them slow, n = `ins`
+/// crossing the piece): how likely `k` or more of the run's slow moments land on the piece by
+/// chance, given how many there were.
+pub(super) fn hypergeometric_tail(all: usize, moments: usize, ins: usize, k: usize) -> f64 {
     if k == 0 {
         return 1.0;
     }
-    let p = p.clamp(1e-12, 1.0 - 1e-12);
-    let ln_choose = |n: usize, i: usize| -> f64 { (1..=i).map(|j| ((n + 1 - j) as f64 / j as f64).ln()).sum() };
-    (k..=n)
-        .map(|i| (ln_choose(n, i) + i as f64 * p.ln() + (n - i) as f64 * (1.0 - p).ln()).exp())
+    let ln_choose = |n: usize, r: usize| -> f64 {
+        if r > n {
+            return f64::NEG_INFINITY;
+        }
+        (1..=r).map(|j| ((n - r + j) as f64 / j as f64).ln()).sum()
+    };
+    let total = ln_choose(all, ins);
+    (k..=moments.min(ins))
+        .map(|i| (ln_choose(moments, i) + ln_choose(all - moments, ins - i) - total).exp())
         .sum::<f64>()
         .min(1.0)
 }
 
 #[cfg(test)]
 mod tests {
-    use super::upper_tail;
+    use super::hypergeometric_tail;
 
     #[test]
-    fn the_binomial_tail_against_values_worked_by_hand() {
-        // P(X >= 2), n = 3, p = 1/2: (3 + 1) / 8.
-        assert!((upper_tail(3, 2, 0.5) - 0.5).abs() < 1e-12);
-        // P(X >= 5), n = 5, p = 1/22: (1/22)^5.
-        assert!((upper_tail(5, 5, 1.0 / 22.0) - (1.0f64 / 22.0).powi(5)).abs() < 1e-18);
-        // P(X >= 1), n = 10, p = 0.1: 1 - 0.9^10 = 0.6513215599.
-        assert!((upper_tail(10, 1, 0.1) - 0.651_321_559_9).abs() < 1e-9);
-        assert_eq!(upper_tail(4, 0, 0.3), 1.0);
+    fn the_hypergeometric_tail_against_values_worked_by_hand() {
+        // 4 slow of 56 cells, all 4 on a node's 14: C(14,4) / C(56,4) = 1001 / 367290.
+        assert!((hypergeometric_tail(56, 4, 14, 4) - 1001.0 / 367_290.0).abs() < 1e-12);
+        // 6 slow of 12 cells, all on a node's 6: 1 / C(12,6) = 1/924.
+        assert!((hypergeometric_tail(12, 6, 6, 6) - 1.0 / 924.0).abs() < 1e-12);
+        // 2 slow of 10, at least 1 on 3 cells: 1 - C(7,2)/C(10,2) = 1 - 21/45.
+        assert!((hypergeometric_tail(10, 2, 3, 1) - 24.0 / 45.0).abs() < 1e-12);
+        assert_eq!(hypergeometric_tail(10, 2, 3, 0), 1.0);
+        // More on the piece than it has cells, or than there were: impossible.
+        assert_eq!(hypergeometric_tail(10, 2, 3, 3), 0.0);
     }
 }
