@@ -30,7 +30,7 @@ pub(super) const CHANCE: f64 = 1e-3;
 /// is final ([`WATCH_PASSES`](crate::pairwise::defaults::WATCH_PASSES)). A clean quiet run
 /// seldom has two slow moments on one part; a noisy one has them everywhere, and the rate
 /// outside then keeps its parts out of the watch as out of the verdict.
-pub(super) const SCREEN: f64 = 0.05;
+pub(super) const SCREEN: f64 = 0.25;
 
 /// A part of the fabric as the cover sees it: a host (by index), the link between two hosts
 /// (lower index first) or one rank's NIC.
