@@ -239,8 +239,7 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
         .0
         .watch;
     if !watch.is_empty() {
-        let refs = plan.references.iter().copied().filter(|r| !watch.contains(r));
-        let pairs: Vec<(usize, usize)> = watch.iter().copied().chain(refs).collect();
+        let pairs = watch;
         for k in 0..WATCH_PASSES as u64 {
             let t = RETEST_AT + (RETEST_PASSES + CONFIRM_PASSES) as u64 + k;
             for &(a, b) in &pairs {

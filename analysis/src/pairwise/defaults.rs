@@ -160,6 +160,12 @@ pub const WATCH_GAP_S: f64 = 3.0;
 /// about 30).
 pub const WATCHED_A_PART: usize = 2;
 
+/// Reference pairs the watch runs beside the watched ones, at most (pairs sharing no host with
+/// them nor each other, fine in the first pass). With two watched pairs of a node and two
+/// references, a node caught slow in two of six passes had a watch tail of 2e-3 (a third of the
+/// watch's cells its own); the more cells outside it, the smaller that tail for the same catch.
+pub const WATCH_REFERENCES: usize = 4;
+
 /// Pairs watched at most: a part of one rank pair is watched with a pair from each end (three),
 /// so two such parts (a node's NICs on two rails) fit.
 pub const MAX_WATCHED: usize = 6;

@@ -137,9 +137,10 @@ pub struct Verdict {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<Unstable>,
     /// Pairs fine alone whose slow moments in the first pass lay on one part more than a clean
-    /// run's do, yet too few to name it: to be retested spaced over time (the watch,
-    /// [`WATCH_PASSES`](super::defaults::WATCH_PASSES) passes) before the verdict is final, once
-    /// a run. The watch's retests are the run's retests with their pass as their slot.
+    /// run's do, yet too few to name it, with reference pairs beside them: to be retested
+    /// spaced over time (the watch, [`WATCH_PASSES`](super::defaults::WATCH_PASSES) passes)
+    /// before the verdict is final, once a run. The watch's retests are the run's retests with
+    /// their pass as their slot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub watch: Vec<Pair>,
     pub pass: bool,

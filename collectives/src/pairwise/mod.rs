@@ -590,9 +590,7 @@ pub fn run(
         };
         let watch = share(world, &watch, "sharing the pairs to watch")?;
         if !watch.is_empty() {
-            let refs = plan.references.iter().copied().filter(|r| !watch.contains(r));
-            let pairs: Vec<Pair> = watch.iter().copied().chain(refs).collect();
-            retests.watch(world, t, &recfg, (&pairs, plan.at_once), &mut gpus)?;
+            retests.watch(world, t, &recfg, (&watch, plan.at_once), &mut gpus)?;
         }
     }
     let Retests {

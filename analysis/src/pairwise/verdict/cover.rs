@@ -7,8 +7,10 @@
 //! slow moments anywhere, at the rate the rest of the run shows. The cover is greedy, as a
 //! weighted set cover is: of the parts crossed by slow moments of two rank pairs or more, the
 //! one whose count of slow moments is least likely by chance (the hypergeometric tail: how
-//! likely that many of the run's slow moments land on its cells, given how many there were) is
-//! taken when that tail is below [`CHANCE`] over the parts in the running; its moments are then explained, and
+//! likely that many of the run's slow moments land on its cells, given how many there were; the
+//! first pass and the watch each by their own, as their moments come at their own rates, and
+//! the two tails joined by Fisher's method) is taken when that tail is below [`CHANCE`] over the
+//! parts in the running; its moments are then explained, and
 //! the next is sought among the moments left. So a node is named over its host links when its
 //! moments are spread over several of them (one part, not several), a host link over its
 //! nodes when the moments all lie on it, a NIC over its node when the node's other ranks ran at
@@ -169,21 +171,28 @@ pub(super) fn cover<'a>(
 ) -> Vec<(Piece, Vec<&'a Measurement>)> {
     let shape = Shape::of(host_idx, moments.cells);
     // Cells crossing each piece over the whole run, and its cells slow apart (by index).
-    let mut cells_of: BTreeMap<Piece, usize> = BTreeMap::new();
+    // Per stratum (the first pass, the watch: slow moments come at their own rates in each),
+    // the cells crossing each piece over the whole run, and its cells slow apart (by index).
+    let stratum = |i: usize| usize::from(moments.cells[i].0.retest);
+    let mut cells_of: BTreeMap<Piece, [usize; 2]> = BTreeMap::new();
     let mut apart_of: BTreeMap<Piece, Vec<usize>> = BTreeMap::new();
+    let mut all = [0usize; 2];
     for (i, &(m, apart)) in moments.cells.iter().enumerate() {
+        all[stratum(i)] += 1;
         for p in Piece::of(host_idx, m) {
-            *cells_of.entry(p).or_default() += 1;
+            cells_of.entry(p).or_default()[stratum(i)] += 1;
             if apart {
                 apart_of.entry(p).or_default().push(i);
             }
         }
     }
-    let all = moments.cells.len();
-    let mut explained = vec![false; all];
+    let mut explained = vec![false; moments.cells.len()];
     let mut taken = Vec::new();
     loop {
-        let unexplained = (0..all).filter(|&i| moments.cells[i].1 && !explained[i]).count();
+        let mut unexplained = [0usize; 2];
+        for i in (0..moments.cells.len()).filter(|&i| moments.cells[i].1 && !explained[i]) {
+            unexplained[stratum(i)] += 1;
+        }
         // The pieces whose unexplained moments are enough to tell.
         let mut seen: BTreeMap<Piece, Seen> = BTreeMap::new();
         for &i in moments.suspects.iter().filter(|&&i| !explained[i]) {
@@ -202,10 +211,18 @@ pub(super) fn cover<'a>(
             .iter()
             .filter(|(_, pairs)| pairs.iter().any(|x| moments.fine_alone.contains(x)))
             .filter_map(|&(p, _)| {
-                let ins = cells_of.get(&p).copied().unwrap_or(0);
+                let ins = cells_of.get(&p).copied().unwrap_or_default();
                 let mine = apart_of.get(&p).map_or(&[][..], Vec::as_slice);
-                let left = mine.iter().filter(|&&i| !explained[i]).count();
-                let tail = hypergeometric_tail(all, unexplained, ins, left);
+                let mut left = [0usize; 2];
+                for &i in mine.iter().filter(|&&i| !explained[i]) {
+                    left[stratum(i)] += 1;
+                }
+                let tails = [0, 1].map(|s| hypergeometric_tail(all[s], unexplained[s], ins[s], left[s]));
+                let tail = if all[1] == 0 {
+                    tails[0]
+                } else {
+                    fisher(tails[0], tails[1])
+                };
                 (tail < bar).then_some((tail, std::cmp::Reverse(left), p))
             })
             .min_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)).then(x.2.cmp(&y.2)));
@@ -217,6 +234,13 @@ pub(super) fn cover<'a>(
         taken.push((p, mine.iter().map(|&i| moments.cells[i].0).collect()));
     }
     taken
+}
+
+/// Two independent tails as one (Fisher's method): -2 ln(p1 p2) is chi-squared on four degrees
+/// of freedom under chance, whose tail at x is e^(-x/2) (1 + x/2), so t (1 - ln t) for t = p1 p2.
+pub(super) fn fisher(p1: f64, p2: f64) -> f64 {
+    let t = (p1 * p2).max(f64::MIN_POSITIVE);
+    (t * (1.0 - t.ln())).min(1.0)
 }
 
 /// P(X >= k) for X ~ Hypergeometric(N = `all` cells, K = `moments` of them slow, n = `ins`
@@ -241,7 +265,16 @@ pub(super) fn hypergeometric_tail(all: usize, moments: usize, ins: usize, k: usi
 
 #[cfg(test)]
 mod tests {
-    use super::hypergeometric_tail;
+    use super::{fisher, hypergeometric_tail};
+
+    #[test]
+    fn fishers_method_against_values_worked_by_hand() {
+        // t = 0.01: 0.01 (1 + ln 100) = 0.0560517.
+        assert!((fisher(0.1, 0.1) - 0.056_051_70).abs() < 1e-8);
+        // A tail of 1 (nothing seen) weakens the other: p (1 - ln p).
+        assert!((fisher(2.45e-4, 1.0) - 2.45e-4 * (1.0 - 2.45e-4f64.ln())).abs() < 1e-12);
+        assert_eq!(fisher(1.0, 1.0), 1.0);
+    }
 
     #[test]
     fn the_hypergeometric_tail_against_values_worked_by_hand() {

@@ -25,7 +25,7 @@ use super::cover::{cover, Moments, Need, Piece, CHANCE, SCREEN};
 use super::{Evidence, Judged, Population, Rule};
 use crate::pairwise::blame::{host_indices, slow_counts, Part, SlowPair, SwitchEnd};
 use crate::pairwise::bulk::Bulk;
-use crate::pairwise::defaults::{MAX_WATCHED, WATCHED_A_PART};
+use crate::pairwise::defaults::{MAX_WATCHED, WATCHED_A_PART, WATCH_REFERENCES};
 use crate::pairwise::topology::Topology;
 use crate::pairwise::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
@@ -163,7 +163,8 @@ pub(super) fn unstable_parts(
     }
     // The watch's passes are moments too: a direction below its bar alone while most of the
     // pass's other directions were not.
-    let watch_cells = watch_moments(watched, judged, rule(cfg), hosts);
+    let first_slow: BTreeSet<Pair> = apart.iter().map(|m| m.pair()).collect();
+    let watch_cells = watch_moments(watched, &first_slow, judged, rule(cfg), hosts);
     let passes = slots_in(watched);
     flagged.extend(watch_cells.iter().copied());
     let (host_idx, names) = host_indices(hosts);
@@ -187,8 +188,9 @@ pub(super) fn unstable_parts(
             .map(|(p, _)| *p)
             .filter(|p| !taken.iter().any(|(q, _)| q == p));
         let slow_pairs: Vec<Pair> = moments.iter().map(|&i| flagged[i].0.pair()).collect();
+        let fresh: Vec<Piece> = fresh.collect();
         let mut watch: Vec<Pair> = Vec::new();
-        for piece in fresh {
+        for &piece in &fresh {
             for p in to_watch(piece, &host_idx, &slow_pairs, &fine_alone, &tested) {
                 if !watch.contains(&p) {
                     watch.push(p);
@@ -196,6 +198,10 @@ pub(super) fn unstable_parts(
             }
         }
         watch.truncate(MAX_WATCHED);
+        if !watch.is_empty() {
+            let refs = watch_references(&fresh, &host_idx, &flagged, &tested);
+            watch.extend(refs);
+        }
         watch.sort_unstable();
         watch
     } else {
@@ -243,6 +249,44 @@ fn to_watch(piece: Piece, host_idx: &[usize], slow: &[Pair], fine_alone: &[Pair]
     mine
 }
 
+/// The watch's references: up to [`WATCH_REFERENCES`] tested pairs between hosts that share no
+/// host with the watched parts nor with each other and had no direction slow apart in the first
+/// pass. Each pass sets what a slow moment is against them (a watched direction slow while they
+/// ran at speed), and the more of the watch's cells lie outside the watched part, the less its
+/// slow moments there can be chance.
+fn watch_references(
+    parts: &[Piece],
+    host_idx: &[usize],
+    flagged: &[(&Measurement, bool)],
+    tested: &[Pair],
+) -> Vec<Pair> {
+    let mut busy: BTreeSet<usize> = BTreeSet::new();
+    for p in parts {
+        match *p {
+            Piece::Node(h) => {
+                busy.insert(h);
+            }
+            Piece::Link(a, b) => busy.extend([a, b]),
+            Piece::Nic(r) => {
+                busy.insert(host_idx[r]);
+            }
+        }
+    }
+    let slow: BTreeSet<Pair> = flagged.iter().filter(|x| x.1).map(|x| x.0.pair()).collect();
+    let mut refs = Vec::new();
+    for &(a, b) in tested {
+        if refs.len() == WATCH_REFERENCES {
+            break;
+        }
+        let (ha, hb) = (host_idx[a], host_idx[b]);
+        if ha != hb && !busy.contains(&ha) && !busy.contains(&hb) && !slow.contains(&(a, b)) {
+            busy.extend([ha, hb]);
+            refs.push((a, b));
+        }
+    }
+    refs
+}
+
 /// What the parts that changed showed: those named unstable, and the pairs to watch (retest
 /// spaced over time) before the verdict is final.
 #[derive(Default)]
@@ -252,11 +296,11 @@ pub(super) struct Changing {
 }
 
 /// The watch's retests as cells of the cover, each with whether it was slow apart: below its
-/// population's bar alone while most of the directions of its pass (its slot) that share no
-/// host with it were not. The watch runs one pair at a time, so what ran beside a direction is
-/// its pass, and the pairs of its own hosts are the suspects of the same part.
+/// population's bar alone while most of the references of its pass (its slot: the watched
+/// pairs with no direction slow apart in the first pass, `first_slow`) were not.
 fn watch_moments<'a>(
     watched: &'a [Measurement],
+    first_slow: &BTreeSet<Pair>,
     judged: &[Judged],
     rule: Rule,
     hosts: &[String],
@@ -265,11 +309,10 @@ fn watch_moments<'a>(
     watched
         .iter()
         .map(|m| {
-            let apart = |o: &&Measurement| {
-                let mine = [&hosts[m.src], &hosts[m.dst]];
-                !mine.contains(&&hosts[o.src]) && !mine.contains(&&hosts[o.dst])
-            };
-            let beside: Vec<&Measurement> = watched.iter().filter(|o| o.slot == m.slot).filter(apart).collect();
+            let beside: Vec<&Measurement> = watched
+                .iter()
+                .filter(|o| o.slot == m.slot && o.pair() != m.pair() && !first_slow.contains(&o.pair()))
+                .collect();
             let fine = beside.iter().filter(|o| !slow(o)).count();
             (m, slow(m) && !beside.is_empty() && fine * 2 > beside.len())
         })

@@ -138,9 +138,8 @@ fn watch(
     let n = first.iter().map(|m| m.src.max(m.dst)).max().map_or(0, |x| x + 1);
     let h = hosts(n);
     let mut re = fine_alone(plan);
-    let all: Vec<Pair> = pairs.iter().chain(&plan.references).copied().collect();
     for k in 0..WATCH_PASSES as u32 {
-        for &(a, b) in &all {
+        for &(a, b) in pairs {
             for (s, d) in [(a, b), (b, a)] {
                 let rate = if slow(s, d) && low.contains(&k) { 3.0 } else { 10.0 };
                 let mut x = m(s, d, rate * jitter(s, d, 300 + k as usize)).in_slot(k);
@@ -283,16 +282,14 @@ fn a_node_low_for_a_third_of_the_run_is_watched_and_named_when_the_watch_catches
     let retests = fine_alone(&plan);
     let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
     assert!(v.unstable.is_empty() && v.pass, "{v:#?}");
-    assert!(
-        v.watch.len() >= 2 && v.watch.iter().all(|&(a, b)| a == 3 || b == 3),
-        "{:?}",
-        v.watch
-    );
+    // Two of h3's pairs, and references away from it.
+    let (mine, refs): (Vec<Pair>, Vec<Pair>) = v.watch.iter().partition(|&&(a, b)| a == 3 || b == 3);
+    assert!(mine.len() == 2 && !refs.is_empty(), "{:?}", v.watch);
 
     // The watch: its pairs and the references, six passes; h3 low in passes 1 and 4 or never.
     let watched = |low: &[u32]| {
         let mut re = retests.clone();
-        let pairs: Vec<Pair> = v.watch.iter().chain(&plan.references).copied().collect();
+        let pairs: Vec<Pair> = v.watch.clone();
         for k in 0..WATCH_PASSES as u32 {
             for &(a, b) in &pairs {
                 for (s, d) in [(a, b), (b, a)] {
@@ -348,7 +345,7 @@ fn a_host_link_low_at_times_is_named_over_its_two_nodes() {
 /// pass slot and fine alone. One slow moment of one stream names nothing, but it is watched,
 /// with a pair from each end to a third host; slow again in two of the watch's passes while the
 /// others ran at speed, the link is unstable; fine in every pass, nothing is named; slow with
-/// h4's other watched pair, the node h4.
+/// h4's other watched pair in half the passes, the node h4.
 #[test]
 fn a_host_link_of_one_rank_pair_is_named_unstable_only_when_the_watch_catches_it_again() {
     let c = robust_cfg();
@@ -360,15 +357,15 @@ fn a_host_link_of_one_rank_pair_is_named_unstable_only_when_the_watch_catches_it
     let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
     assert!(v.unstable.is_empty() && v.pass, "{v:#?}");
     // The link's pair, and a pair from each end to a third host.
-    assert!(v.watch.contains(&(1, 4)) && v.watch.len() == 3, "{:?}", v.watch);
-    assert!(v
-        .watch
-        .iter()
-        .filter(|&&p| p != (1, 4))
-        .all(|&(a, b)| (a == 1 || b == 1) != (a == 4 || b == 4)));
+    assert!(v.watch.contains(&(1, 4)), "{:?}", v.watch);
+    let ends = |&(a, b): &Pair| (a == 1 || b == 1, a == 4 || b == 4);
+    let of = |e: (bool, bool)| v.watch.iter().filter(|p| ends(p) == e).count();
+    assert!(of((true, false)) == 1 && of((false, true)) == 1, "{:?}", v.watch);
+    // And references away from both ends.
+    assert!(of((false, false)) >= 1, "{:?}", v.watch);
     let watched_with = |low: &[u32], slow: &dyn Fn(usize, usize) -> bool| {
         let mut re = retests.clone();
-        let pairs: Vec<Pair> = v.watch.iter().chain(&plan.references).copied().collect();
+        let pairs: Vec<Pair> = v.watch.clone();
         for k in 0..WATCH_PASSES as u32 {
             for &(a, b) in &pairs {
                 for (s, d) in [(a, b), (b, a)] {
@@ -386,7 +383,10 @@ fn a_host_link_of_one_rank_pair_is_named_unstable_only_when_the_watch_catches_it
     assert_eq!(caught.unstable[0].watch_slow_in, [0, 3]);
     let fine = watched_with(&[], &on_link);
     assert!(fine.unstable.is_empty() && fine.pass, "{fine:#?}");
-    // Were it h4 that changed, its pair to the third host is slow in the same passes: the node.
-    let node = watched_with(&[0, 3], &|s, d| s == 4 || d == 4);
+    // Were it h4 that changed (low half the time), its pair to the third host is slow in the
+    // same passes: the node. (Caught twice, as the link was, it is not named: the first pass
+    // showed one pair of its five, and two catches of two pairs among the watch's sixty cells
+    // are not enough against the five parts in the running.)
+    let node = watched_with(&[0, 2, 4], &|s, d| s == 4 || d == 4);
     assert_eq!(unstable_labels(&node), ["node h4"], "{node:#?}");
 }
