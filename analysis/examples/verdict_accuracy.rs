@@ -7,7 +7,9 @@
 //! node (every cell of one host to other hosts) or an uplink (every cell between two leaves,
 //! judged with a topology). The verdict then runs as on rank 0: its retest plan, the retests
 //! drawn from the same fabric alone (`RETEST_PASSES` times, and `CONFIRM_PASSES` more for the
-//! pairs still slow then unless `settled_in_two` spares them), the decision and the blame.
+//! pairs still slow then unless `settled_in_two` spares them), the watch where the verdict asks
+//! for one (`WATCH_PASSES` passes over its pairs, each pass a moment of its own), the decision
+//! and the blame.
 //!
 //! A trial is *named* when the verdict blames exactly that part and nothing else; *extra* when it
 //! names it and something more; *missed* otherwise. A clean fabric (no fault) is a *false
