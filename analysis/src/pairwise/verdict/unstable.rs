@@ -23,7 +23,7 @@ use super::bars::{bar_for, rule};
 use super::cells::{at_matrix_size, distinct_pairs};
 use super::cover::{cover, Moments, Need, Piece, CHANCE, SCREEN};
 use super::{Evidence, Judged, Population, Rule};
-use crate::pairwise::blame::{host_indices, slow_counts, Part, SlowPair, SwitchEnd};
+use crate::pairwise::blame::{blame, host_indices, slow_counts, Part, SlowPair, SwitchEnd};
 use crate::pairwise::bulk::Bulk;
 use crate::pairwise::defaults::{MAX_WATCHED, WATCHED_A_PART, WATCH_REFERENCES};
 use crate::pairwise::topology::Topology;
@@ -142,7 +142,24 @@ pub(super) fn unstable_parts(
         .copied()
         .filter(|&p| clearly_fine_alone(retests, judged, rule(cfg), hosts, p))
         .collect();
-    let suspects = fine_alone.iter().copied().chain(confirmed.iter().map(|c| (c.a, c.b)));
+    // A pair slow alone may be a changing part's, caught in a slow moment; but one that a steady
+    // part of several pairs explains (a slow host link, node or NIC: every pair slow alone) is
+    // that part's, and its slow moments are not a changing part's to take.
+    let tested_pairs = distinct_pairs(cells.iter().copied());
+    let steady: Vec<Part> = blame(hosts, &tested_pairs, confirmed, topology)
+        .into_iter()
+        .filter(|p| match p {
+            Part::Uplink { counts, .. }
+            | Part::Node { counts, .. }
+            | Part::HostLink { counts, .. }
+            | Part::Nic { counts, .. }
+            | Part::RailNic { counts, .. } => counts.slow_pairs >= 2,
+            Part::RankPair { .. } => false,
+        })
+        .collect();
+    let held_steady = |c: &&SlowPair| steady.iter().any(|p| holds(p, hosts, c));
+    let slow_alone = confirmed.iter().filter(|c| !held_steady(c)).map(|c| (c.a, c.b));
+    let suspects = fine_alone.iter().copied().chain(slow_alone);
     let candidates: Vec<SlowPair> = suspects
         .filter_map(|(a, b)| {
             let dirs: Vec<&Measurement> = apart.iter().copied().filter(|m| m.pair() == (a, b)).collect();

@@ -390,3 +390,45 @@ fn a_host_link_of_one_rank_pair_is_named_unstable_only_when_the_watch_catches_it
     let node = watched_with(&[0, 2, 4], &|s, d| s == 4 || d == 4);
     assert_eq!(unstable_labels(&node), ["node h4"], "{node:#?}");
 }
+
+/// Eight hosts of two ranks: the host link h1 <-> h4 at 80% throughout (its eight directions slow
+/// apart in every slot they ran in, its four rank pairs slow alone), and one stall elsewhere on
+/// h1 (rank 2 to rank 12 at half speed in its slot, fine alone): the link is slow, steady, and
+/// nothing is unstable. A node that held the link's moments and the stall, one of its pairs fine
+/// alone, took the slow link's pairs as a changing node's (quiet-tail synthetic fabrics: a slow
+/// link named alone in 73% where it had been 96-100%).
+#[test]
+fn a_steady_slow_link_beside_a_stall_is_slow_not_an_unstable_node() {
+    let c = robust_cfg();
+    let n = 16;
+    let h: Vec<String> = (0..n).map(|r| format!("h{}", r / 2)).collect();
+    let on_link = |s: usize, d: usize| {
+        let (a, b) = (s / 2, d / 2);
+        (a.min(b), a.max(b)) == (1, 4)
+    };
+    let sh = Shifts::new(n);
+    let mut first = Vec::new();
+    for k in 0..sh.len() {
+        for r in 0..n {
+            if let Some(src) = sh.from(k, r) {
+                let rate = if on_link(src, r) {
+                    8.0
+                } else if (src, r) == (2, 12) {
+                    5.0
+                } else {
+                    10.0
+                };
+                first.push(m(src, r, rate * jitter(src, r, k)).in_slot(k as u32));
+            }
+        }
+    }
+    let plan = plan_retests(&first, &c, &h);
+    let retests: Vec<Measurement> = fine_alone(&plan)
+        .into_iter()
+        .map(|x| if on_link(x.src, x.dst) { m(x.src, x.dst, 8.0) } else { x })
+        .map(|x| Measurement { retest: true, ..x })
+        .collect();
+    let v = judge_pairs(&first, &retests, &c, &h, &plan, None);
+    assert!(v.unstable.is_empty(), "{:#?}", v.unstable);
+    assert_eq!(levels(&v), ["link h1-h4"], "{v:#?}");
+}
