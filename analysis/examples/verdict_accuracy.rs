@@ -7,9 +7,7 @@
 //! node (every cell of one host to other hosts) or an uplink (every cell between two leaves,
 //! judged with a topology). The verdict then runs as on rank 0: its retest plan, the retests
 //! drawn from the same fabric alone (`RETEST_PASSES` times, and `CONFIRM_PASSES` more for the
-//! pairs still slow then unless `settled_in_two` spares them), the watch where the verdict asks
-//! for one (`WATCH_PASSES` passes over its pairs, each pass a moment of its own), the decision
-//! and the blame.
+//! pairs still slow then unless `settled_in_two` spares them), the decision and the blame.
 //!
 //! A trial is *named* when the verdict blames exactly that part and nothing else; *extra* when it
 //! names it and something more; *missed* otherwise. A clean fabric (no fault) is a *false
@@ -46,7 +44,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use analysis::pairwise::blame::Part;
-use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES, WATCH_PASSES};
+use analysis::pairwise::defaults::{CONFIRM_PASSES, RETEST_PASSES};
 use analysis::pairwise::rails::{self, Fabric};
 use analysis::pairwise::topology::Topology;
 use analysis::pairwise::verdict;
@@ -233,21 +231,6 @@ fn run_pass(s: &Shape, noise: Noise, fault: Option<Slowdown>, topo: Option<&Topo
         for &(a, b) in &still {
             retests.push(cell(a, b, rate(a, b, t, rng), true));
             retests.push(cell(b, a, rate(b, a, t, rng), true));
-        }
-    }
-    // The watch, as a run's: the pairs to watch and the references, one retest a pass, each
-    // pass a moment of its own.
-    let watch = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric)
-        .0
-        .watch;
-    if !watch.is_empty() {
-        let pairs = watch;
-        for k in 0..WATCH_PASSES as u64 {
-            let t = RETEST_AT + (RETEST_PASSES + CONFIRM_PASSES) as u64 + k;
-            for &(a, b) in &pairs {
-                retests.push(cell(a, b, rate(a, b, t, rng), true).in_slot(k as u32));
-                retests.push(cell(b, a, rate(b, a, t, rng), true).in_slot(k as u32));
-            }
         }
     }
     let (v, rail_outcomes) = rails::judge_rails(&first, &retests, &cfg, &hosts, &plan, fabric);

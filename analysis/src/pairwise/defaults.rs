@@ -141,35 +141,6 @@ pub const MAX_FOLLOW_UP_SUSPECTS: usize = 64;
 /// Healthy reference ranks per group of suspects (per rail under `--rails`).
 pub const FOLLOW_UP_REFERENCE_RANKS: usize = 4;
 
-// The watch: pairs of a part that may change, retested spaced over time.
-
-/// Passes of the watch: each retests the watched pairs and the references once, one pair at a
-/// time. A part low for a third of the time is caught low in at least one of six samples spread
-/// over its period in all but 0.67^6 = 9% of runs; the first pass's slow moments count beside
-/// them.
-pub const WATCH_PASSES: usize = 6;
-
-/// Seconds between the watch's passes: six passes span about 15 s, beyond them the time of the
-/// passes themselves. A part that changes more slowly than that is caught by the first pass's
-/// slots (which span the whole run) or by `--repeat`.
-pub const WATCH_GAP_S: f64 = 3.0;
-
-/// Pairs watched of one part: two show a part (a node, a host link, a NIC) as well as more, and
-/// each costs a retest a pass (on the shaped cluster about a second for 1 MiB messages, warm-up
-/// included; the watch of a flapping node on two rails, ten pairs, took 87 s where four take
-/// about 30).
-pub const WATCHED_A_PART: usize = 2;
-
-/// Reference pairs the watch runs beside the watched ones, at most (pairs sharing no host with
-/// them nor each other, fine in the first pass). With two watched pairs of a node and two
-/// references, a node caught slow in two of six passes had a watch tail of 2e-3 (a third of the
-/// watch's cells its own); the more cells outside it, the smaller that tail for the same catch.
-pub const WATCH_REFERENCES: usize = 4;
-
-/// Pairs watched at most: a part of one rank pair is watched with a pair from each end (three),
-/// so two such parts (a node's NICs on two rails) fit.
-pub const MAX_WATCHED: usize = 6;
-
 #[cfg(test)]
 mod tests {
     use super::*;

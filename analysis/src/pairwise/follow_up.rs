@@ -78,7 +78,6 @@ mod tests {
             judged: Vec::new(),
             cleared: Vec::new(),
             unstable: Vec::new(),
-            watch: Vec::new(),
             confirmed: pairs
                 .iter()
                 .map(|&(a, b)| SlowPair {

@@ -322,9 +322,7 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, ho
     let mut links = Vec::new();
     let mut uplink_paths = Vec::new();
     let mut unrouted = Vec::new();
-    let mut watch = Vec::new();
     for r in rails {
-        watch.extend(r.verdict.watch.iter().copied());
         fabric.extend(r.verdict.fabric.iter().cloned());
         links.extend(r.verdict.links.iter().cloned());
         unrouted.extend(r.verdict.unrouted.iter().copied());
@@ -348,7 +346,6 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, ho
     }
     let mut judged = Vec::new();
     for w in others {
-        watch.extend(w.watch);
         blamed.extend(w.blamed);
         confirmed.extend(w.confirmed);
         cleared.extend(w.cleared);
@@ -361,15 +358,12 @@ fn overall(cfg: &PairwiseConfig, rails: &[RailOutcome], others: Vec<Verdict>, ho
     }
     unrouted.sort_unstable();
     unrouted.dedup();
-    watch.sort_unstable();
-    watch.dedup();
     Verdict {
         rule: verdict::rule(cfg),
         judged,
         cleared,
         pass: Verdict::passes(&confirmed, &unstable, cfg),
         unstable,
-        watch,
         confirmed,
         blamed,
         fabric,

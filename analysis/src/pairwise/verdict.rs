@@ -25,7 +25,6 @@
 mod alone;
 mod bars;
 mod cells;
-mod cover;
 mod judging;
 mod noise;
 mod on_links;
@@ -51,14 +50,12 @@ use super::{Measurement, PairwiseConfig};
 use crate::schedule::Pair;
 
 /// What a verdict is drawn from, passed as one: the first pass's measurements (those a slow
-/// fabric link does not explain), the retests alone, the watch's, the run's configuration and
-/// each rank's host.
+/// fabric link does not explain), the retests alone, the run's configuration and each rank's
+/// host.
 #[derive(Clone, Copy)]
 pub(crate) struct Evidence<'a> {
     pub first: &'a [Measurement],
     pub retests: &'a [Measurement],
-    /// The watch's retests, each with its pass as its slot ([`Verdict::watch`]).
-    pub watched: &'a [Measurement],
     pub cfg: &'a PairwiseConfig,
     pub hosts: &'a [String],
 }
@@ -136,13 +133,6 @@ pub struct Verdict {
     /// beside them were not (`verdict/unstable.rs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unstable: Vec<Unstable>,
-    /// Pairs fine alone whose slow moments in the first pass lay on one part more than a clean
-    /// run's do, yet too few to name it, with reference pairs beside them: to be retested
-    /// spaced over time (the watch, [`WATCH_PASSES`](super::defaults::WATCH_PASSES) passes)
-    /// before the verdict is final, once a run. The watch's retests are the run's retests with
-    /// their pass as their slot.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub watch: Vec<Pair>,
     pub pass: bool,
     /// Slow pairs put down to a slow fabric link ([`cables`](super::cables)): their traced
     /// connections across it were slow and their others fine, so they are not in `confirmed`

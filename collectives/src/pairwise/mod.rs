@@ -5,7 +5,6 @@
 
 mod ipc;
 pub mod measure;
-mod retests;
 mod roce_paths;
 pub mod streams;
 mod timed;
@@ -21,10 +20,9 @@ use analysis::pairwise::{
     defaults, follow_up, paths, rounds_for, verdict, Amount, HopPath, Measurement, OpName, PairwiseConfig,
     PairwiseOutcome, Pattern, Selection, TestKind, Timings,
 };
-use analysis::schedule::{Pair, Schedule, Shifts};
+use analysis::schedule::{host_disjoint_groups, Pair, Schedule, Shifts};
 pub use ipc::{GpuPairs, IpcPairError};
 use measure::MeasureSpec;
-use retests::Retests;
 
 /// Measure one pair at one size; returns the measurements this rank made. In a GPU run
 /// (`gpus`), a pair of one node over IPC copies GPU to GPU ([`GpuPairs::measure`]) and every
@@ -358,6 +356,98 @@ fn share<T: Serialize + serde::de::DeserializeOwned>(world: &World, value: &T, w
     })
 }
 
+/// Retest `pairs` at the matrix size, `passes` times over (the whole list, then again), so each
+/// pair's passes are apart in time; rank 0 gets the results. One pair at a time, or with
+/// `at_once` the pairs that share no host together ([`host_disjoint_groups`]): a group's pairs
+/// start after one barrier and the next group after the next. The ranks that sit a group out
+/// wait in a barrier that sleeps ([`World::barrier_idle`]), so they leave the cores to those
+/// measuring.
+fn retest(
+    world: &World,
+    t: &mut dyn Transport,
+    cfg: &PairwiseConfig,
+    pairs: &[Pair],
+    (passes, at_once): (usize, bool),
+    gpus: &mut Option<&mut GpuPairs>,
+) -> Result<Option<Vec<Measurement>>, PairwiseError> {
+    let me = t.rank();
+    let groups = if at_once {
+        host_disjoint_groups(pairs, world.node_of())
+    } else {
+        pairs.iter().map(|&p| vec![p]).collect()
+    };
+    let mut mine = Vec::new();
+    for _ in 0..passes {
+        for group in &groups {
+            let names: Vec<String> = group.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+            ranks::postmortem::enter(&format!("retest {}", names.join(" ")));
+            if let Some(peer) = analysis::schedule::peer_in(group, me) {
+                mine.extend(measure_pair(
+                    t,
+                    peer,
+                    cfg,
+                    (cfg.matrix_size(), true),
+                    gpus.as_deref_mut(),
+                )?);
+            }
+            world.barrier_idle("end of a retest");
+        }
+    }
+    Ok(gather_measurements(world, &mine, "gathering retest results")?)
+}
+
+/// The retests alone so far, in the order they ran (rank 0 holds them), and what they cost.
+#[derive(Default)]
+struct Retests {
+    measured: Option<Vec<Measurement>>,
+    /// Pair retests run, each pass of each pair counted once.
+    count: usize,
+    seconds: f64,
+    /// The largest pass-to-pass spread of retests at once that ran again alone
+    /// ([`verdict::unsteady_at_once`]).
+    at_once_noise: Option<f64>,
+}
+
+impl Retests {
+    /// Retest `pairs` in `passes` passes on every rank (alone, or host-disjoint pairs at once)
+    /// and keep what rank 0 gathers, after what was retested before. Retests at once that
+    /// varied more from pass to pass than a quiet fabric does ([`verdict::unsteady_at_once`],
+    /// decided by rank 0) are dropped and run again one pair at a time. Whether the kept ones
+    /// ran at once.
+    fn run(
+        &mut self,
+        world: &World,
+        t: &mut dyn Transport,
+        cfg: &PairwiseConfig,
+        pairs: &[Pair],
+        (passes, at_once): (usize, bool),
+        gpus: &mut Option<&mut GpuPairs>,
+    ) -> Result<bool, PairwiseError> {
+        let started = std::time::Instant::now();
+        let mut more = retest(world, t, cfg, pairs, (passes, at_once), gpus)?;
+        self.count += pairs.len() * passes;
+        let mut held = at_once;
+        if at_once {
+            let noise = more
+                .as_deref()
+                .and_then(|ms| verdict::unsteady_at_once(ms, world.hosts()));
+            if let Some(sd) = share(world, &noise, "sharing whether the retests at once were steady")? {
+                self.at_once_noise = Some(self.at_once_noise.map_or(sd, |n| n.max(sd)));
+                more = retest(world, t, cfg, pairs, (passes, false), gpus)?;
+                self.count += pairs.len() * passes;
+                held = false;
+            }
+        }
+        self.seconds += started.elapsed().as_secs_f64();
+        match (self.measured.as_mut(), more) {
+            (Some(all), Some(more)) => all.extend(more),
+            (None, more) => self.measured = more,
+            (Some(_), None) => {}
+        }
+        Ok(held)
+    }
+}
+
 /// Run the pairwise test on every rank. Rank 0 gets the outcome.
 ///
 /// The pass measures the rounds; rank 0 picks suspects and reference pairs, which every rank
@@ -456,18 +546,6 @@ pub fn run(
         if !still.is_empty() {
             let passes = (defaults::CONFIRM_PASSES, plan.at_once);
             retests.run(world, t, &recfg, &still, passes, &mut gpus)?;
-        }
-    }
-    // The watch: the pairs of a part that may change, retested spaced over time (rank 0
-    // decides which, from the run so far; every rank learns them).
-    if cfg.retest {
-        let watch = match (&measurements, &retests.measured) {
-            (Some(ms), Some(re)) => rails::judge_rails(ms, re, cfg, hosts, &plan, fabric).0.watch,
-            _ => Vec::new(),
-        };
-        let watch = share(world, &watch, "sharing the pairs to watch")?;
-        if !watch.is_empty() {
-            retests.watch(world, t, &recfg, (&watch, plan.at_once), &mut gpus)?;
         }
     }
     let Retests {

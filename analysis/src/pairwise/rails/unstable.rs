@@ -39,9 +39,6 @@ pub(super) fn unstable_nodes(
             let mut slow_in: Vec<u32> = us.iter().flat_map(|u| u.slow_in.iter().copied()).collect();
             slow_in.sort_unstable();
             slow_in.dedup();
-            let mut watch_slow_in: Vec<u32> = us.iter().flat_map(|u| u.watch_slow_in.iter().copied()).collect();
-            watch_slow_in.sort_unstable();
-            watch_slow_in.dedup();
             let fold = |f: fn(&verdict::Unstable) -> f64, pick: fn(f64, f64) -> f64| {
                 us.iter().map(|u| f(u)).reduce(pick).unwrap_or(f64::NAN)
             };
@@ -60,8 +57,6 @@ pub(super) fn unstable_nodes(
                 },
                 slow_in,
                 slots: us.iter().map(|u| u.slots).max().unwrap_or(0),
-                watch_slow_in,
-                watch_passes: us.iter().map(|u| u.watch_passes).max().unwrap_or(0),
                 worst,
                 beside: fold(|u| u.beside, f64::max),
                 alone_min: fold(|u| u.alone_min, f64::min),
@@ -93,8 +88,6 @@ mod tests {
             },
             slow_in: slots.to_vec(),
             slots: 4,
-            watch_slow_in: Vec::new(),
-            watch_passes: 0,
             worst,
             beside: 10.0,
             alone_min: 9.0,
@@ -114,7 +107,6 @@ mod tests {
                 confirmed: Vec::new(),
                 blamed: Vec::new(),
                 unstable,
-                watch: Vec::new(),
                 pass: false,
                 fabric: Vec::new(),
                 links: Vec::new(),

@@ -38,10 +38,6 @@ pub fn judge_pairs(
     // others fine) are the link's: judged apart from the rest, not blamed on their hosts, nor
     // judged unstable (alone, a pair's new connections hash anew and may miss the link).
     let whole = first;
-    // The watch's retests (their pass as their slot) speak to parts that change only.
-    let (watched, retests): (Vec<Measurement>, Vec<Measurement>) =
-        retests.iter().cloned().partition(|m| m.slot.is_some());
-    let retests: &[Measurement] = &retests;
     let apart = off_links(whole, cfg, hosts, topology);
     let first: &[Measurement] = &apart.rest;
     let bars = bars(first, cfg, hosts);
@@ -55,15 +51,13 @@ pub fn judge_pairs(
     let evidence = Evidence {
         first,
         retests,
-        watched: &watched,
         cfg,
         hosts,
     };
     let (confirmed, cleared) = confirm_suspects(evidence, &bars, &judged, &paths);
     let fabric = below_the_bar(whole, cfg, hosts, &bars, &apart.on);
     let tested = distinct_pairs(at_matrix_size(first, cfg));
-    let changing = unstable_parts(evidence, &bars, &judged, &cleared, &confirmed, topology);
-    let unstable = changing.unstable;
+    let unstable = unstable_parts(evidence, &bars, &judged, &cleared, &confirmed, topology);
     // A pair slow alone that belongs to an unstable part is that part's: blamed once, as it.
     let steady: Vec<SlowPair> = confirmed
         .iter()
@@ -80,7 +74,6 @@ pub fn judge_pairs(
         uplink_paths,
         pass: Verdict::passes(&confirmed, &unstable, cfg),
         unstable,
-        watch: changing.watch,
         confirmed,
         fabric,
         links: apart.links,
@@ -179,7 +172,6 @@ fn confirm_suspects(
         retests,
         cfg,
         hosts,
-        ..
     } = evidence;
     let rule = rule(cfg);
     let alone_bar = |pair: Pair| judged_for(judged, rule, hosts, pair).map_or(0.0, |j| j.bar_alone);

@@ -147,24 +147,9 @@ pub(super) fn unstable_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
         } else {
             String::new()
         };
-        let watched = if x.watch_passes > 0 {
-            format!(
-                ", slow in {} of the watch's {} passes (its pairs retested {} s apart)",
-                x.watch_slow_in.len(),
-                x.watch_passes,
-                crate::pairwise::defaults::WATCH_GAP_S
-            )
-        } else {
-            String::new()
-        };
-        let slots = if slots.is_empty() {
-            vec!["none".to_string()]
-        } else {
-            slots
-        };
         let written = writeln!(
             s,
-            "# UNSTABLE {} in the first pass while the pairs beside them were not (slot{plural} {} of {}; worst {:.2} {u}, beside it {:.2}){alone}{watched}: its speed changed while the run lasted",
+            "# UNSTABLE {} in the first pass while the pairs beside them were not (slot{plural} {} of {}; worst {:.2} {u}, beside it {:.2}){alone}: its speed changed while the run lasted",
             x.part.phrase(Voice::Unstable {
                 rails: !o.rails.is_empty()
             }),
