@@ -160,6 +160,12 @@ impl Verdict {
     pub fn passes(confirmed: &[SlowPair], unstable: &[Unstable], cfg: &super::PairwiseConfig) -> bool {
         confirmed.is_empty() && (unstable.is_empty() || cfg.unstable_warns)
     }
+
+    /// Whether rank pair `pair` belongs to one of the unstable parts (`hosts`: each rank's host):
+    /// then it is that part's, reported on its line, not on its own.
+    pub fn held_by_unstable(&self, hosts: &[String], pair: Pair) -> bool {
+        self.unstable.iter().any(|u| part_holds(&u.part, hosts, pair))
+    }
 }
 
 #[cfg(test)]

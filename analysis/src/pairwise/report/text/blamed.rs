@@ -17,12 +17,7 @@ pub(super) fn cleared_lines(s: &mut String, o: &PairwiseOutcome, v: &Verdict) {
     let sc = Scale::of(o);
     // A cleared pair of an unstable part was not slow for what ran beside it: its part's line
     // says what it was.
-    let in_unstable = |a: usize, b: usize| {
-        v.unstable
-            .iter()
-            .any(|u| verdict::part_holds(&u.part, &o.hosts, (a, b)))
-    };
-    for &(a, b) in v.cleared.iter().filter(|&&(a, b)| !in_unstable(a, b)) {
+    for &(a, b) in v.cleared.iter().filter(|&&p| !v.held_by_unstable(&o.hosts, p)) {
         let judged = verdict::judged_for(&v.judged, v.rule, &o.hosts, (a, b));
         let figures = match (verdict::alone_score(&o.retests, (a, b)), judged) {
             (Some(alone), Some(j)) => format!(

@@ -175,11 +175,7 @@ fn rail_section(s: &mut String, o: &PairwiseOutcome, mx: &[Vec<Option<f64>>], r:
     let steady = v
         .confirmed
         .iter()
-        .filter(|p| {
-            !v.unstable
-                .iter()
-                .any(|u| crate::pairwise::verdict::part_holds(&u.part, &o.hosts, (p.a, p.b)))
-        })
+        .filter(|p| !v.held_by_unstable(&o.hosts, (p.a, p.b)))
         .count();
     let what = match (v.pass, steady) {
         (true, _) if unstable > 0 => format!("PASS; {unstable} unstable part(s), a warning (--on-unstable warn)"),
